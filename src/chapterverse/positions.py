@@ -1,0 +1,68 @@
+"""Position tags: ``[f{file}-{start}-{end}]`` names a span of one file's canonical text.
+
+``file`` is a library-wide file id (not a spine index or page number), ``start``/``end`` are
+Python code-point offsets, end exclusive. Tags are opaque to models: they are copied, never computed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import TagError
+
+__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "paragraph_spans"]
+
+TAG_PATTERN = re.compile(r"\[f(\d+)-(\d+)-(\d+)\]")
+_BARE_TAG = re.compile(r"^\[?f(\d+)-(\d+)-(\d+)\]?$")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Span:
+    """An exact character range of one stored file."""
+
+    file: int
+    start: int
+    end: int
+
+    @property
+    def tag(self) -> str:
+        return f"[f{self.file}-{self.start}-{self.end}]"
+
+    @property
+    def key(self) -> str:
+        """The tag without brackets, as used in URLs and ``data-tag`` attributes."""
+        return f"f{self.file}-{self.start}-{self.end}"
+
+
+def parse_tag(text: str) -> Span:
+    """Parse ``[f5-120-140]`` or ``f5-120-140``; raise TagError on anything else."""
+    match = _BARE_TAG.match(text.strip())
+    if not match:
+        raise TagError(f"malformed tag {text!r}: expected [f<file>-<start>-<end>]")
+    file, start, end = (int(g) for g in match.groups())
+    if end <= start:
+        raise TagError(f"malformed tag {text!r}: end must be greater than start")
+    return Span(file, start, end)
+
+
+def find_tags(text: str) -> list[Span]:
+    """Every well-formed tag in ``text`` in order of appearance (duplicates kept)."""
+    return [Span(int(a), int(b), int(c)) for a, b, c in TAG_PATTERN.findall(text) if int(c) > int(b)]
+
+
+def paragraph_spans(text: str) -> list[tuple[int, int]]:
+    """Spans of the paragraphs of a canonical text: runs separated by blank lines, trimmed.
+
+    Canonical texts separate blocks with ``\\n\\n``; this is the one place that definition lives.
+    """
+    spans: list[tuple[int, int]] = []
+    for match in re.finditer(r"[^\n]+(?:\n[^\n]+)*", text):
+        start, end = match.span()
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        if end > start:
+            spans.append((start, end))
+    return spans

@@ -1,0 +1,61 @@
+"""What every format reader produces: a ParsedDocument of canonical texts and a TOC.
+
+Readers are pure: bytes on disk in, ParsedDocument out, or a typed SourceError. Nothing here
+touches the store, so a reader that fails can never leave a half-written document behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ParsedFile", "TocEntry", "PreChunk", "ParsedDocument"]
+
+
+@dataclass(slots=True)
+class ParsedFile:
+    """One file of a document: an EPUB spine item, a PDF page, a whole Markdown file, one JSONL line.
+
+    ``text`` is the canonical text that positions point into; blocks are separated by a blank line.
+    """
+
+    text: str
+    title: str = ""
+    label: str = ""
+    """EPUB: the spine item's href. PDF: the page label ("iv", "12"), else the 1-based page number."""
+    has_text: bool = True
+    """False for a PDF page without a text layer (scanned image)."""
+
+
+@dataclass(slots=True)
+class TocEntry:
+    """A TOC node pointing at (file index within the document, code-point offset in that file)."""
+
+    title: str
+    level: int
+    file_index: int
+    offset: int
+
+
+@dataclass(slots=True)
+class PreChunk:
+    """A chunk that arrives already cut (JSONL line, API item): it stays exactly one chunk."""
+
+    file_index: int
+    source: str
+    chunk_index: int
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ParsedDocument:
+    """A readable document. ``prechunked`` is set only for pre-chunked input (one file per chunk)."""
+
+    title: str
+    format: str
+    files: list[ParsedFile]
+    toc: list[TocEntry] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    prechunked: list[PreChunk] | None = None
+    warnings: list[str] = field(default_factory=list)
+    """Recoverable problems, e.g. "nav is broken, TOC built from spine order and headings"."""
