@@ -1,0 +1,105 @@
+"""Text analysis for lexical retrieval: one analyzer for indexing and querying.
+
+Terms are lower-cased, accent-stripped Snowball stems. A document is stemmed in its own language
+(detected from stopword frequencies); a query is stemmed in every language present in the
+library, because a Spanish reader asks a Spanish book in Spanish but a library may mix languages.
+Stopwords are dropped from queries only: documents keep them so phrase-like matches still rank.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterable
+from functools import lru_cache
+
+import Stemmer
+
+__all__ = ["LANGUAGES", "content_words", "detect_language", "index_terms", "query_terms", "normalize", "word_tokens"]
+
+_STOPWORDS: dict[str, frozenset[str]] = {
+    "english": frozenset(
+        "a an and are as at be been but by did do does for from had has have he her his how i if in into is it its "
+        "me my not of on or our she so than that the their them then there these they this those to was we were "
+        "what when where which who whom whose why will with would you your".split()
+    ),
+    "spanish": frozenset(
+        "a al algo como con cual cuales cuando cuanto de del donde el ella ellas ellos en entre era es esa ese eso "
+        "esta este esto fue fueron ha han hay la las le les lo los mas me mi muy no nos o para pero por porque que "
+        "quien quienes se segun ser si sin sobre su sus tambien te tiene tu un una uno unos unas y ya yo".split()
+    ),
+    "italian": frozenset(
+        "a ad al alla alle agli ai anche che chi ci come con cosa cui da dal dalla dei del della delle di dove e ed "
+        "era erano essere fu gli ha hanno i il in io la le lo ma mi ne nel nella nei non o per perche piu qual quale "
+        "quali quando quanto quanti se si sono su sua sue suo suoi tra un una uno".split()
+    ),
+    "french": frozenset(
+        "a au aux avec ce ces dans de des du elle en est et il ils je la le les leur mais ne nous ou par pas pour "
+        "qu que qui sa se ses son sont sur un une vous".split()
+    ),
+    "german": frozenset(
+        "aber als am an auch auf aus bei das dass dem den der des die ein eine einem einen einer es fur hat ich im "
+        "in ist mit nach nicht noch oder sich sie sind so und von war was wer wie wir zu zum zur".split()
+    ),
+    "portuguese": frozenset(
+        "a ao aos as com como da das de do dos e ela ele em entre era foi isso mais mas na nas no nos o os ou para "
+        "pela pelo por que quem se sem seu sua um uma".split()
+    ),
+}
+LANGUAGES = tuple(_STOPWORDS)
+_ISO = {"en": "english", "es": "spanish", "it": "italian", "fr": "french", "de": "german", "pt": "portuguese"}
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def normalize(text: str) -> str:
+    """Lower-case and strip combining marks (``canción`` -> ``cancion``) so accents never block a match."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
+def word_tokens(text: str) -> list[str]:
+    """Normalized word tokens, digits kept (years and amounts matter in questions)."""
+    return _WORD.findall(normalize(text))
+
+
+def detect_language(text: str, default: str = "english") -> str:
+    """The Snowball language whose stopwords are most frequent in ``text`` (a cheap, robust guess)."""
+    if text[:2].lower() in _ISO and len(text) == 2:
+        return _ISO[text.lower()]
+    counts = Counter(word_tokens(text[:200_000]))
+    if not counts:
+        return default
+    scores = {lang: sum(counts[w] for w in words) for lang, words in _STOPWORDS.items()}
+    best = max(scores, key=scores.__getitem__)
+    return best if scores[best] > 0 else default
+
+
+@lru_cache(maxsize=16)
+def _stemmer(language: str) -> Stemmer.Stemmer:
+    return Stemmer.Stemmer(language)
+
+
+def _stems(tokens: list[str], language: str) -> list[str]:
+    return _stemmer(language).stemWords(tokens)
+
+
+def index_terms(text: str, language: str) -> str:
+    """The space-joined stems stored in the full-text index for ``text``."""
+    return " ".join(_stems(word_tokens(text), language))
+
+
+def content_words(text: str, languages: Iterable[str]) -> list[str]:
+    """Distinct normalized words of ``text`` that are not stopwords in any of ``languages``."""
+    stop = frozenset().union(*(_STOPWORDS.get(lang, frozenset()) for lang in languages))
+    return [t for t in dict.fromkeys(word_tokens(text)) if t not in stop]
+
+
+def query_terms(query: str, languages: Iterable[str]) -> list[str]:
+    """Distinct stems of the query's content words in each of ``languages`` (all words if all are stopwords)."""
+    langs = list(dict.fromkeys(languages)) or ["english"]
+    tokens = content_words(query, langs) or word_tokens(query)
+    terms: list[str] = []
+    for lang in langs:
+        terms.extend(_stems(tokens, lang))
+    return list(dict.fromkeys(terms))

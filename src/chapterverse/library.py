@@ -1,0 +1,307 @@
+"""The library: the one-way pipeline source -> canonical text -> segments/chunks -> indexes, and its reads.
+
+``Library`` is what the CLI, the server and the answerers talk to. It owns no format, storage or
+scoring logic of its own; it wires the readers, the chunker, the embedder and the store together
+and guarantees that each document lands atomically and only when its content changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import platformdirs
+
+from .analysis import detect_language, index_terms
+from .chunking import build_segments, chunk_document
+from .embeddings import Embedder, load_embedder
+from .errors import SourceError, TagError
+from .positions import Span, parse_tag
+from .retrieval import FusionWeights, Retriever, ScoredChunk
+from .sources import ParsedDocument, iter_folder, read_source
+from .store import (
+    ChunkRecord,
+    DocumentRecord,
+    NewChunk,
+    NewDocument,
+    NewFile,
+    NewSegment,
+    SQLiteStore,
+    TocRecord,
+    open_store,
+)
+
+__all__ = ["Library", "IngestResult", "Resolved", "Hit", "default_home"]
+
+Progress = Callable[[str, int, int], None]
+"""progress(stage, done, total): called as a document moves through parsing and embedding."""
+
+
+def default_home() -> Path:
+    """``$CHAPTERVERSE_HOME`` or the platform's user data dir."""
+    env = os.environ.get("CHAPTERVERSE_HOME")
+    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("chapterverse"))
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(slots=True)
+class IngestResult:
+    document: DocumentRecord
+    changed: bool
+    """False when the same content was already in the library under the same source (nothing done)."""
+
+
+@dataclass(slots=True)
+class Resolved:
+    tag: str
+    doc_id: int
+    doc_title: str
+    file: int
+    start: int
+    end: int
+    text: str
+    toc_path: list[str]
+    file_title: str
+    label: str
+
+
+@dataclass(slots=True)
+class Hit:
+    """A retrieved chunk with everything needed to cite it."""
+
+    chunk: ChunkRecord
+    doc_title: str
+    score: float
+    lexical: float = 0.0
+    dense: float = 0.0
+
+    @property
+    def span(self) -> Span:
+        return Span(self.chunk.file_id, self.chunk.start, self.chunk.end)
+
+    @property
+    def tag(self) -> str:
+        return self.span.tag
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+
+@dataclass(slots=True)
+class _TocIndex:
+    """TOC entries of one document sorted by position, for "which chapter is this offset in"."""
+
+    keys: list[tuple[int, int]] = field(default_factory=list)
+    paths: list[list[str]] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, entries: Iterable[tuple[int, str, int, int]]) -> _TocIndex:
+        """``entries`` are (level, title, file key, offset) in TOC order."""
+        index = cls()
+        stack: list[tuple[int, str]] = []
+        for level, title, file_key, offset in sorted(entries, key=lambda e: (e[2], e[3])):
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            index.keys.append((file_key, offset))
+            index.paths.append([t for _, t in stack])
+        return index
+
+    def path_at(self, file_key: int, offset: int) -> list[str]:
+        i = bisect_right(self.keys, (file_key, offset)) - 1
+        return list(self.paths[i]) if i >= 0 else []
+
+
+class Library:
+    """A library of documents in one store, searched with one embedding model."""
+
+    def __init__(self, location: str | Path | None = None, *, embedder: Embedder | None = None,
+                 embedding_model: str | None = None, chunk_size: int = 512, chunk_overlap: int = 64,
+                 fusion: FusionWeights | None = None, store: SQLiteStore | None = None) -> None:
+        self.location = Path(location).expanduser() if location else default_home()
+        self.store = store or open_store(self.location)
+        self.chunk_size = chunk_size
+        self.chunk_overlap = chunk_overlap
+        self._embedder = embedder
+        self._embedding_model = embedding_model or self.store.get_meta("embedding_model")
+        self._fusion = fusion
+        self._retriever: Retriever | None = None
+
+    # -- components -------------------------------------------------------------------------
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = load_embedder(self._embedding_model)
+        return self._embedder
+
+    @property
+    def retriever(self) -> Retriever:
+        if self._retriever is None:
+            self._retriever = Retriever(self.store, self.embedder, self._fusion)
+        return self._retriever
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- ingest -----------------------------------------------------------------------------
+    def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
+               progress: Progress | None = None) -> list[IngestResult]:
+        """Ingest files and folders (recursively). Each document is written atomically on its own."""
+        results: list[IngestResult] = []
+        for path in map(Path, paths):
+            if path.is_dir():
+                for file, source in iter_folder(path):
+                    results.append(self.ingest_file(file, source=source, force_rebuild=force_rebuild,
+                                                    password=password, progress=progress))
+            elif path.exists():
+                results.append(self.ingest_file(path, force_rebuild=force_rebuild, password=password,
+                                                progress=progress))
+            else:
+                raise SourceError(path, "no such file or directory")
+        return results
+
+    def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
+                    password: str | None = None, progress: Progress | None = None) -> IngestResult:
+        path = Path(path)
+        source = source or path.name
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise SourceError(path, exc.strerror or str(exc)) from exc
+        digest = content_hash(data)
+        existing = self.store.documents_by_source(source)
+        if not force_rebuild:
+            for doc in existing:
+                if doc.content_hash == digest:
+                    return IngestResult(doc, changed=False)
+        if progress:
+            progress(f"reading {source}", 0, 1)
+        parsed = read_source(path, password=password)
+        doc = self.add_parsed(parsed, source=source, content_hash=digest, size_bytes=len(data),
+                              replace=[d.id for d in existing], progress=progress)
+        return IngestResult(doc, changed=True)
+
+    def add_parsed(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
+                   replace: Sequence[int] = (), dynamic: bool = False, ephemeral: bool = False,
+                   metadata: dict[str, Any] | None = None, progress: Progress | None = None) -> DocumentRecord:
+        """Chunk, segment and embed a parsed document, then write it (replacing ``replace``) in one transaction."""
+        new = self._prepare(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
+                            dynamic=dynamic, ephemeral=ephemeral, metadata=metadata, progress=progress)
+        doc_id = self.store.add_document(new, replace=replace)
+        return self.store.document(doc_id)
+
+    def _prepare(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int, dynamic: bool,
+                 ephemeral: bool, metadata: dict[str, Any] | None, progress: Progress | None) -> NewDocument:
+        sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
+        language = parsed.metadata.get("language_name") or detect_language(sample)
+        toc_entries = [(e.level, e.title, e.file_index, e.offset) for e in parsed.toc
+                       if 0 <= e.file_index < len(parsed.files)]
+        toc_index = _TocIndex.build(toc_entries)
+        specs = chunk_document(parsed, chunk_size=self.chunk_size, overlap=self.chunk_overlap)
+        prechunks = {p.file_index: p for p in parsed.prechunked or []}
+        chunks: list[NewChunk] = []
+        for i, spec in enumerate(specs):
+            text = parsed.files[spec.file_index].text[spec.start:spec.end]
+            pre = prechunks.get(spec.file_index)
+            path = toc_index.path_at(spec.file_index, spec.start)
+            chunks.append(NewChunk(
+                file_ordinal=spec.file_index, start=spec.start, end=spec.end,
+                source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
+                terms=index_terms(text, language), heading_terms=index_terms(" ".join(path), language),
+                title_path=path, metadata=dict(pre.metadata) if pre else {},
+            ))
+        texts = [parsed.files[c.file_ordinal].text[c.start:c.end] for c in chunks]
+        vectors = self.embed_passages(texts, progress=progress, label=source)
+        segments = [
+            NewSegment(seq=s.seq, title_path=s.title_path, start_ordinal=s.start[0], start_offset=s.start[1],
+                       end_ordinal=s.end[0], end_offset=s.end[1],
+                       content_hash=hashlib.sha256(_segment_text(parsed, s.start, s.end).encode()).hexdigest())
+            for s in build_segments(parsed)
+        ]
+        return NewDocument(
+            source=source, title=parsed.title or source, format=parsed.format, content_hash=content_hash,
+            size_bytes=size_bytes, language=language,
+            files=[NewFile(f.text, f.title, f.label, f.has_text) for f in parsed.files],
+            toc=toc_entries, segments=segments, chunks=chunks, vectors=vectors,
+            metadata={**parsed.metadata, **(metadata or {}), **({"warnings": parsed.warnings} if parsed.warnings else {})},
+            dynamic=dynamic, ephemeral=ephemeral,
+        )
+
+    def embed_passages(self, texts: Sequence[str], *, progress: Progress | None = None,
+                       label: str = "") -> np.ndarray:
+        """Vectors for ``texts``, reusing the store's cache so unchanged text is never embedded twice."""
+        embedder = self.embedder
+        self.store.check_embedding_model(embedder.name, embedder.dim)
+        hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+        cached = self.store.cached_vectors(embedder.name, hashes)
+        missing = [i for i, h in enumerate(hashes) if h not in cached]
+        fresh: dict[str, np.ndarray] = {}
+        step = 256
+        for done in range(0, len(missing), step):
+            batch = missing[done:done + step]
+            if progress:
+                progress(f"embedding {label}", done, len(missing))
+            for i, vec in zip(batch, embedder.embed([texts[i] for i in batch])):
+                fresh[hashes[i]] = vec
+        if progress:
+            progress(f"embedding {label}", len(missing), len(missing))
+        if fresh:
+            self.store.cache_vectors(embedder.name, fresh)
+        vectors = np.zeros((len(texts), embedder.dim), np.float32)
+        for i, h in enumerate(hashes):
+            vectors[i] = fresh[h] if h in fresh else cached[h]
+        return vectors
+
+    # -- reads ------------------------------------------------------------------------------
+    def documents(self) -> list[DocumentRecord]:
+        return self.store.documents()
+
+    def document(self, doc_id: int) -> DocumentRecord:
+        return self.store.document(doc_id)
+
+    def remove(self, doc_id: int) -> None:
+        self.store.document(doc_id)
+        self.store.remove_documents([doc_id])
+
+    def toc_path(self, doc_id: int, file_id: int, offset: int) -> list[str]:
+        toc: list[TocRecord] = self.store.toc(doc_id)
+        index = _TocIndex.build((t.level, t.title, t.file_id, t.offset) for t in toc)
+        return index.path_at(file_id, offset)
+
+    def resolve(self, tag: str | Span) -> Resolved:
+        """The exact text a tag names, with its document, file and TOC path; TagError when it names nothing."""
+        span = tag if isinstance(tag, Span) else parse_tag(tag)
+        text = self.store.file_slice(span.file, span.start, span.end)
+        if text is None:
+            raise TagError(f"{span.tag} does not name a span in this library (unknown file or out of range)")
+        file = self.store.file(span.file)
+        doc = self.store.document(file.doc_id)
+        return Resolved(tag=span.key, doc_id=doc.id, doc_title=doc.title, file=span.file, start=span.start,
+                        end=span.end, text=text, toc_path=self.toc_path(doc.id, file.id, span.start),
+                        file_title=file.title, label=file.label)
+
+    def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
+               threshold: float | None = None, mmr: float | None = None) -> list[Hit]:
+        scored: list[ScoredChunk] = self.retriever.search(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr)
+        titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
+        return [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense) for s in scored]
+
+
+def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:
+    parts = []
+    for index in range(start[0], end[0] + 1):
+        text = parsed.files[index].text
+        lo = start[1] if index == start[0] else 0
+        hi = end[1] if index == end[0] else len(text)
+        parts.append(text[lo:hi])
+    return "\n\n".join(parts)

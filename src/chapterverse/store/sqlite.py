@@ -1,0 +1,611 @@
+"""The embedded store: one SQLite file per library (WAL), FTS5 for lexical search, vectors as BLOBs.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so a crash or an exception mid-ingest leaves the
+previous state intact; WAL lets searches run while a write is in progress. Connections are per
+thread; writes are serialized by SQLite's own lock (``busy_timeout``), not by Python code.
+
+Vectors are little-endian float32 BLOBs, one row per chunk; the store records which embedding
+model and dimension made them and refuses to mix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
+from .records import (
+    ChatRecord,
+    ChunkRecord,
+    DocumentRecord,
+    FileRecord,
+    MessageRecord,
+    NewDocument,
+    SegmentRecord,
+    TocRecord,
+)
+
+__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE documents(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            source TEXT NOT NULL,
+            title TEXT NOT NULL,
+            format TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            size_bytes INTEGER NOT NULL,
+            language TEXT NOT NULL,
+            metadata TEXT NOT NULL,
+            dynamic INTEGER NOT NULL,
+            ephemeral INTEGER NOT NULL,
+            created_at TEXT NOT NULL);
+        CREATE INDEX documents_source ON documents(source);
+        CREATE INDEX documents_hash ON documents(content_hash);
+        CREATE TABLE files(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            label TEXT NOT NULL,
+            has_text INTEGER NOT NULL,
+            text TEXT NOT NULL);
+        CREATE INDEX files_doc ON files(doc_id, ordinal);
+        CREATE TABLE toc(
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            ordinal INTEGER NOT NULL,
+            level INTEGER NOT NULL,
+            title TEXT NOT NULL,
+            file_id INTEGER NOT NULL,
+            offset INTEGER NOT NULL);
+        CREATE INDEX toc_doc ON toc(doc_id, ordinal);
+        CREATE TABLE segments(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            title_path TEXT NOT NULL,
+            start_file INTEGER NOT NULL,
+            start_offset INTEGER NOT NULL,
+            end_file INTEGER NOT NULL,
+            end_offset INTEGER NOT NULL,
+            content_hash TEXT NOT NULL);
+        CREATE INDEX segments_doc ON segments(doc_id, seq);
+        CREATE TABLE chunks(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            file_id INTEGER NOT NULL,
+            start INTEGER NOT NULL,
+            "end" INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            source TEXT NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            metadata TEXT NOT NULL,
+            title_path TEXT NOT NULL,
+            terms TEXT NOT NULL,
+            heading_terms TEXT NOT NULL);
+        CREATE INDEX chunks_doc ON chunks(doc_id);
+        CREATE INDEX chunks_source ON chunks(source, chunk_index);
+        CREATE INDEX chunks_file ON chunks(file_id, start);
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            terms, heading_terms, content='chunks', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2');
+        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+        CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+            INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (new.id, new.terms, new.heading_terms);
+        END;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms)
+            VALUES ('delete', old.id, old.terms, old.heading_terms);
+        END;
+        CREATE TABLE vectors(
+            chunk_id INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+            vector BLOB NOT NULL);
+        CREATE TABLE embedding_cache(
+            model TEXT NOT NULL,
+            text_hash TEXT NOT NULL,
+            vector BLOB NOT NULL,
+            PRIMARY KEY(model, text_hash)) WITHOUT ROWID;
+        CREATE TABLE summaries(
+            segment_hash TEXT NOT NULL,
+            model TEXT NOT NULL,
+            prompt_version TEXT NOT NULL,
+            text TEXT NOT NULL,
+            dropped_tags INTEGER NOT NULL,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY(segment_hash, model, prompt_version));
+        CREATE TABLE chats(
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            doc_id INTEGER,
+            title TEXT NOT NULL,
+            created_at TEXT NOT NULL);
+        CREATE TABLE messages(
+            chat_id INTEGER NOT NULL REFERENCES chats(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            content TEXT NOT NULL,
+            result TEXT,
+            created_at TEXT NOT NULL,
+            PRIMARY KEY(chat_id, seq));
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _vector_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+class SQLiteStore:
+    """A library in one SQLite file."""
+
+    url: str
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.url = f"sqlite:///{self.path}"
+        self._local = threading.local()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot open library: {exc}") from exc
+
+    # -- connections and transactions -------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=30000")
+        return db
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "db", None)
+        if conn is None:
+            conn = self._local.db = self._connect()
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One IMMEDIATE transaction: all or nothing. Committed data survives a crash (WAL + fsync at checkpoint)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        conn = getattr(self._local, "db", None)
+        if conn is not None:
+            conn.close()
+            self._local.db = None
+
+    def _migrate(self) -> None:
+        db = self.db
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StoreError(f"{self.path}: library schema v{version} is newer than this chapterverse (v{SCHEMA_VERSION})")
+        for number in range(version, SCHEMA_VERSION):
+            with self.transaction() as tx:
+                MIGRATIONS[number](tx)
+                tx.execute(f"PRAGMA user_version={number + 1}")
+
+    # -- meta -------------------------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction() as tx:
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        """A counter bumped by every write that changes chunks, so caches know when to reload."""
+        return int(self.get_meta("generation") or 0)
+
+    def _bump(self, tx: sqlite3.Connection) -> None:
+        tx.execute(
+            "INSERT INTO meta(key, value) VALUES ('generation', '1') "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def check_embedding_model(self, name: str, dim: int) -> None:
+        """Record the embedding model on first use; refuse vectors from any other."""
+        stored = self.get_meta("embedding_model")
+        if stored is None:
+            with self.transaction() as tx:
+                tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
+                tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
+            return
+        stored_dim = int(self.get_meta("embedding_dim") or 0)
+        if stored != name or stored_dim != dim:
+            raise EmbeddingMismatchError(
+                f"{self.path}: the library's vectors were made by {stored} (dim {stored_dim}), not {name} "
+                f"(dim {dim}); run `chapterverse reembed` (or ingest with --force-rebuild) to re-embed with {name}"
+            )
+
+    def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
+        """Swap every chunk's vector and the recorded model in one transaction."""
+        with self.transaction() as tx:
+            tx.execute("DELETE FROM vectors")
+            tx.executemany(
+                "INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)",
+                ((cid, _vector_blob(vec)) for cid, vec in vectors.items()),
+            )
+            tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
+            tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
+            self._bump(tx)
+
+    # -- writes -----------------------------------------------------------------------------
+    def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
+        """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
+        if len(doc.vectors) != len(doc.chunks):
+            raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        with self.transaction() as tx:
+            for old in replace:
+                tx.execute("DELETE FROM documents WHERE id=?", (old,))
+            doc_id = self._insert_document(tx, doc)
+            self._bump(tx)
+        return doc_id
+
+    def _insert_document(self, tx: sqlite3.Connection, doc: NewDocument) -> int:
+        cur = tx.execute(
+            "INSERT INTO documents(source, title, format, content_hash, size_bytes, language, metadata, dynamic,"
+            " ephemeral, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (doc.source, doc.title, doc.format, doc.content_hash, doc.size_bytes, doc.language,
+             json.dumps(doc.metadata, ensure_ascii=False), int(doc.dynamic), int(doc.ephemeral), _now()),
+        )
+        doc_id = int(cur.lastrowid or 0)
+        file_ids = [
+            int(tx.execute(
+                "INSERT INTO files(doc_id, ordinal, title, label, has_text, text) VALUES (?,?,?,?,?,?)",
+                (doc_id, ordinal, f.title, f.label, int(f.has_text), f.text),
+            ).lastrowid or 0)
+            for ordinal, f in enumerate(doc.files)
+        ]
+        tx.executemany(
+            "INSERT INTO toc(doc_id, ordinal, level, title, file_id, offset) VALUES (?,?,?,?,?,?)",
+            ((doc_id, i, level, title, file_ids[fo], off) for i, (level, title, fo, off) in enumerate(doc.toc)),
+        )
+        tx.executemany(
+            "INSERT INTO segments(doc_id, seq, title_path, start_file, start_offset, end_file, end_offset,"
+            " content_hash) VALUES (?,?,?,?,?,?,?,?)",
+            ((doc_id, s.seq, json.dumps(s.title_path, ensure_ascii=False), file_ids[s.start_ordinal],
+              s.start_offset, file_ids[s.end_ordinal], s.end_offset, s.content_hash) for s in doc.segments),
+        )
+        for chunk, vector in zip(doc.chunks, doc.vectors, strict=True):
+            text = doc.files[chunk.file_ordinal].text[chunk.start:chunk.end]
+            cid = tx.execute(
+                'INSERT INTO chunks(doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
+                " terms, heading_terms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (doc_id, file_ids[chunk.file_ordinal], chunk.start, chunk.end, text, chunk.source,
+                 chunk.chunk_index, json.dumps(chunk.metadata, ensure_ascii=False),
+                 json.dumps(chunk.title_path, ensure_ascii=False), chunk.terms, chunk.heading_terms),
+            ).lastrowid
+            tx.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (cid, _vector_blob(vector)))
+        return doc_id
+
+    def remove_documents(self, doc_ids: Sequence[int]) -> int:
+        """Remove documents (and everything derived from them) atomically; return how many existed."""
+        with self.transaction() as tx:
+            removed = sum(tx.execute("DELETE FROM documents WHERE id=?", (i,)).rowcount for i in doc_ids)
+            if removed:
+                self._bump(tx)
+        return removed
+
+    def remove_ephemeral(self) -> int:
+        """Drop documents added with ``persist: false``: they live only until the next start."""
+        ids = [r[0] for r in self.db.execute("SELECT id FROM documents WHERE ephemeral=1")]
+        return self.remove_documents(ids)
+
+    # -- document reads ---------------------------------------------------------------------
+    _DOC_COLUMNS = (
+        "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
+        " d.ephemeral, d.created_at,"
+        " (SELECT count(*) FROM files f WHERE f.doc_id=d.id),"
+        " (SELECT count(*) FROM chunks c WHERE c.doc_id=d.id),"
+        " (SELECT count(*) FROM segments s WHERE s.doc_id=d.id)"
+    )
+
+    @staticmethod
+    def _document(row: Sequence[Any]) -> DocumentRecord:
+        return DocumentRecord(
+            id=row[0], source=row[1], title=row[2], format=row[3], content_hash=row[4], size_bytes=row[5],
+            language=row[6], metadata=json.loads(row[7]), dynamic=bool(row[8]), ephemeral=bool(row[9]),
+            created_at=row[10], files=row[11], chunks=row[12], segments=row[13],
+        )
+
+    def documents(self) -> list[DocumentRecord]:
+        rows = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d ORDER BY d.id").fetchall()
+        return [self._document(r) for r in rows]
+
+    def document(self, doc_id: int) -> DocumentRecord:
+        row = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.id=?", (doc_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no document with id {doc_id}")
+        return self._document(row)
+
+    def documents_by_source(self, source: str) -> list[DocumentRecord]:
+        rows = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=? ORDER BY d.id",
+                               (source,)).fetchall()
+        return [self._document(r) for r in rows]
+
+    def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
+        ids = list(dict.fromkeys(doc_ids))
+        marks = ",".join("?" * len(ids))
+        return dict(self.db.execute(f"SELECT id, title FROM documents WHERE id IN ({marks})", ids).fetchall())
+
+    def languages(self) -> list[str]:
+        return [r[0] for r in self.db.execute("SELECT DISTINCT language FROM documents ORDER BY language")]
+
+    def files(self, doc_id: int) -> list[FileRecord]:
+        rows = self.db.execute(
+            "SELECT id, doc_id, ordinal, title, label, has_text, '' FROM files WHERE doc_id=? ORDER BY ordinal",
+            (doc_id,),
+        ).fetchall()
+        return [FileRecord(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in rows]
+
+    def file_lengths(self, doc_id: int) -> dict[int, int]:
+        rows = self.db.execute("SELECT id, length(text) FROM files WHERE doc_id=?", (doc_id,))
+        return {r[0]: r[1] for r in rows}
+
+    def file(self, file_id: int) -> FileRecord:
+        row = self.db.execute(
+            "SELECT id, doc_id, ordinal, title, label, has_text, text FROM files WHERE id=?", (file_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFoundError(f"no file with id {file_id}")
+        return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+
+    def file_slice(self, file_id: int, start: int, end: int) -> str | None:
+        """The exact text of a span, or None when the file is unknown or the span is out of range."""
+        row = self.db.execute(
+            "SELECT length(text), substr(text, ?, ?) FROM files WHERE id=?", (start + 1, end - start, file_id)
+        ).fetchone()
+        if row is None or end > row[0] or start < 0:
+            return None
+        return str(row[1])
+
+    def toc(self, doc_id: int) -> list[TocRecord]:
+        rows = self.db.execute(
+            "SELECT doc_id, ordinal, level, title, file_id, offset FROM toc WHERE doc_id=? ORDER BY ordinal",
+            (doc_id,),
+        ).fetchall()
+        return [TocRecord(*r) for r in rows]
+
+    def segments(self, doc_id: int) -> list[SegmentRecord]:
+        rows = self.db.execute(
+            "SELECT id, doc_id, seq, title_path, start_file, start_offset, end_file, end_offset, content_hash"
+            " FROM segments WHERE doc_id=? ORDER BY seq",
+            (doc_id,),
+        ).fetchall()
+        return [SegmentRecord(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+
+    # -- chunks -----------------------------------------------------------------------------
+    _CHUNK_COLUMNS = (
+        'c.id, c.doc_id, c.file_id, c.start, c."end", c.text, c.source, c.chunk_index, c.metadata, c.title_path,'
+        " d.dynamic"
+    )
+
+    @staticmethod
+    def _chunk(row: Sequence[Any]) -> ChunkRecord:
+        return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]),
+                           json.loads(row[9]), bool(row[10]))
+
+    def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
+        found: dict[int, ChunkRecord] = {}
+        ids = list(chunk_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i:i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.db.execute(
+                f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id WHERE c.id IN ({marks})",
+                part,
+            )
+            found.update((r[0], self._chunk(r)) for r in rows)
+        return found
+
+    def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
+               limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
+        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
+        sql = f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
+        if limit is not None:
+            sql += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
+        return [self._chunk(r) for r in self.db.execute(sql, args)]
+
+    def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
+                     source_exact: str | None = None) -> int:
+        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
+        return int(self.db.execute(f"SELECT count(*) FROM chunks c {where}", args).fetchone()[0])
+
+    @staticmethod
+    def _chunk_filter(doc_id: int | None, prefix: str | None, exact: str | None) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        args: list[Any] = []
+        if doc_id is not None:
+            clauses.append("c.doc_id=?")
+            args.append(doc_id)
+        if exact is not None:
+            clauses.append("c.source=?")
+            args.append(exact)
+        if prefix:
+            clauses.append("substr(c.source, 1, ?)=?")
+            args += [len(prefix), prefix]
+        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
+
+    def source_counts(self) -> list[tuple[str, int, bool]]:
+        rows = self.db.execute(
+            "SELECT c.source, count(*), max(d.dynamic) FROM chunks c JOIN documents d ON d.id=c.doc_id"
+            " GROUP BY c.source ORDER BY c.source"
+        )
+        return [(r[0], r[1], bool(r[2])) for r in rows]
+
+    # -- search primitives ------------------------------------------------------------------
+    def lexical_search(self, terms: Sequence[str], *, k: int, doc_ids: Sequence[int] | None = None,
+                       heading_weight: float = 0.5) -> list[tuple[int, float]]:
+        """BM25 over stemmed terms (any term may match); higher score is better."""
+        if not terms:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        sql = (
+            "SELECT rowid, -bm25(chunks_fts, 1.0, ?) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+        )
+        args: list[Any] = [heading_weight, match]
+        if doc_ids is not None:
+            marks = ",".join("?" * len(doc_ids))
+            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({marks}))"
+            args += list(doc_ids)
+        sql += " ORDER BY bm25(chunks_fts, 1.0, ?) LIMIT ?"
+        args += [heading_weight, k]
+        try:
+            return [(int(r[0]), float(r[1])) for r in self.db.execute(sql, args)]
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.path}: full-text search failed: {exc}") from exc
+
+    def known_terms(self, terms: Sequence[str]) -> set[str]:
+        """The subset of ``terms`` that occur anywhere in the lexical index."""
+        if not terms:
+            return set()
+        marks = ",".join("?" * len(terms))
+        return {r[0] for r in self.db.execute(f"SELECT term FROM chunks_vocab WHERE term IN ({marks})", list(terms))}
+
+    def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, doc ids, float32 matrix) of every stored vector, in chunk id order."""
+        rows = self.db.execute(
+            "SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id ORDER BY v.chunk_id"
+        ).fetchall()
+        dim = int(self.get_meta("embedding_dim") or 0)
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        return ids, docs, matrix
+
+    # -- embedding cache --------------------------------------------------------------------
+    def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        hashes = list(dict.fromkeys(text_hashes))
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.db.execute(
+                f"SELECT text_hash, vector FROM embedding_cache WHERE model=? AND text_hash IN ({marks})",
+                [model, *part],
+            )
+            found.update((r[0], np.frombuffer(r[1], dtype="<f4")) for r in rows)
+        return found
+
+    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
+        with self.transaction() as tx:
+            tx.executemany(
+                "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?,?,?)",
+                ((model, h, _vector_blob(v)) for h, v in vectors.items()),
+            )
+
+    # -- summaries --------------------------------------------------------------------------
+    def summaries(self, segment_hashes: Sequence[str], model: str, prompt_version: str) -> dict[str, str]:
+        found: dict[str, str] = {}
+        hashes = list(dict.fromkeys(segment_hashes))
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.db.execute(
+                f"SELECT segment_hash, text FROM summaries WHERE model=? AND prompt_version=?"
+                f" AND segment_hash IN ({marks})",
+                [model, prompt_version, *part],
+            )
+            found.update((r[0], r[1]) for r in rows)
+        return found
+
+    def put_summary(self, segment_hash: str, model: str, prompt_version: str, text: str, dropped_tags: int) -> None:
+        with self.transaction() as tx:
+            tx.execute(
+                "INSERT OR REPLACE INTO summaries VALUES (?,?,?,?,?,?)",
+                (segment_hash, model, prompt_version, text, dropped_tags, _now()),
+            )
+
+    # -- chats ------------------------------------------------------------------------------
+    def create_chat(self, doc_id: int | None, title: str) -> int:
+        with self.transaction() as tx:
+            return int(tx.execute("INSERT INTO chats(doc_id, title, created_at) VALUES (?,?,?)",
+                                  (doc_id, title, _now())).lastrowid or 0)
+
+    def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
+        sql, args = "SELECT id, doc_id, title, created_at FROM chats", []
+        if doc_id is not None:
+            sql, args = sql + " WHERE doc_id=?", [doc_id]
+        return [ChatRecord(*r) for r in self.db.execute(sql + " ORDER BY id", args)]
+
+    def chat(self, chat_id: int) -> ChatRecord:
+        row = self.db.execute("SELECT id, doc_id, title, created_at FROM chats WHERE id=?", (chat_id,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"no chat with id {chat_id}")
+        return ChatRecord(*row)
+
+    def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
+        with self.transaction() as tx:
+            seq = tx.execute("SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
+            tx.execute(
+                "INSERT INTO messages VALUES (?,?,?,?,?,?)",
+                (chat_id, seq, role, content, json.dumps(result, ensure_ascii=False) if result else None, _now()),
+            )
+
+    def messages(self, chat_id: int) -> list[MessageRecord]:
+        rows = self.db.execute(
+            "SELECT chat_id, seq, role, content, result, created_at FROM messages WHERE chat_id=? ORDER BY seq",
+            (chat_id,),
+        )
+        return [MessageRecord(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, r[5]) for r in rows]
+
+    # -- integrity --------------------------------------------------------------------------
+    def integrity_problems(self) -> list[str]:
+        """Disagreements between rows, the lexical index and the vectors (empty when consistent)."""
+        db = self.db
+        problems = []
+        if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
+            problems.append("sqlite integrity_check failed")
+        try:
+            db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as exc:
+            problems.append(f"full-text index disagrees with chunks: {exc}")
+        missing = db.execute("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id=c.id"
+                             " WHERE v.chunk_id IS NULL").fetchone()[0]
+        if missing:
+            problems.append(f"{missing} chunks have no vector")
+        bad_spans = db.execute(
+            'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
+            " != c.text"
+        ).fetchone()[0]
+        if bad_spans:
+            problems.append(f"{bad_spans} chunks do not match their file text at their position")
+        return problems
+
+    def rebuild_lexical_index(self) -> None:
+        with self.transaction() as tx:
+            tx.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+            self._bump(tx)
