@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up .venv and runs the whole test suite (browser tests need Debian's chromium: apt-get install chromium).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+mkdir -p artifacts
+exec .venv/bin/python -m pytest "$@"
