@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .analysis import content_words, normalize, query_terms
+from .analysis import content_words, query_terms
 from .chunking import sentence_spans
 from .library import Hit, Library
 from .positions import Span
@@ -22,6 +22,9 @@ NOT_FOUND_PREFIX = "Not found in"
 EXTRACTIVE_THRESHOLD = 0.30
 """Minimum fused retrieval score for a passage to be quoted (fused scores lie in 0..1)."""
 MAX_SENTENCES = 3
+RELATIVE_CUTOFF = 0.8
+SENTENCE_REACH = 400
+"""A further sentence is shown only when it scores at least this share of the best one."""
 
 
 @dataclass(slots=True)
@@ -57,10 +60,23 @@ class AnswerResult:
         return asdict(self)
 
 
-def _sentence_score(sentence: str, terms: set[str], languages: Sequence[str], rank: int) -> float:
-    words = set(query_terms(sentence, languages))
-    overlap = len(words & terms) / max(len(terms), 1)
-    return overlap + 0.15 / (rank + 1)
+def _sentence_scores(library: Library, question: str, sentences: Sequence[str], ranks: Sequence[int]) -> list[float]:
+    """Blend of meaning (cosine to the question) and shared content terms, with a small prior for passage rank."""
+    languages = library.store.languages()
+    terms = set(query_terms(question, languages))
+    vectors = library.embedder.embed([question, *sentences])
+    cosines = vectors[1:] @ vectors[0]
+    scores = []
+    for sentence, cosine, rank in zip(sentences, cosines.tolist(), ranks):
+        overlap = len(set(query_terms(sentence, languages)) & terms) / max(len(terms), 1)
+        scores.append(0.6 * cosine + 0.4 * overlap + 0.05 / (rank + 1))
+    return scores
+
+
+def _is_prose(sentence: str, languages: Sequence[str]) -> bool:
+    """Headings and fragments are not answers."""
+    return (not sentence.lstrip().startswith("#") and len(sentence.split()) >= 4
+            and len(content_words(sentence, languages)) >= 2)
 
 
 def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int] | None = None,
@@ -73,16 +89,23 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
         where = scope_title or "this library"
         return AnswerResult(answer=f"{NOT_FOUND_PREFIX} {where}.", found=False, mode="extractive")
     languages = library.store.languages()
-    terms = set(query_terms(question, languages))
-    candidates: list[tuple[float, Hit, Span]] = []
+    found: list[tuple[Hit, Span, str, int]] = []
+    file_texts: dict[int, str] = {}
     for rank, hit in enumerate(relevant):
-        for start, end in sentence_spans(hit.text):
-            sentence = hit.text[start:end]
-            if len(content_words(sentence, languages)) < 3:
+        chunk = hit.chunk
+        if chunk.file_id not in file_texts:
+            file_texts[chunk.file_id] = library.store.file(chunk.file_id).text
+        text = file_texts[chunk.file_id]
+        # Sentences of the file around the chunk, so a chunk cut mid-sentence still yields whole sentences.
+        for start, end in sentence_spans(text, max(0, chunk.start - SENTENCE_REACH), chunk.end + SENTENCE_REACH):
+            if end <= chunk.start or start >= chunk.end:
                 continue
-            span = Span(hit.chunk.file_id, hit.chunk.start + start, hit.chunk.start + end)
-            candidates.append((_sentence_score(sentence, terms, languages, rank), hit, span))
-    best = _distinct(sorted(candidates, key=lambda c: -c[0]))[:MAX_SENTENCES]
+            sentence = text[start:end]
+            if _is_prose(sentence, languages):
+                found.append((hit, Span(chunk.file_id, start, end), sentence, rank))
+    scores = _sentence_scores(library, question, [f[2] for f in found], [f[3] for f in found]) if found else []
+    ranked = _distinct(sorted(((sc, h, sp) for sc, (h, sp, _, _) in zip(scores, found)), key=lambda c: -c[0]))
+    best = [c for c in ranked if c[0] >= RELATIVE_CUTOFF * ranked[0][0]][:MAX_SENTENCES] if ranked else []
     if not best:
         best = [(relevant[0].score, relevant[0], relevant[0].span)]
     best.sort(key=lambda c: (c[2].file, c[2].start))
@@ -98,12 +121,11 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
 
 
 def _distinct(candidates: list[tuple[float, Hit, Span]]) -> list[tuple[float, Hit, Span]]:
-    """Drop sentences repeated by chunk overlap (same text at overlapping positions)."""
-    seen: set[str] = set()
+    """Drop sentences found twice through overlapping chunks."""
+    seen: set[Span] = set()
     kept = []
     for cand in candidates:
-        key = normalize(cand[1].text[cand[2].start - cand[1].chunk.start:cand[2].end - cand[1].chunk.start])
-        if key not in seen:
-            seen.add(key)
+        if cand[2] not in seen:
+            seen.add(cand[2])
             kept.append(cand)
     return kept

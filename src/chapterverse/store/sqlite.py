@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,9 +36,7 @@ from .records import (
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
 
-def _m001_initial(db: sqlite3.Connection) -> None:
-    db.executescript(
-        """
+_M001_INITIAL = """
         CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE documents(
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -138,11 +136,10 @@ def _m001_initial(db: sqlite3.Connection) -> None:
             result TEXT,
             created_at TEXT NOT NULL,
             PRIMARY KEY(chat_id, seq));
-        """
-    )
+"""
 
-
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+MIGRATIONS: list[str] = [_M001_INITIAL]
+"""Each migration is one SQL script, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -209,9 +206,12 @@ class SQLiteStore:
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: library schema v{version} is newer than this chapterverse (v{SCHEMA_VERSION})")
         for number in range(version, SCHEMA_VERSION):
-            with self.transaction() as tx:
-                MIGRATIONS[number](tx)
-                tx.execute(f"PRAGMA user_version={number + 1}")
+            try:
+                db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version={number + 1};\nCOMMIT;")
+            except sqlite3.Error:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     # -- meta -------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
