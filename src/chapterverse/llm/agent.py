@@ -1,0 +1,207 @@
+"""One answer turn as a stream of events: meta, text deltas, then the verified result.
+
+With a model: the tool loop. The model calls retrieval tools, their results become this turn's
+evidence, the final answer streams through a tag filter (a tag split across deltas is held back
+and only evidence tags pass), and the whole answer is verified once more at the end. A model that
+answers a document question without calling any tool gets one forced retrieval round: we run
+``search_passages`` with the question ourselves and hand the result back as a tool result. This
+works with every OpenAI-compatible server, unlike ``tool_choice="required"``, which many local
+servers ignore. Text of a round without evidence is held back, never shown.
+
+Without a model, or when the model fails: an extractive answer, with a notice saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..answering import AnswerResult, CitationOut, extractive_answer
+from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
+from ..errors import ProviderError, TagError
+from ..library import Library
+from ..positions import Span
+from .prompts import load_prompt
+from .provider import ChatProvider, ProviderConfig, StreamEnd, TextDelta, ToolCall
+from .summaries import EXTRACTIVE_MODEL, SummaryJobs
+from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
+
+__all__ = ["AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent", "AgentSettings", "answer_events"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class AnswerMeta:
+    mode: str
+    notice: str | None = None
+
+
+@dataclass(slots=True)
+class AnswerDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class AnswerDone:
+    result: AnswerResult
+
+
+AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    max_rounds: int = 4
+    tools: ToolSettings = field(default_factory=ToolSettings)
+
+
+_JOBS = SummaryJobs()
+
+
+def answer_events(library: Library, question: str, *, doc_id: int | None = None,
+                  provider: ProviderConfig | None = None, selection: ProviderConfig | None = None,
+                  history: Sequence[dict[str, str]] = (), settings: AgentSettings | None = None,
+                  summary_jobs: SummaryJobs | None = None) -> Iterator[AnswerEvent]:
+    """Answer ``question`` about one document (or the whole library when ``doc_id`` is None)."""
+    if provider is None:
+        yield AnswerMeta(mode="extractive")
+        result = _extractive(library, question, doc_id, notice=None)
+        yield AnswerDelta(result.answer)
+        yield AnswerDone(result)
+        return
+    yield AnswerMeta(mode="llm")
+    turn = _ModelTurn(library, question, doc_id, provider, selection or provider, history,
+                      settings or AgentSettings(), summary_jobs or _JOBS)
+    try:
+        yield from turn.run()
+    except ProviderError as exc:
+        log.warning("model failed, answering extractively: %s", exc)
+        notice = f"The model could not answer ({exc}); this is an extractive answer from the retrieved passages."
+        result = _extractive(library, question, doc_id, notice=notice)
+        if not turn.shown:
+            yield AnswerDelta(result.answer)
+        yield AnswerDone(result)
+
+
+def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None) -> AnswerResult:
+    scope = library.document(doc_id).title if doc_id is not None else None
+    result = extractive_answer(library, question, doc_ids=[doc_id] if doc_id is not None else None,
+                               scope_title=scope)
+    result.notice = notice
+    return result
+
+
+class _ModelTurn:
+    def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig,
+                 selection: ProviderConfig, history: Sequence[dict[str, str]], settings: AgentSettings,
+                 jobs: SummaryJobs) -> None:
+        self.library = library
+        self.question = question
+        self.doc_id = doc_id
+        self.chat = ChatProvider(provider)
+        self.settings = settings
+        self.evidence = Evidence(resolve=self._resolve)
+        summaries_ready = doc_id is not None and jobs.ensure_started(library, doc_id, self.chat)
+        self.summaries = "ready" if summaries_ready else "pending"
+        self.tools = ToolBox(library, doc_id, self.evidence,
+                             selector=ChatProvider(selection) if summaries_ready else None,
+                             summary_model=provider.model if summaries_ready else EXTRACTIVE_MODEL,
+                             settings=settings.tools)
+        title = library.document(doc_id).title if doc_id is not None else "the whole library"
+        self.system = load_prompt("answer_system")
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": self.system.render(doc_title=title)},
+                                               *history, {"role": "user", "content": question}]
+        self.filter = StreamingTagFilter(self.evidence, mode="keep")
+        self.shown = False
+        self.raw_answer: list[str] = []
+        self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "context_tokens": 0}
+
+    def _resolve(self, span: Span) -> ResolvedSpan | None:
+        try:
+            r = self.library.resolve(span)
+        except TagError:
+            return None
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+
+    def run(self) -> Iterator[AnswerEvent]:
+        forced = False
+        for round_no in range(self.settings.max_rounds + 1):
+            last = round_no == self.settings.max_rounds
+            live = bool(self.tools.calls)
+            held: list[str] = []
+            end: StreamEnd | None = None
+            for event in self.chat.stream(self.messages, tools=None if last else TOOL_SCHEMAS):
+                if isinstance(event, TextDelta):
+                    if live:
+                        yield from self._show(event.text)
+                    else:
+                        held.append(event.text)
+                else:
+                    end = event
+            self._count(end)
+            if end is not None and end.tool_calls and not last:
+                self._run_tools(end.tool_calls, "".join(held))
+                continue
+            if not self.tools.calls and not forced:
+                forced = True
+                self._force_retrieval()
+                continue
+            for text in held:
+                yield from self._show(text)
+            break
+        tail = self.filter.flush()
+        if tail:
+            self.shown = True
+            yield AnswerDelta(tail)
+        yield AnswerDone(self._result())
+
+    def _show(self, text: str) -> Iterator[AnswerEvent]:
+        self.raw_answer.append(text)
+        out = self.filter.feed(text)
+        if out:
+            self.shown = True
+            yield AnswerDelta(out)
+
+    def _count(self, end: StreamEnd | None) -> None:
+        if end is not None and end.usage is not None:
+            self.usage["prompt_tokens"] += end.usage.prompt_tokens
+            self.usage["completion_tokens"] += end.usage.completion_tokens
+
+    def _run_tools(self, calls: Sequence[ToolCall], content: str) -> None:
+        self.messages.append({
+            "role": "assistant", "content": content or None,
+            "tool_calls": [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                           for c in calls],
+        })
+        with ThreadPoolExecutor(max_workers=max(1, min(len(calls), 4))) as pool:
+            results = list(pool.map(lambda c: self.tools.execute(c.name, c.arguments), calls))
+        for call, result in zip(calls, results):
+            self.messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+
+    def _force_retrieval(self) -> None:
+        """The model answered without looking: look for it, and let it answer again from the source."""
+        call = ToolCall(id="forced_retrieval", name="search_passages",
+                        arguments=json.dumps({"query": self.question}, ensure_ascii=False))
+        self._run_tools([call], "")
+        self.messages.append({"role": "user", "content": "Answer from the SOURCE TEXT above, citing its tags."})
+
+    def _result(self) -> AnswerResult:
+        verified = verify_answer("".join(self.raw_answer), self.evidence)
+        self.usage["context_tokens"] = self.tools.context_tokens
+        citations = [CitationOut(n=c.n, tag=c.span.key, doc_id=c.doc_id or 0, doc_title=c.doc_title, text=c.text,
+                                 toc_path=c.toc_path, file=c.span.file, start=c.span.start, end=c.span.end)
+                     for c in verified.citations]
+        return AnswerResult(
+            answer=verified.text, found=verified.found, mode="llm", citations=citations,
+            dropped_tags=[{"tag": d.tag, "reason": d.reason} for d in verified.dropped_tags],
+            unsupported_sentences=verified.unsupported_sentences, unverified_quotes=verified.unverified_quotes,
+            tool_calls=[{"name": c.name, "arguments": c.arguments} for c in self.tools.calls],
+            usage=dict(self.usage),
+            metadata={"summaries": self.summaries, "prompt_version": self.system.version,
+                      "model": self.chat.config.model},
+        )
