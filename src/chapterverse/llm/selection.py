@@ -124,7 +124,7 @@ def _first_object(reply: str) -> dict[Any, Any]:
     for candidate in _candidates(reply):
         try:
             value = _loads(candidate)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             reason = str(exc)
             continue
         if isinstance(value, dict):

@@ -153,6 +153,11 @@ class SummaryJobs:
                 thread.start()
         return False
 
+    @staticmethod
+    def is_complete(library: Library, doc_id: int, model: str) -> bool:
+        done, total = summary_status(library, doc_id, model)
+        return done >= total
+
     def is_running(self, doc_id: int, model: str) -> bool:
         thread = self._running.get((doc_id, model))
         return bool(thread and thread.is_alive())

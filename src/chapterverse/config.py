@@ -1,0 +1,51 @@
+"""The library's config file, ``<library>/config.json``: provider settings that flags and env override.
+
+Written atomically (temp file + rename) with mode 0600 because it may hold an API key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+__all__ = ["config_path", "load_config", "save_config"]
+
+CONFIG_NAME = "config.json"
+
+
+def config_path(library_dir: Path) -> Path:
+    return Path(library_dir) / CONFIG_NAME
+
+
+def load_config(library_dir: Path) -> dict[str, Any]:
+    path = config_path(library_dir)
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: cannot read config: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: config must be a JSON object")
+    return data
+
+
+def save_config(library_dir: Path, data: dict[str, Any]) -> None:
+    path = config_path(library_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, ensure_ascii=False)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

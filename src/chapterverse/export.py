@@ -1,0 +1,29 @@
+"""Chat export as Markdown whose citations are deep links into the web reader."""
+
+from __future__ import annotations
+
+from .store import SQLiteStore
+
+__all__ = ["chat_markdown"]
+
+
+def chat_markdown(store: SQLiteStore, chat_id: int, base_url: str) -> str:
+    """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text."""
+    chat = store.chat(chat_id)
+    lines = [f"# {chat.title}", ""]
+    base = base_url.rstrip("/")
+    for message in store.messages(chat_id):
+        if message.role == "user":
+            lines += [f"**Question:** {message.content}", ""]
+            continue
+        result = message.result or {}
+        answer = result.get("answer", message.content)
+        citations = result.get("citations", [])
+        for c in citations:
+            answer = answer.replace(f"[{c['tag']}]", f"[[{c['n']}]]({base}/read/{c['doc_id']}#{c['tag']})")
+        lines += [answer, ""]
+        for c in citations:
+            where = " › ".join(c.get("toc_path") or []) or c.get("doc_title", "")
+            quoted = "\n".join(f"> {line}" for line in c["text"].splitlines() or [""])
+            lines += [f"[{c['n']}]: [{c['doc_title']} — {where}]({base}/read/{c['doc_id']}#{c['tag']})", quoted, ""]
+    return "\n".join(lines).rstrip() + "\n"
