@@ -192,7 +192,7 @@ def test_unreachable_model_falls_back_quickly(library: Library, doc_id: int) -> 
 def test_segment_selection_returns_source_text_of_chosen_segments(library: Library, doc_id: int) -> None:
     def summarizer(request: dict[str, Any]) -> Reply:
         prompt = request["messages"][-1]["content"]
-        tag = find_tags(prompt)[0].tag
+        tag = find_tags(prompt.split("TEXT:", 1)[1])[0].tag
         return Reply.text(f"A keeper tends a lighthouse with her cat {tag}. Invented [f777-0-5].")
 
     with fake_llm(handler=summarizer) as fake:
