@@ -25,5 +25,6 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     home = tmp_path_factory.mktemp("cv-home")
     monkeypatch.setenv("CHAPTERVERSE_HOME", str(home))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHAPTERVERSE_LLM_BASE_URL", "CHAPTERVERSE_LLM_MODEL",
-                "CHAPTERVERSE_LLM_API_KEY", "CHAPTERVERSE_STORE_URL"):
+                "CHAPTERVERSE_LLM_API_KEY", "CHAPTERVERSE_STORE_URL", "CHAPTERVERSE_EMBED_API_KEY",
+                "CHAPTERVERSE_EMBEDDING_MODEL", "CHAPTERVERSE_API_KEY"):
         monkeypatch.delenv(var, raising=False)

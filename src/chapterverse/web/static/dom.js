@@ -1,0 +1,67 @@
+// Tiny DOM helpers. Text always goes in as text nodes: nothing here parses HTML, so book text,
+// answers and titles (all untrusted) stay inert however they look.
+
+/**
+ * Create an element. `attrs`: "class", "text" (textContent), "on<event>" functions, booleans
+ * (true sets an empty attribute, false/null/undefined skip), anything else via setAttribute.
+ * Children: strings become text nodes, arrays are flattened, null/false are skipped.
+ */
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "text") el.textContent = String(value);
+    else if (name.startsWith("on") && typeof value === "function") el.addEventListener(name.slice(2), value);
+    else if (value === true) el.setAttribute(name, "");
+    else el.setAttribute(name, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+/** Append children (strings as text nodes) to `parent`. */
+export function append(parent, children) {
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return parent;
+}
+
+/** Human-readable size: 1.2 MB. */
+export function formatBytes(n) {
+  if (!Number.isFinite(n)) return "";
+  const units = ["bytes", "KB", "MB", "GB"];
+  let value = n;
+  let i = 0;
+  while (value >= 1024 && i < units.length - 1) {
+    value /= 1024;
+    i += 1;
+  }
+  return i === 0 ? `${value} ${units[0]}` : `${value.toFixed(value < 10 ? 1 : 0)} ${units[i]}`;
+}
+
+/** A date string from the server as a short local date, or the input when it does not parse. */
+export function formatDate(value) {
+  if (!value) return "";
+  const date = new Date(value);
+  return Number.isNaN(date.getTime()) ? String(value) : date.toLocaleDateString(undefined, { dateStyle: "medium" });
+}
+
+/** Show a short message in the page's status toast. */
+export function toast(message, { error = false } = {}) {
+  const el = document.querySelector("[data-cv-toast]");
+  if (!el) return;
+  el.textContent = message;
+  el.classList.toggle("cv-toast-error", error);
+  el.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => {
+    el.hidden = true;
+  }, error ? 8000 : 4000);
+}
+
+/** True for a plain left click that the app may handle itself (no new tab/window intent). */
+export function isPlainClick(event) {
+  return event.button === 0 && !event.metaKey && !event.ctrlKey && !event.shiftKey && !event.altKey;
+}

@@ -1,0 +1,302 @@
+// The reader: TOC, file/page navigation, the canonical text as paragraphs, and exact highlights.
+//
+// A file is rendered as a sequence of "segments" that together hold every character of its
+// text: each paragraph from the API is a <p data-start data-end>, and the text between them
+// (blank lines) is a <span class="cv-gap"> whose whitespace collapses away. So a highlight of any
+// code-point range [start, end) wraps exactly those characters in <mark>s, one per segment, and
+// the marks' text joined equals the cited text, even across paragraphs.
+
+import { api } from "./api.js";
+import { TAG_KEY_RE } from "./answer.js";
+import { CodePointIndex } from "./codepoints.js";
+import { h, isPlainClick } from "./dom.js";
+
+/** "#f5-10-20" -> {file, start, end}; "#f5-10" -> {file, offset}; "#f5" -> {file}; else null. */
+export function parseHash(hash) {
+  const value = decodeURIComponent(String(hash || "").replace(/^#/, ""));
+  let m = TAG_KEY_RE.exec(value);
+  if (m) return { file: Number(m[1]), start: Number(m[2]), end: Number(m[3]), key: value };
+  m = /^f(\d+)-(\d+)$/.exec(value);
+  if (m) return { file: Number(m[1]), offset: Number(m[2]) };
+  m = /^f(\d+)$/.exec(value);
+  return m ? { file: Number(m[1]) } : null;
+}
+
+/** Nest a flat TOC ([{title, level, file, offset}]) into a <ul> tree by level. */
+function tocTree(entries, docId) {
+  const root = h("ul", { class: "cv-toc-list" });
+  const stack = [{ level: -Infinity, list: root }];
+  for (const entry of entries) {
+    const level = Number(entry.level) || 0;
+    while (stack.length > 1 && stack[stack.length - 1].level >= level) stack.pop();
+    let parent = stack[stack.length - 1];
+    if (!parent.list) {
+      parent.list = h("ul", { class: "cv-toc-list" });
+      parent.item.append(parent.list);
+    }
+    const link = h("a", {
+      href: `/read/${encodeURIComponent(docId)}#f${entry.file}-${entry.offset || 0}`,
+      "data-file": entry.file, "data-offset": entry.offset || 0, class: "cv-toc-link",
+    }, entry.title || "Untitled");
+    const item = h("li", {}, link);
+    parent.list.append(item);
+    stack.push({ level, item, list: null });
+  }
+  return root;
+}
+
+function fileLabel(doc, file) {
+  if (doc.format === "pdf") return `Page ${file.label || file.ordinal + 1}`;
+  return file.title || file.label || `Part ${file.ordinal + 1}`;
+}
+
+export class Reader {
+  /**
+   * @param {object} doc   GET /api/documents/{id}
+   * @param {object} hooks {onNavigate(hash, {replace})} keeps the URL in step with the page
+   */
+  constructor(doc, hooks) {
+    this.doc = doc;
+    this.hooks = hooks;
+    this.files = [...(doc.files || [])].sort((a, b) => a.ordinal - b.ordinal);
+    this.cache = new Map();
+    this.current = null; // {file, index, segments}
+    this.loading = 0;
+    this.build();
+  }
+
+  build() {
+    const doc = this.doc;
+    this.tocNav = h("nav", { class: "cv-toc", "aria-label": "Table of contents", "data-cv-toc": true },
+      h("div", { class: "cv-panel-head" }, h("h2", {}, "Contents"),
+        h("button", { type: "button", class: "cv-icon-button cv-narrow-only", "aria-label": "Close contents",
+          onclick: () => this.toggleToc(false) }, "×")));
+    if ((doc.toc || []).length) this.tocNav.append(tocTree(doc.toc, doc.id));
+    else this.tocNav.append(h("p", { class: "cv-muted" }, "This book has no table of contents."));
+    this.tocNav.addEventListener("click", (e) => {
+      const link = e.target.closest("a.cv-toc-link");
+      if (!link || !isPlainClick(e)) return;
+      e.preventDefault();
+      this.toggleToc(false);
+      const target = { file: Number(link.dataset.file), offset: Number(link.dataset.offset) };
+      this.hooks.onNavigate(`#f${target.file}-${target.offset}`);
+      this.go(target);
+    });
+
+    this.prevButton = h("button", { type: "button", class: "cv-button", "data-cv-prev": true,
+      onclick: () => this.step(-1) }, "‹ Previous");
+    this.nextButton = h("button", { type: "button", class: "cv-button", "data-cv-next": true,
+      onclick: () => this.step(1) }, "Next ›");
+    this.select = h("select", { class: "cv-file-select", "aria-label": doc.format === "pdf" ? "Page" : "Section",
+      "data-cv-file-select": true },
+    this.files.map((f) => h("option", { value: f.id }, fileLabel(doc, f))));
+    this.select.addEventListener("change", () => {
+      const file = Number(this.select.value);
+      this.hooks.onNavigate(`#f${file}`);
+      this.go({ file });
+    });
+    this.label = h("span", { class: "cv-page-label", "data-cv-page-label": true, "aria-live": "polite" });
+    this.article = h("article", { class: "cv-text", "data-cv-text": true, tabindex: "-1" });
+    this.endNav = h("div", { class: "cv-end-nav" });
+    this.page = h("section", { class: "cv-page", "aria-label": "Book text", "data-cv-page": true },
+      h("div", { class: "cv-pagebar" },
+        h("button", { type: "button", class: "cv-button cv-narrow-toc", "aria-label": "Show contents",
+          "data-cv-toc-toggle": true, onclick: () => this.toggleToc() }, "☰"),
+        this.prevButton, h("div", { class: "cv-page-where" }, this.select, this.label), this.nextButton),
+      this.article, this.endNav);
+  }
+
+  toggleToc(open) {
+    const root = this.tocNav.closest(".cv-reader");
+    if (root) root.classList.toggle("cv-toc-open", open);
+  }
+
+  fileMeta(fileId) {
+    return this.files.find((f) => f.id === fileId) || null;
+  }
+
+  async load(fileId) {
+    if (!this.cache.has(fileId)) this.cache.set(fileId, api.file(fileId).catch((err) => {
+      this.cache.delete(fileId);
+      throw err;
+    }));
+    return this.cache.get(fileId);
+  }
+
+  /**
+   * Show a place: {file} (its start), {file, offset} (scroll there) or {file, start, end, key}
+   * (highlight that range). Without a file, the first file.
+   */
+  async go(target) {
+    const fileId = target && Number.isFinite(target.file) ? target.file : (this.files[0] || {}).id;
+    if (fileId === undefined) {
+      this.article.replaceChildren(h("p", { class: "cv-empty" }, "This document has no files."));
+      return;
+    }
+    const ticket = ++this.loading;
+    if (!this.current || this.current.file.id !== fileId) {
+      this.article.setAttribute("aria-busy", "true");
+      let file;
+      try {
+        file = await this.load(fileId);
+      } catch (err) {
+        if (ticket !== this.loading) return;
+        this.article.replaceChildren(h("p", { class: "cv-error" }, `This part cannot be shown: ${err.explanation || err.message}`));
+        this.article.removeAttribute("aria-busy");
+        return;
+      }
+      if (ticket !== this.loading) return;
+      if (file.doc_id !== undefined && Number(file.doc_id) !== Number(this.doc.id) && this.hooks.onForeignFile) {
+        // A deep link to another book's file: open that book instead of showing it here.
+        this.hooks.onForeignFile(file.doc_id);
+        return;
+      }
+      this.render(file);
+    }
+    if (target && Number.isFinite(target.start) && Number.isFinite(target.end)) {
+      if (target.end > this.current.index.length && this.hooks.onWarning) {
+        this.hooks.onWarning("This citation reaches past the end of the text; only the part that exists is highlighted.");
+      }
+      this.highlight(target.start, target.end, target.key);
+      this.markToc(target.start);
+    } else {
+      this.clearHighlight();
+      if (target && Number.isFinite(target.offset)) {
+        this.scrollToOffset(target.offset);
+        this.markToc(target.offset);
+      } else {
+        this.page.scrollTo({ top: 0 });
+        window.scrollTo({ top: 0 });
+        this.markToc(0);
+      }
+    }
+  }
+
+  step(delta) {
+    if (!this.current) return;
+    const i = this.files.findIndex((f) => f.id === this.current.file.id) + delta;
+    if (i < 0 || i >= this.files.length) return;
+    const file = this.files[i].id;
+    this.hooks.onNavigate(`#f${file}`);
+    this.go({ file });
+  }
+
+  render(file) {
+    const index = new CodePointIndex(file.text || "");
+    const segments = [];
+    const nodes = [];
+    const addGap = (start, end) => {
+      if (end <= start) return;
+      const el = h("span", { class: "cv-gap", "data-start": start, "data-end": end }, index.slice(start, end));
+      segments.push({ start, end, el });
+      nodes.push(el);
+    };
+    let spans = (file.paragraphs || []).map(([s, e]) => [Number(s), Number(e)])
+      .filter(([s, e]) => e > s).sort((a, b) => a[0] - b[0]);
+    if (!spans.length && index.length) spans = [[0, index.length]];
+    let pos = 0;
+    for (const [rawStart, rawEnd] of spans) {
+      const start = Math.max(rawStart, pos);
+      const end = Math.min(rawEnd, index.length);
+      if (end <= start) continue;
+      addGap(pos, start);
+      const el = h("p", { "data-start": start, "data-end": end });
+      el.textContent = index.slice(start, end);
+      segments.push({ start, end, el });
+      nodes.push(el);
+      pos = end;
+    }
+    addGap(pos, index.length);
+    if (file.has_text === false || !index.length) {
+      nodes.push(h("p", { class: "cv-empty" }, file.has_text === false
+        ? "This page has no text layer (it is a scanned image), so there is nothing to read or cite here."
+        : "This part has no text."));
+    }
+    this.article.replaceChildren(...nodes);
+    this.article.dataset.file = file.id;
+    this.article.removeAttribute("aria-busy");
+    this.current = { file, index, segments };
+    this.updateNav(file);
+  }
+
+  updateNav(file) {
+    const i = this.files.findIndex((f) => f.id === file.id);
+    this.prevButton.disabled = i <= 0;
+    this.nextButton.disabled = i === -1 || i >= this.files.length - 1;
+    this.select.value = String(file.id);
+    const meta = this.fileMeta(file.id) || file;
+    const label = this.doc.format === "pdf" && file.label ? `p. ${file.label} · ${i + 1} of ${this.files.length}`
+      : `${i + 1} of ${this.files.length}`;
+    this.label.textContent = label;
+    this.endNav.replaceChildren();
+    const next = this.files[i + 1];
+    if (next) {
+      this.endNav.append(h("button", { type: "button", class: "cv-button", onclick: () => this.step(1) },
+        `Next: ${fileLabel(this.doc, next)} ›`));
+    }
+    for (const link of this.tocNav.querySelectorAll("a.cv-toc-link")) {
+      link.classList.toggle("cv-toc-here", Number(link.dataset.file) === meta.id);
+    }
+  }
+
+  /** aria-current on the TOC entry for `offset` of the current file: the last one at or before it. */
+  markToc(offset) {
+    const links = [...this.tocNav.querySelectorAll("a.cv-toc-link")];
+    let here = null;
+    for (const link of links) {
+      link.removeAttribute("aria-current");
+      if (Number(link.dataset.file) === this.current.file.id && Number(link.dataset.offset) <= offset) here = link;
+    }
+    here = here || links.find((l) => Number(l.dataset.file) === this.current.file.id);
+    if (here) {
+      here.setAttribute("aria-current", "location");
+      if (!this.tocNav.closest(".cv-toc-open")) here.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  clearHighlight() {
+    if (!this.current) return;
+    for (const seg of this.current.segments) {
+      if (seg.el.querySelector("mark")) seg.el.textContent = this.current.index.slice(seg.start, seg.end);
+    }
+  }
+
+  /**
+   * Wrap code points [start, end) of the current file in <mark class="cv-highlight"> (one per
+   * segment it touches) and scroll the first into view. Returns the marks.
+   */
+  highlight(start, end, key = "") {
+    this.clearHighlight();
+    const { index, segments } = this.current;
+    const from = Math.max(0, Math.min(start, index.length));
+    const to = Math.max(from, Math.min(end, index.length));
+    const marks = [];
+    for (const seg of segments) {
+      if (seg.end <= from || seg.start >= to) continue;
+      const a = Math.max(from, seg.start);
+      const b = Math.min(to, seg.end);
+      const mark = h("mark", { class: "cv-highlight", "data-tag": key });
+      mark.textContent = index.slice(a, b);
+      seg.el.replaceChildren(index.slice(seg.start, a), mark, index.slice(b, seg.end));
+      marks.push(mark);
+    }
+    const first = marks.find((m) => !m.parentElement.classList.contains("cv-gap")) || marks[0];
+    if (first) {
+      first.setAttribute("tabindex", "-1");
+      first.scrollIntoView({ block: "center" });
+      first.focus({ preventScroll: true });
+    }
+    return marks;
+  }
+
+  /** Scroll so the paragraph holding code point `offset` is at the top. */
+  scrollToOffset(offset) {
+    const paragraphs = this.current.segments.filter((s) => s.el.tagName === "P");
+    let target = paragraphs[0];
+    for (const seg of paragraphs) {
+      if (seg.start <= offset) target = seg;
+      else break;
+    }
+    if (target) target.el.scrollIntoView({ block: "start" });
+  }
+}
