@@ -1,0 +1,576 @@
+"""Deterministic checks of a model's answer against what this turn's tools actually returned.
+
+The model cites spans by copying position tags out of tool results. Nothing it writes is trusted:
+a tag survives only if it appeared verbatim in this turn's tool results (``Evidence``) and still
+resolves to text; every other tag-like string is removed from the answer and reported with a
+reason. Two cheap heuristics then *report*, never remove: sentences that assert something with no
+citation, and quotations that do not appear in the cited text.
+
+Tag-like groups are bracket groups that start like a tag, ``[f`` or ``[F`` and a digit, and hold
+only digits, ``f``/``F``, blanks, dashes and ``,;:`` (at most ``MAX_TAG_LENGTH`` characters).
+One scanner (``_TagScanner``) filters them for ``verify_answer``, ``strip_tags`` and
+``StreamingTagFilter``, so a streamed answer reads exactly like the final one, and every
+well-formed tag left in the filtered text is a verified one.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from difflib import SequenceMatcher
+from functools import lru_cache
+from typing import Literal
+
+from .errors import TagError
+from .positions import TAG_PATTERN, Span, find_tags, parse_tag
+
+__all__ = [
+    "QUOTE_MATCH_THRESHOLD",
+    "MIN_QUOTE_WORDS",
+    "MIN_CLAIM_WORDS",
+    "MAX_TAG_LENGTH",
+    "ResolvedSpan",
+    "Resolver",
+    "Evidence",
+    "Citation",
+    "DroppedTag",
+    "DropReason",
+    "VerifiedAnswer",
+    "verify_answer",
+    "StreamingTagFilter",
+    "strip_tags",
+]
+
+QUOTE_MATCH_THRESHOLD = 0.9
+"""Least similarity (difflib ratio against the best-aligned window of the cited text) for a quote
+that is not an exact substring after folding. Roughly one character in ten may differ: a typo
+passes in any quote, a changed short word only in a quote of a few dozen characters or more."""
+
+MIN_QUOTE_WORDS = 3
+"""Shorter quoted strings are usually titles, terms or scare quotes, not quotations."""
+
+MIN_CLAIM_WORDS = 6
+"""Shorter sentences are usually headings, lead-ins or fragments rather than claims."""
+
+MAX_TAG_LENGTH = 64
+"""Longest tag-like group, brackets included: bounds what the streaming filter holds back. Real tags
+are under 30 characters; 64 leaves room for a short group such as ``[f3-10-90, f3-95-160]``."""
+
+DropReason = Literal["not_in_evidence", "malformed", "out_of_range"]
+
+_TAG_BODY = r"[\d \tfF,;:\-\u2010-\u2015]"
+_TAG_OPEN = re.compile(rf"\[[fF]\d{_TAG_BODY}*")
+_TAG_PREFIX = re.compile(rf"\[(?:[fF](?:\d{_TAG_BODY}*)?)?")
+_WELL_FORMED_START = re.compile(r"\[f\d+(?:-\d+)?(?:-\d*)?")
+_OPEN_TAIL = re.compile(r"\[(?:f(?:\d+(?:-\d+)?(?:-\d*)?)?)?$")
+_KEY_LIST = re.compile(r"f\d+-\d+-\d+(?:\s*[,;]\s*f\d+-\d+-\d+)+")
+_KEY_SEPARATOR = re.compile(r"\s*[,;]\s*")
+_BLANKS = " \t"
+_CLAUSE_END = frozenset(".,;:!?)]}»”’\"'…")
+
+
+@dataclass(slots=True)
+class ResolvedSpan:
+    """The exact text a span names, with where it sits (for display; all but ``text`` optional)."""
+
+    text: str
+    doc_id: int | None = None
+    doc_title: str = ""
+    toc_path: list[str] = field(default_factory=list)
+
+
+Resolver = Callable[[Span], ResolvedSpan | None]
+"""Returns the span's text and metadata, or None when the file is unknown or the range is out of it."""
+
+
+@dataclass(slots=True)
+class Evidence:
+    """The spans this turn's tool results showed the model; only these may be cited.
+
+    Tags from earlier turns are deliberately absent: a model that repeats one has not re-read it.
+    """
+
+    resolve: Resolver
+    _spans: set[Span] = field(default_factory=set, init=False, repr=False)
+    _resolved: dict[Span, ResolvedSpan | None] = field(default_factory=dict, init=False, repr=False)
+
+    def add_text(self, tool_result_text: str) -> None:
+        """Record every well-formed tag that appears verbatim in one tool result."""
+        self._spans.update(find_tags(tool_result_text))
+
+    def __contains__(self, span: object) -> bool:
+        return span in self._spans
+
+    def lookup(self, span: Span) -> ResolvedSpan | None:
+        """The resolver's answer for ``span``, asked once per span and turn."""
+        if span not in self._resolved:
+            self._resolved[span] = self.resolve(span)
+        return self._resolved[span]
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedTag:
+    """A tag removed from the answer: ``tag`` as the model wrote it (brackets included)."""
+
+    tag: str
+    reason: DropReason
+
+
+@dataclass(slots=True)
+class Citation:
+    """One distinct cited span, numbered in order of first appearance in the answer."""
+
+    n: int
+    tag: str
+    span: Span
+    text: str
+    doc_id: int | None
+    doc_title: str
+    toc_path: list[str]
+
+
+@dataclass(slots=True)
+class VerifiedAnswer:
+    """An answer with only verified tags left in it, and the report of what was wrong."""
+
+    text: str
+    citations: list[Citation]
+    dropped_tags: list[DroppedTag]
+    unsupported_sentences: list[str]
+    unverified_quotes: list[str]
+    found: bool
+
+
+# --- judging tags --------------------------------------------------------------------------------
+
+
+def _judge_one(written: str, evidence: Evidence) -> Span | DroppedTag:
+    """Keep a tag only if it is well-formed, was shown this turn, and still resolves."""
+    if not TAG_PATTERN.fullmatch(written):
+        return DroppedTag(written, "malformed")
+    try:
+        span = parse_tag(written)
+    except TagError:
+        return DroppedTag(written, "malformed")
+    if span not in evidence:
+        return DroppedTag(written, "not_in_evidence")
+    if evidence.lookup(span) is None:
+        return DroppedTag(written, "out_of_range")
+    return span
+
+
+def _judge(written: str, evidence: Evidence) -> list[Span | DroppedTag]:
+    """Judge one tag-like group; ``[f1-2-9, f1-12-20]`` is read as two tags because models write it."""
+    inner = written[1:-1]
+    if _KEY_LIST.fullmatch(inner):
+        return [_judge_one(f"[{key}]", evidence) for key in _KEY_SEPARATOR.split(inner)]
+    return [_judge_one(written, evidence)]
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """Judges tag-like groups in order, remembers the verdicts, and says what replaces each."""
+
+    evidence: Evidence
+    keep: bool
+    kept: list[Span] = field(default_factory=list)
+    dropped: list[DroppedTag] = field(default_factory=list)
+
+    def render(self, written: str) -> str | None:
+        """The canonical kept tags (keep mode) or None to drop the group from the text."""
+        verdicts = _judge(written, self.evidence)
+        spans = [v for v in verdicts if isinstance(v, Span)]
+        self.kept.extend(spans)
+        self.dropped.extend(v for v in verdicts if isinstance(v, DroppedTag))
+        return "".join(s.tag for s in spans) if self.keep and spans else None
+
+
+# --- removing tags from text ---------------------------------------------------------------------
+
+
+def _ends_clause(following: str) -> bool:
+    return following == "" or following.isspace() or following in _CLAUSE_END
+
+
+class _TagScanner:
+    """Replaces or drops tag-like groups in a stream of text; the only tag filter there is.
+
+    Text passes through at once except what could still become a tag (``[``, ``[f``, ``[f12-3``…)
+    and the blanks (spaces, tabs) before it, which are held until the next character decides.
+    ``render(group)`` returns the group's replacement, or None to drop it. When a group is dropped:
+
+    1. the blanks before it go too if what follows it ends a clause (end of text, whitespace,
+       closing punctuation): ``x [bad].`` -> ``x.``, ``x [bad] y`` -> ``x y``, ``x [bad]y`` -> ``x y``;
+    2. if that leaves the output at the start of a line, blanks after it go too: ``[bad] Hi`` -> ``Hi``;
+    3. if the output then ends in something a tag could start with (``[f1-2``), one space separates
+       it from what follows, so dropping a group never glues two fragments into a tag.
+
+    A held prefix that can no longer become a tag is released as text; one still shaped like the
+    start of a well-formed tag when it reaches MAX_TAG_LENGTH is dropped like a malformed tag, since
+    releasing it would let an absurdly long tag through unverified.
+    """
+
+    def __init__(self, render: Callable[[str], str | None]) -> None:
+        self._render = render
+        self._out: list[str] = []
+        self._held_tag = ""
+        self._blanks = ""
+        self._tail = ""
+        self._after_drop = False
+        self._skipping = False
+
+    def feed(self, delta: str) -> str:
+        """Take the next piece of the stream; return what can be shown now."""
+        for char in delta:
+            self._step(char)
+        return self._take()
+
+    def flush(self) -> str:
+        """End the stream; return whatever was still held back."""
+        if self._held_tag:
+            self._release()
+        if self._after_drop:
+            self._after_drop = False
+            self._settle_blanks("")
+        self._skipping = False
+        if self._blanks:
+            self._emit("")
+        return self._take()
+
+    def _take(self) -> str:
+        text = "".join(self._out)
+        self._out.clear()
+        return text
+
+    def _emit(self, text: str) -> None:
+        piece = self._blanks + text
+        self._out.append(piece)
+        self._blanks = ""
+        self._tail = (self._tail + piece)[-MAX_TAG_LENGTH:]
+
+    def _step(self, char: str) -> None:
+        if self._held_tag:
+            self._extend_tag(char)
+            return
+        if self._after_drop:
+            self._after_drop = False
+            self._settle_blanks(char)
+        if self._skipping and char in _BLANKS:
+            return
+        self._skipping = False
+        self._plain(char, tag_start=True)
+
+    def _settle_blanks(self, following: str) -> None:
+        """Rules 1-3 above, once the character after a dropped group is known."""
+        if _ends_clause(following):
+            self._blanks = ""
+        if not self._blanks and _OPEN_TAIL.search(self._tail):
+            self._blanks = " "
+        self._skipping = not self._blanks and (self._tail == "" or self._tail.endswith("\n"))
+
+    def _plain(self, char: str, *, tag_start: bool) -> None:
+        if char == "[" and tag_start:
+            self._held_tag = char
+        elif char in _BLANKS:
+            self._blanks += char
+        else:
+            self._emit(char)
+
+    def _extend_tag(self, char: str) -> None:
+        held, candidate = self._held_tag, self._held_tag + char
+        if char == "]" and _TAG_OPEN.fullmatch(held):
+            self._held_tag = ""
+            self._settle(candidate)
+        elif not _TAG_PREFIX.fullmatch(candidate):
+            self._release()
+            self._step(char)
+        elif len(candidate) < MAX_TAG_LENGTH:
+            self._held_tag = candidate
+        elif _WELL_FORMED_START.fullmatch(held):
+            self._held_tag = ""
+            self._settle(held)
+            self._step(char)
+        else:
+            self._release()
+            self._step(char)
+
+    def _release(self) -> None:
+        """The held prefix cannot become a tag: it is text (and holds no other ``[``)."""
+        held, self._held_tag = self._held_tag, ""
+        for char in held:
+            self._plain(char, tag_start=False)
+
+    def _settle(self, written: str) -> None:
+        replacement = self._render(written)
+        if replacement is None:
+            self._after_drop = True
+        else:
+            self._emit(replacement)
+
+
+def _filter(text: str, scanner: _TagScanner) -> str:
+    return scanner.feed(text) + scanner.flush()
+
+
+def strip_tags(text: str) -> str:
+    """``text`` without any tag-like group, for speech and plain-text output."""
+    return _filter(text, _TagScanner(lambda _: None))
+
+
+class StreamingTagFilter(_TagScanner):
+    """Filters the tags of a streamed answer against this turn's evidence, never showing half a tag.
+
+    ``mode="keep"`` emits verified tags (in canonical form) and drops the rest; ``mode="strip"``
+    drops every tag (for speech) but still records which were verified. The concatenated output for
+    any split of the input equals ``verify_answer(...).text`` (keep) or ``strip_tags`` (strip) of the
+    whole text: they run this same scanner.
+    """
+
+    def __init__(self, evidence: Evidence, mode: Literal["keep", "strip"] = "keep") -> None:
+        if mode not in ("keep", "strip"):
+            raise ValueError(f"mode must be 'keep' or 'strip', not {mode!r}")
+        self._ledger = _Ledger(evidence, keep=mode == "keep")
+        super().__init__(self._ledger.render)
+
+    @property
+    def kept(self) -> list[Span]:
+        """Verified spans in order of appearance (repeats included)."""
+        return self._ledger.kept
+
+    @property
+    def dropped(self) -> list[DroppedTag]:
+        return self._ledger.dropped
+
+
+# --- folding text for comparison -----------------------------------------------------------------
+
+_FOLD_TABLE = str.maketrans(
+    {
+        **dict.fromkeys("‘’‚‛‹›`′", "'"),
+        **dict.fromkeys("“”„‟«»″", '"'),
+        **dict.fromkeys("‐‑‒–—―−", "-"),
+    }
+)
+_SPACES = re.compile(r"\s+")
+
+
+def _fold(text: str) -> str:
+    """Lower-case, accent-free, one quote/apostrophe/dash style, single spaces: what near-verbatim ignores."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    bare = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return _SPACES.sub(" ", bare.casefold().translate(_FOLD_TABLE)).strip()
+
+
+# --- "not in the source" answers and small talk --------------------------------------------------
+
+_NOT_FOUND = re.compile(
+    r"""
+      \b(?:does|do|did)(?:\s+not|n't)\s+(?:\w+ly\s+)?
+        (?:say|mention|state|specify|contain|include|describe|discuss|address|reveal|tell|explain|
+           indicate|give|provide|name|cover)\b
+    | \bnot\s+(?:found|mentioned|stated|specified|covered|addressed|discussed|described|given)\s+in\b
+    | \b(?:is|are|was|were)\s+not\s+(?:\w+ly\s+)?(?:mentioned|stated|specified|described|discussed|given)\b
+    | \b(?:could|can|did)(?:\s*not|n't)\s+find\b
+    | \bno\s+(?:mention|information|reference|indication)\s+(?:of|about|on|regarding|in)\b
+    | \bthere\s+is\s+no\s+(?:mention|information|reference)\b
+    | \bno\s+(?:lo\s+|se\s+)?(?:dice|menciona|especifica|indica|explica|aclara|describe|precisa)\b
+    | \bno\s+(?:encuentro|he\s+encontrado|se\s+encuentra|aparece)\b
+    | \bno\s+(?:hay|contiene|incluye|ofrece|proporciona)\s+(?:ninguna\s+)?(?:informacion|mencion|referencia|datos)\b
+    | \bnon\s+(?:lo\s+|si\s+)?(?:dice|menziona|specifica|indica|spiega|descrive|precisa|riporta|contiene|parla)\b
+    | \bnon\s+(?:viene|e|sono)\s+(?:stat[oaie]\s+)?(?:menzionat|specificat|indicat|descritt|riportat)\w*
+    | \bnon\s+(?:trovo|ho\s+trovato|si\s+trova|compare|appare)\b
+    | \bnon\s+(?:c'e|ci\s+sono|vi\s+e)\s+(?:alcuna\s+)?(?:informazion|menzion|riferiment)\w*
+    """,
+    re.VERBOSE,
+)
+_SMALL_TALK = re.compile(
+    r"^(?:hello|hi|hey|hola|buenas|buenos\s+dias|ciao|salve|buongiorno|good\s+(?:morning|afternoon|evening))\b"
+    r"|\b(?:hope\s+(?:this|that|it)\s+helps|let\s+me\s+know|feel\s+free|happy\s+to\s+help|glad\s+to\s+help"
+    r"|espero\s+que\s+(?:esto|te|le|les|os)|no\s+dudes|avisame|fammi\s+sapere|spero\s+che\s+(?:questo|ti|le|sia)"
+    r"|non\s+esitare)\b"
+)
+
+
+def _says_not_found(text: str) -> bool:
+    return _NOT_FOUND.search(_fold(text)) is not None
+
+
+# --- sentences -----------------------------------------------------------------------------------
+
+_BOUNDARY = re.compile(r"[.!?…]+[\"'”’»)\]]*")
+_TRAILING_TAGS = re.compile(r"(?:\s*\[f\d+-\d+-\d+\])+")
+_WORD = re.compile(r"\w+")
+_LIST_MARKER = re.compile(r"^\s*(?:[-*+•>]|\d{1,3}[.)])\s+")
+_HEADING = re.compile(r"\s*#{1,6}\s")
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof st jr sr vs etc cf al fig figs vol vols ch chap p pp no nos ed eds approx ca "
+    "sra srta dra ud uds pag pág cap núm num ej sig sigg dott ecc ss vv".split()
+)
+
+
+def _is_abbreviation(line: str, boundary: re.Match[str]) -> bool:
+    """A lone period after a known abbreviation or a single letter (an initial) ends no sentence."""
+    if boundary.group() != ".":
+        return False
+    match = re.search(r"\w+$", line[: boundary.start()])
+    word = match.group() if match else ""
+    return word.casefold() in _ABBREVIATIONS or (len(word) == 1 and word.isalpha())
+
+
+def _split_line(line: str) -> list[str]:
+    """Sentences of one line; tags right after the end punctuation belong to the sentence before."""
+    pieces: list[str] = []
+    start = 0
+    for boundary in _BOUNDARY.finditer(line):
+        end = boundary.end()
+        glued = end < len(line) and not line[end].isspace() and line[end] != "["
+        if boundary.start() < start or glued or _is_abbreviation(line, boundary):
+            continue
+        if line[end:].lstrip()[:1].islower():
+            continue
+        tags = _TRAILING_TAGS.match(line, end)
+        end = tags.end() if tags else end
+        pieces.append(line[start:end].strip())
+        start = end
+    pieces.append(line[start:].strip())
+    return [p for p in pieces if p]
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences split at end punctuation (abbreviation-aware) and at line breaks; list markers and
+    Markdown headings left out.
+
+    Each is a verbatim substring of ``text``, so a front end can find and mark it.
+    """
+    lines = (_LIST_MARKER.sub("", line, 1) for line in text.splitlines() if not _HEADING.match(line))
+    return [sentence for line in lines for sentence in _split_line(line)]
+
+
+def _is_question(bare: str) -> bool:
+    return bare.rstrip(" \"'”’»)*_").endswith("?") or bare.lstrip(" -*>#\"'“«(_").startswith("¿")
+
+
+def _is_claim(sentence: str) -> bool:
+    """Asserts something about the source: long enough, not a question, lead-in, refusal or pleasantry."""
+    bare = strip_tags(sentence).strip()
+    if len(_WORD.findall(bare)) < MIN_CLAIM_WORDS or _is_question(bare) or bare.endswith(":"):
+        return False
+    folded = re.sub(r"^\W+", "", _fold(bare))
+    return not (_NOT_FOUND.search(folded) or _SMALL_TALK.search(folded))
+
+
+# --- quotes --------------------------------------------------------------------------------------
+
+_QUOTES = (
+    re.compile(r'"([^"\n]+)"'),
+    re.compile(r"“([^”\n]+)”"),
+    re.compile(r"„([^“”\n]+)[“”]"),
+    re.compile(r"«([^»\n]+)»"),
+    re.compile(r"(?<!\w)'(?=\w)([^\n]+?)(?<=[\w.,!?…])'(?!\w)"),
+    re.compile(r"‘([^\n]+?)’(?!\w)"),
+)
+_ELLIPSIS = re.compile(r"\s*[\[(]?\.{3,}[\])]?\s*")
+_ANCHORS = 3
+_BUCKET = 8
+_MAX_VOTES_PER_WORD = 200
+
+
+def _quotations(text: str) -> list[str]:
+    """Quoted strings of at least MIN_QUOTE_WORDS words, in order, each once, tags removed."""
+    found: list[tuple[int, str]] = []
+    for pattern in _QUOTES:
+        for match in pattern.finditer(text):
+            quote = strip_tags(match.group(1)).strip()
+            if len(_WORD.findall(quote)) >= MIN_QUOTE_WORDS:
+                found.append((match.start(), quote))
+    return list(dict.fromkeys(quote for _, quote in sorted(found)))
+
+
+def _window_ratio(needle: str, hay: str, offset: int) -> float:
+    """difflib ratio of ``needle`` against the stretch of ``hay`` it aligns with near ``offset``."""
+    slack = len(needle) // 5 + _BUCKET
+    window = hay[max(0, offset - slack) : offset + len(needle) + slack]
+    blocks = [b for b in SequenceMatcher(None, needle, window, autojunk=False).get_matching_blocks() if b.size]
+    if not blocks:
+        return 0.0
+    covered = blocks[-1].b + blocks[-1].size - blocks[0].b
+    return 2 * sum(b.size for b in blocks) / (len(needle) + covered)
+
+
+@lru_cache(maxsize=64)
+def _word_offsets(hay: str) -> dict[str, list[int]]:
+    offsets: dict[str, list[int]] = {}
+    for word in _WORD.finditer(hay):
+        offsets.setdefault(word.group(), []).append(word.start())
+    return offsets
+
+
+def _best_window_ratio(needle: str, hay: str) -> float:
+    """Best ratio over the few windows of ``hay`` where the needle's words line up.
+
+    Each shared word votes for the offset at which the needle would start there. Only offsets that
+    at least a third of the needle's words agree on (give or take a bucket) are compared character
+    by character: a near-verbatim quote keeps most words intact, and this keeps long passages cheap.
+    """
+    votes: Counter[int] = Counter()
+    words = list(_WORD.finditer(needle))
+    offsets = _word_offsets(hay)
+    for word in words:
+        for at in offsets.get(word.group(), [])[:_MAX_VOTES_PER_WORD]:
+            votes[(at - word.start()) // _BUCKET] += 1
+    support = {bucket: votes[bucket - 1] + votes[bucket] + votes[bucket + 1] for bucket in list(votes)}
+    anchors = sorted((b for b in support if support[b] * 3 >= len(words)), key=lambda b: (-support[b], b))
+    return max((_window_ratio(needle, hay, bucket * _BUCKET) for bucket in anchors[:_ANCHORS]), default=0.0)
+
+
+def _near_verbatim(needle: str, hay: str) -> bool:
+    return needle in hay or _best_window_ratio(needle, hay) >= QUOTE_MATCH_THRESHOLD
+
+
+def _quote_supported(quote: str, sources: list[str]) -> bool:
+    """Every ellipsis-separated part of the folded quote is near-verbatim in one folded source."""
+    parts = [p for p in _ELLIPSIS.split(_fold(quote)) if p]
+    return any(all(_near_verbatim(part, source) for part in parts) for source in sources)
+
+
+# --- putting it together -------------------------------------------------------------------------
+
+
+def _number(spans: list[Span], evidence: Evidence) -> list[Citation]:
+    citations: list[Citation] = []
+    for n, span in enumerate(dict.fromkeys(spans), start=1):
+        resolved = evidence.lookup(span)
+        assert resolved is not None, "kept spans always resolve"
+        metadata = (resolved.doc_id, resolved.doc_title, list(resolved.toc_path))
+        citations.append(Citation(n, span.key, span, resolved.text, *metadata))
+    return citations
+
+
+def verify_answer(answer: str, evidence: Evidence) -> VerifiedAnswer:
+    """Keep only the tags this turn's evidence supports, and report what looks unsupported.
+
+    - Tags: kept when well-formed, present in ``evidence`` and resolvable; otherwise removed and
+      reported as ``malformed``, ``not_in_evidence`` or ``out_of_range`` (shown but unresolvable).
+    - Unsupported sentences: the text is split at line breaks and at ``.!?…`` (not after a known
+      abbreviation or an initial, not before a lower-case word); tags right after the end punctuation
+      count for the sentence before. A sentence is reported when it has no kept tag and looks like a
+      claim: at least MIN_CLAIM_WORDS words, not a question (``?`` / ``¿``), not a lead-in ending in
+      ``:``, no "the source does not say" phrase and no pleasantry (English, Spanish, Italian).
+    - Quotes: ``"…"``, ``“…”``, ``„…“``, ``«…»`` and clearly delimited ``'…'``/``‘…’`` of at least
+      MIN_QUOTE_WORDS words must be near-verbatim (see ``_fold``; an exact substring, else a
+      best-window ratio >= QUOTE_MATCH_THRESHOLD) in the text or document title of one kept citation;
+      parts around an ellipsis are matched separately. A quote with no kept citation is unverified.
+    - ``found`` is False when the answer has no citation and either is empty or says the source does
+      not contain the answer; True otherwise.
+    """
+    scanner = StreamingTagFilter(evidence, mode="keep")
+    text = _filter(answer, scanner)  # every well-formed tag left in ``text`` is a kept one
+    citations = _number(scanner.kept, evidence)
+    unsupported = [s for s in _sentences(text) if not TAG_PATTERN.search(s) and _is_claim(s)]
+    sources = [_fold(c.text) for c in citations] + [_fold(c.doc_title) for c in citations if c.doc_title]
+    unverified = [q for q in _quotations(text) if not _quote_supported(q, sources)]
+    found = bool(citations) or (bool(text.strip()) and not _says_not_found(text))
+    return VerifiedAnswer(text, citations, scanner.dropped, unsupported, unverified, found)
