@@ -320,5 +320,13 @@ def check(library: LibraryOpt = None, store: StoreOpt = None,
         raise typer.Exit(1)
 
 
+@app.command()
+def mcp(library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None) -> None:
+    """Serve the library's retrieval tools over MCP (stdio) for desktop assistants and agents."""
+    from .mcp_server import build_server
+
+    build_server(_open(library, store, embedding_model)).run("stdio")
+
+
 def main() -> None:
     app()

@@ -13,8 +13,9 @@ from .errors import TagError
 
 __all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "paragraph_spans"]
 
-TAG_PATTERN = re.compile(r"\[f(\d+)-(\d+)-(\d+)\]")
-_BARE_TAG = re.compile(r"^\[?f(\d+)-(\d+)-(\d+)\]?$")
+TAG_PATTERN = re.compile(r"\[f(\d{1,15})-(\d{1,15})-(\d{1,15})\]")
+_BARE_TAG = re.compile(r"^\[?f(\d{1,15})-(\d{1,15})-(\d{1,15})\]?$")
+"""Numbers are capped at 15 digits: no real file or offset is larger, and huge ones must not reach int()."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
