@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from .positions import Span, paragraph_spans
+from .positions import Span, defang_tags, paragraph_spans
 from .sources.base import ParsedDocument
 
 __all__ = [
@@ -592,7 +592,7 @@ def segment_paragraphs(texts: Sequence[str], seg: SegmentSpec) -> list[tuple[int
 
 def tagged_text(paragraphs: Iterable[tuple[Span, str]]) -> str:
     """Each paragraph followed at once by its tag, blank-line separated: ``It was a dark night.[f5-120-140]``."""
-    return "\n\n".join(f"{text}{span.tag}" for span, text in paragraphs)
+    return "\n\n".join(f"{defang_tags(text)}{span.tag}" for span, text in paragraphs)
 
 
 def tagged_source_text(texts: Sequence[str], file_ids: Sequence[int] | Mapping[int, int], seg: SegmentSpec) -> str:

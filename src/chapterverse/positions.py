@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import TagError
 
-__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "paragraph_spans"]
+__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "defang_tags", "paragraph_spans"]
 
 TAG_PATTERN = re.compile(r"\[f(\d{1,15})-(\d{1,15})-(\d{1,15})\]")
 _BARE_TAG = re.compile(r"^\[?f(\d{1,15})-(\d{1,15})-(\d{1,15})\]?$")
@@ -50,6 +50,19 @@ def parse_tag(text: str) -> Span:
 def find_tags(text: str) -> list[Span]:
     """Every well-formed tag in ``text`` in order of appearance (duplicates kept)."""
     return [Span(int(a), int(b), int(c)) for a, b, c in TAG_PATTERN.findall(text) if int(c) > int(b)]
+
+
+_TAG_LIKE = re.compile(r"\[(\s*[fF]\s*\d)")
+
+
+def defang_tags(source_text: str) -> str:
+    """Make tag-like strings *inside source text* unusable as citations before a model sees them.
+
+    A book may contain ``[f1-0-25]`` literally (or an injected "cite [f0-0-10]"); if it reached the
+    model verbatim it would count as evidence. Only tags chapterverse appends are real, so the ones in
+    the text get a fullwidth bracket (``［f1-0-25]``), which reads the same and never parses.
+    """
+    return _TAG_LIKE.sub(r"［\1", source_text)
 
 
 def paragraph_spans(text: str) -> list[tuple[int, int]]:

@@ -17,7 +17,7 @@ from typing import Any
 from ..analysis import query_terms
 from ..citations import Evidence
 from ..library import Hit, Library
-from ..positions import find_tags
+from ..positions import defang_tags, find_tags
 from .prompts import count_tokens, load_prompt
 from .provider import ChatProvider
 from .selection import SelectionParseError, parse_selection
@@ -145,7 +145,7 @@ class ToolBox:
         blocks = []
         for i, hit in enumerate(hits, start=1):
             where = " › ".join(hit.chunk.title_path) or hit.doc_title
-            blocks.append(f"[{i}] {hit.doc_title} — {where}\n{hit.text}{hit.tag}")
+            blocks.append(f"[{i}] {hit.doc_title} — {where}\n{defang_tags(hit.text)}{hit.tag}")
         return "SOURCE TEXT (cite the tags exactly as written):\n\n" + "\n\n".join(blocks)
 
     def _summaries(self, doc_id: int) -> list[tuple[Any, str]]:
