@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import Stemmer
 
-__all__ = ["LANGUAGES", "content_words", "detect_language", "index_terms", "query_terms", "normalize", "word_tokens"]
+__all__ = ["LANGUAGES", "content_words", "language_for_code", "detect_language", "index_terms", "query_terms", "normalize", "word_tokens"]
 
 _STOPWORDS: dict[str, frozenset[str]] = {
     "english": frozenset(
@@ -63,10 +63,13 @@ def word_tokens(text: str) -> list[str]:
     return _WORD.findall(normalize(text))
 
 
+def language_for_code(code: str | None) -> str | None:
+    """The analyzer language for an ISO code such as ``es`` or ``it-IT`` (None when unsupported)."""
+    return _ISO.get((code or "")[:2].lower())
+
+
 def detect_language(text: str, default: str = "english") -> str:
     """The Snowball language whose stopwords are most frequent in ``text`` (a cheap, robust guess)."""
-    if text[:2].lower() in _ISO and len(text) == 2:
-        return _ISO[text.lower()]
     counts = Counter(word_tokens(text[:200_000]))
     if not counts:
         return default

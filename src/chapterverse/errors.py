@@ -78,7 +78,7 @@ class BadLinesError(SourceError):
     def __init__(self, path: str | Path, bad_lines: dict[int, str]) -> None:
         self.bad_lines = dict(sorted(bad_lines.items()))
         details = "; ".join(f"line {n}: {why}" for n, why in self.bad_lines.items())
-        super().__init__(path, f"{len(self.bad_lines)} bad line(s): {details}")
+        super().__init__(path, f"{len(self.bad_lines)} bad line(s) (1-based line numbers): {details}")
 
 
 class TagError(InputError):

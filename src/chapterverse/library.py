@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import platformdirs
 
-from .analysis import detect_language, index_terms
+from .analysis import detect_language, index_terms, language_for_code
 from .chunking import build_segments, chunk_document
 from .embeddings import Embedder, load_embedder
 from .errors import SourceError, TagError
@@ -203,7 +203,7 @@ class Library:
     def _prepare(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int, dynamic: bool,
                  ephemeral: bool, metadata: dict[str, Any] | None, progress: Progress | None) -> NewDocument:
         sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
-        language = parsed.metadata.get("language_name") or detect_language(sample)
+        language = language_for_code(parsed.metadata.get("language")) or detect_language(sample)
         toc_entries = [(e.level, e.title, e.file_index, e.offset) for e in parsed.toc
                        if 0 <= e.file_index < len(parsed.files)]
         toc_index = _TocIndex.build(toc_entries)

@@ -1,0 +1,78 @@
+"""Format readers: a path in, a ParsedDocument (or a typed SourceError) out.
+
+``read_source`` picks the reader by file extension; ``iter_folder`` lists the readable files of a
+folder tree in a stable order, each with the source name it is stored under.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import SourceError, UnsupportedFormatError
+from .base import ParsedDocument, ParsedFile, PreChunk, TocEntry
+from .epub import read_epub
+from .jsonl import read_jsonl
+from .pdf import read_pdf
+from .text import read_html, read_markdown, read_txt
+
+__all__ = [
+    "ParsedDocument",
+    "ParsedFile",
+    "PreChunk",
+    "TocEntry",
+    "SUPPORTED_SUFFIXES",
+    "read_source",
+    "iter_folder",
+]
+
+_READERS: dict[str, Callable[[Path], ParsedDocument]] = {
+    ".epub": read_epub,
+    ".md": read_markdown,
+    ".markdown": read_markdown,
+    ".txt": read_txt,
+    ".html": read_html,
+    ".htm": read_html,
+    ".xhtml": read_html,
+    ".jsonl": read_jsonl,
+}
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_READERS, ".pdf"})
+
+
+def read_source(path: str | Path, *, password: str | None = None) -> ParsedDocument:
+    """Read one file by its extension (case-insensitive). ``password`` only matters for PDFs."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
+        raise UnsupportedFormatError(path, f"unsupported file type {suffix or '(no extension)'!r}; "
+                                           f"supported: {supported}")
+    if path.is_dir():
+        raise SourceError(path, "is a directory; ingest a folder with iter_folder")
+    if not path.is_file():
+        raise SourceError(path, "no such file")
+    if suffix == ".pdf":
+        return read_pdf(path, password=password)
+    return _READERS[suffix](path)
+
+
+def iter_folder(folder: str | Path) -> Iterator[tuple[Path, str]]:
+    """Yield (path, source name) for every supported file under ``folder``, recursively.
+
+    The source name is the POSIX path relative to ``folder``, so the same tree gets the same names
+    on any OS. Order is by source name; hidden files and folders (".git", ".DS_Store") and files of
+    other types are skipped; symlinked folders are not followed (no cycles).
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise SourceError(root, "not a folder")
+    found: list[tuple[str, Path]] = []
+    for directory, subdirectories, filenames in os.walk(root):
+        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
+        for name in filenames:
+            path = Path(directory, name)
+            if not name.startswith(".") and path.suffix.lower() in SUPPORTED_SUFFIXES:
+                found.append((path.relative_to(root).as_posix(), path))
+    for source, path in sorted(found):
+        yield path, source

@@ -1,0 +1,70 @@
+"""Pre-chunked JSONL: one JSON object per line, each becoming exactly one file and one chunk.
+
+A line is ``{"text": "...", "source": "...", "chunk_index": 3, ...anything else...}``: ``text`` is
+required, ``source`` defaults to ``"<file name>#line<N>"`` and ``chunk_index`` to ``N`` (N the
+0-based line number), every other field is kept as chunk metadata. Blank lines are skipped.
+
+The file is all or nothing: every bad line is collected and reported at once (1-based line
+numbers, as editors show them) in one BadLinesError, so a user fixes the file in one pass.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadLinesError, SourceError
+from .base import ParsedDocument, ParsedFile, PreChunk
+from .text import read_bytes
+
+__all__ = ["read_jsonl"]
+
+
+def read_jsonl(path: str | Path) -> ParsedDocument:
+    """Read a pre-chunked JSONL file; BadLinesError lists every invalid line (1-based)."""
+    path = Path(path)
+    files: list[ParsedFile] = []
+    chunks: list[PreChunk] = []
+    bad: dict[int, str] = {}
+    for number, raw in enumerate(read_bytes(path).split(b"\n")):
+        if not raw.strip():
+            continue
+        try:
+            record = _parse_line(raw.removeprefix(b"\xef\xbb\xbf") if number == 0 else raw)
+        except ValueError as exc:
+            bad[number + 1] = str(exc)
+            continue
+        source = record.pop("source", f"{path.name}#line{number}")
+        chunk_index = record.pop("chunk_index", number)
+        text = record.pop("text")
+        chunks.append(PreChunk(file_index=len(files), source=source, chunk_index=chunk_index, metadata=record))
+        files.append(ParsedFile(text, title=source, label=source))
+    if bad:
+        raise BadLinesError(path, bad)
+    if not files:
+        raise SourceError(path, "no JSON lines: a pre-chunked file needs at least one {\"text\": ...} line")
+    return ParsedDocument(title=path.stem, format="jsonl", files=files, prechunked=chunks)
+
+
+def _parse_line(raw: bytes) -> dict[str, Any]:
+    """One line as a validated record; ValueError says what is wrong with it."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"invalid UTF-8 at byte {exc.start}") from exc
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
+    if not isinstance(record, dict):
+        raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+    text = record.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError('"text" must be a non-empty string' if "text" in record else 'missing "text"')
+    if "source" in record and (not isinstance(record["source"], str) or not record["source"].strip()):
+        raise ValueError('"source" must be a non-empty string')
+    chunk_index = record.get("chunk_index", 0)
+    if isinstance(chunk_index, bool) or not isinstance(chunk_index, int) or chunk_index < 0:
+        raise ValueError('"chunk_index" must be a non-negative integer')
+    return record

@@ -1,0 +1,283 @@
+"""PDF reader: one file per page, the outline as TOC. pypdfium2 first, pypdf when pdfium cannot.
+
+Page text is pdfium's text layer with line breaks kept as single newlines. pdfium marks a word it
+re-joined across a line-end hyphen with U+0002 ("cap\\x02ture"); that marker is dropped, so the
+canonical text reads "capture", which is what a reader (and a search) expects. Blank lines only
+appear where the PDF's text layer has empty lines; no layout analysis guesses paragraphs.
+
+Encrypted files are opened with the given password (also in its SASLprep form, which AES-256 PDFs
+require) or none; if pdfium refuses, pypdf gets a try (it accepts some owner passwords pdfium does not).
+A page pdfium cannot load or extract is read with pypdf, or kept empty with a warning.
+
+pdfium is not thread-safe, so every pdfium call here runs under one process-wide lock.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import stringprep
+import threading
+import unicodedata
+from collections.abc import Iterator
+from pathlib import Path
+
+import pypdf
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+from pypdf.generic import Destination
+
+from ..errors import EncryptedSourceError, SourceError
+from .base import ParsedDocument, ParsedFile, TocEntry
+
+__all__ = ["read_pdf", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES"]
+
+MAX_TOC_DEPTH = 16
+MAX_TOC_ENTRIES = 10_000
+"""Outlines are attacker-controlled trees; beyond these bounds they are noise (pdfium also breaks cycles)."""
+
+# U+0002: pdfium's "hyphen removed at line end" marker; U+FFFE the same in get_text_range; the rest
+# are C0 controls that are never text. Tab and newline survive.
+_DROP_CHARS = dict.fromkeys([c for c in range(32) if c not in (9, 10)] + [0xFFFE, 0xFFFF])
+_BLANK_RUNS = re.compile(r"\n{3,}")
+_PDFIUM_LOCK = threading.Lock()
+
+
+class _PdfiumFailed(Exception):
+    """pdfium could not open the file for a reason other than the password."""
+
+
+class _PasswordRejected(Exception):
+    """pdfium says the file is encrypted and the password (or none) does not open it."""
+
+
+def read_pdf(path: str | Path, *, password: str | None = None) -> ParsedDocument:
+    """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable."""
+    path = Path(path)
+    try:
+        parsed, failed_pages = _read_with_pdfium(path, password)
+    except _PasswordRejected:
+        return _read_encrypted_with_pypdf(path, password)
+    except _PdfiumFailed as exc:
+        return _read_with_pypdf(path, password, f"pdfium: {exc}")
+    if failed_pages:
+        _fill_pages_with_pypdf(path, password, parsed, failed_pages)
+    return parsed
+
+
+def _read_with_pdfium(path: Path, password: str | None) -> tuple[ParsedDocument, dict[int, str]]:
+    """Everything pdfium does for one file, under the lock."""
+    with _PDFIUM_LOCK:
+        document = _open_pdfium(path, password)
+        try:
+            return _read_pdfium_document(path, document)
+        finally:
+            document.close()
+
+
+def _password_candidates(password: str | None) -> list[str | None]:
+    if password is None:
+        return [None]
+    return list(dict.fromkeys([password, _saslprep(password)]))
+
+
+def _saslprep(password: str) -> str:
+    """RFC 4013 mapping + NFKC, as PDF 2.0 prescribes for AES-256 passwords ("SªSL\\xadprep" -> "SaSLprep")."""
+    mapped = "".join(" " if stringprep.in_table_c12(ch) else ch for ch in password if not stringprep.in_table_b1(ch))
+    return unicodedata.normalize("NFKC", mapped)
+
+
+def _open_pdfium(path: Path, password: str | None) -> pdfium.PdfDocument:
+    for candidate in _password_candidates(password):
+        try:
+            return pdfium.PdfDocument(path, password=candidate)
+        except pdfium.PdfiumError as exc:
+            if getattr(exc, "err_code", None) != pdfium_c.FPDF_ERR_PASSWORD:
+                raise _PdfiumFailed(str(exc)) from exc
+        except (OSError, ValueError) as exc:
+            raise _PdfiumFailed(str(exc)) from exc
+    raise _PasswordRejected()
+
+
+def clean_page_text(raw: str) -> str:
+    """Normalise a page's text layer: "\\n" line ends, no control characters or trailing blanks, at
+    most one blank line in a row, nothing leading or trailing."""
+    text = raw.replace("\r\n", "\n").replace("\r", "\n").translate(_DROP_CHARS)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    return _BLANK_RUNS.sub("\n\n", text).strip("\n")
+
+
+def _read_pdfium_document(path: Path, document: pdfium.PdfDocument) -> tuple[ParsedDocument, dict[int, str]]:
+    """The document as pdfium reads it, plus the pages it could not read (index -> why)."""
+    files: list[ParsedFile] = []
+    failed: dict[int, str] = {}
+    for index in range(len(document)):
+        label = _pdfium_label(document, index)
+        try:
+            text = _pdfium_page_text(document, index)
+        except pdfium.PdfiumError as exc:
+            failed[index] = str(exc)
+            text = ""
+        files.append(ParsedFile(text, label=label, has_text=bool(text.strip())))
+    if not files:
+        raise SourceError(path, "the PDF has no pages")
+    toc = list(itertools.islice(_pdfium_outline(document, len(files)), MAX_TOC_ENTRIES))
+    return _document(path, files, toc, _pdfium_info(document), []), failed
+
+
+def _pdfium_page_text(document: pdfium.PdfDocument, index: int) -> str:
+    page = document[index]
+    try:
+        textpage = page.get_textpage()
+        try:
+            return clean_page_text(textpage.get_text_bounded())
+        finally:
+            textpage.close()
+    finally:
+        page.close()
+
+
+def _pdfium_label(document: pdfium.PdfDocument, index: int) -> str:
+    try:
+        label = (document.get_page_label(index) or "").strip()
+    except pdfium.PdfiumError:
+        label = ""
+    return label or str(index + 1)
+
+
+def _pdfium_outline(document: pdfium.PdfDocument, page_count: int) -> Iterator[TocEntry]:
+    for bookmark in document.get_toc(max_depth=MAX_TOC_DEPTH):
+        title = " ".join((bookmark.get_title() or "").split())
+        dest = bookmark.get_dest()
+        page = dest.get_index() if dest is not None else None
+        if title and page is not None and 0 <= page < page_count:
+            yield TocEntry(title, bookmark.level, page, 0)
+
+
+def _pdfium_info(document: pdfium.PdfDocument) -> dict[str, str]:
+    try:
+        info = document.get_metadata_dict(skip_empty=True)
+    except pdfium.PdfiumError:
+        return {}
+    return {key: " ".join(str(value).split()) for key, value in info.items()}
+
+
+def _document(path: Path, files: list[ParsedFile], toc: list[TocEntry], info: dict[str, str],
+              warnings: list[str]) -> ParsedDocument:
+    """Assemble the document: title from the info dictionary, else the file name."""
+    for entry in toc:
+        page = files[entry.file_index]
+        page.title = page.title or entry.title
+    metadata = {"creator": info["Author"]} if info.get("Author") else {}
+    return ParsedDocument(title=info.get("Title") or path.stem, format="pdf", files=files, toc=toc,
+                          metadata=metadata, warnings=warnings)
+
+
+def _fill_pages_with_pypdf(path: Path, password: str | None, document: ParsedDocument,
+                           failed: dict[int, str]) -> None:
+    """Give pages pdfium could not read to pypdf; a page neither reads stays empty, with a warning."""
+    try:
+        reader = pypdf.PdfReader(path, strict=False)
+        if reader.is_encrypted:
+            _pypdf_decrypt(reader, password)
+    except Exception:  # noqa: BLE001 - see _read_with_pypdf
+        reader = None
+    for index, why in failed.items():
+        text = None
+        if reader is not None:
+            try:
+                text = clean_page_text(reader.pages[index].extract_text() or "")
+            except Exception:  # noqa: BLE001 - see _read_with_pypdf
+                text = None
+        if text is None:
+            document.warnings.append(f"page {index + 1}: pdfium failed ({why}) and so did pypdf; kept empty")
+            continue
+        page = document.files[index]
+        page.text, page.has_text = text, bool(text.strip())
+        document.warnings.append(f"page {index + 1}: pdfium failed ({why}); read with pypdf")
+
+
+def _read_encrypted_with_pypdf(path: Path, password: str | None) -> ParsedDocument:
+    """pdfium refused the password; pypdf opens some files pdfium will not (owner passwords).
+    If pypdf cannot either, the answer the user needs is about the password, not about pypdf."""
+    try:
+        return _read_with_pypdf(path, password, "pdfium rejected the password")
+    except SourceError as exc:
+        if not password:
+            reason = "a password is needed to open it"
+        elif isinstance(exc.__cause__, pypdf.errors.DependencyError):
+            reason = "pdfium rejected the password and pypdf needs the optional 'cryptography' package to try it"
+        else:
+            reason = "the password given does not open it"
+        raise EncryptedSourceError(path, f"encrypted; {reason}") from exc
+
+
+def _read_with_pypdf(path: Path, password: str | None, why_not_pdfium: str) -> ParsedDocument:
+    """The fallback reader. pypdf raises many untyped exceptions on broken files; all of them are
+    mapped to SourceError here, the one boundary where pypdf is called."""
+    try:
+        reader = pypdf.PdfReader(path, strict=False)
+        if reader.is_encrypted and not _pypdf_decrypt(reader, password):
+            reason = "the password given does not open it" if password else "a password is needed to open it"
+            raise EncryptedSourceError(path, f"encrypted; {reason}")
+        warnings = [f"read with pypdf ({why_not_pdfium})"]
+        labels = _pypdf_labels(reader)
+        files = [_pypdf_page(reader, index, labels, warnings) for index in range(len(reader.pages))]
+        if not files:
+            raise SourceError(path, "the PDF has no pages")
+        toc = list(itertools.islice(_pypdf_outline(reader, len(files)), MAX_TOC_ENTRIES))
+        info = {key.lstrip("/"): " ".join(str(value).split()) for key, value in (reader.metadata or {}).items()}
+    except SourceError:
+        raise
+    except pypdf.errors.DependencyError as exc:
+        raise EncryptedSourceError(path, f"encrypted with a cipher that needs an optional package ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001 - pypdf's failure modes on fuzzed input are untyped
+        raise SourceError(path, f"not a readable PDF ({why_not_pdfium}; pypdf: {type(exc).__name__}: {exc})") from exc
+    return _document(path, files, toc, info, warnings)
+
+
+def _pypdf_decrypt(reader: pypdf.PdfReader, password: str | None) -> bool:
+    return any(reader.decrypt(candidate or "") for candidate in _password_candidates(password))
+
+
+def _pypdf_labels(reader: pypdf.PdfReader) -> list[str]:
+    """Page labels, or none when the label tree is broken (page numbers then serve)."""
+    try:
+        return [str(label).strip() for label in reader.page_labels]
+    except Exception:  # noqa: BLE001 - see _read_with_pypdf
+        return []
+
+
+def _pypdf_page(reader: pypdf.PdfReader, index: int, labels: list[str], warnings: list[str]) -> ParsedFile:
+    label = (labels[index] if index < len(labels) else "") or str(index + 1)
+    try:
+        text = clean_page_text(reader.pages[index].extract_text() or "")
+    except pypdf.errors.DependencyError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see _read_with_pypdf
+        warnings.append(f"page {index + 1} text could not be extracted ({type(exc).__name__}); kept empty")
+        text = ""
+    return ParsedFile(text, label=label, has_text=bool(text.strip()))
+
+
+def _pypdf_outline(reader: pypdf.PdfReader, page_count: int) -> Iterator[TocEntry]:
+    """Walk pypdf's nested-list outline with an explicit stack, bounded in depth and cycle-safe."""
+    stack: list[tuple[Iterator[object], int]] = [(iter(reader.outline), 0)]
+    seen: set[int] = set()
+    while stack:
+        node = next(stack[-1][0], None)
+        if node is None:
+            stack.pop()
+            continue
+        level = stack[-1][1]
+        if isinstance(node, list):
+            if level + 1 < MAX_TOC_DEPTH and id(node) not in seen:
+                seen.add(id(node))
+                stack.append((iter(node), level + 1))
+            continue
+        if not isinstance(node, Destination):
+            continue
+        title = " ".join(str(node.title or "").split())
+        page = reader.get_destination_page_number(node)
+        if title and page is not None and 0 <= page < page_count:
+            yield TocEntry(title, level, page, 0)
