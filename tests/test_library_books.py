@@ -107,3 +107,18 @@ def test_search_and_resolve_on_a_real_book(shelf: tuple[Library, dict[str, int]]
     assert any("Ishmael" in h.text for h in hits)
     resolved = library.resolve(hits[0].tag)
     assert resolved.text == hits[0].text and resolved.doc_title
+
+
+def test_changing_the_embedding_model_reembeds_everything(tmp_path: Path) -> None:
+    demo = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
+    first = Library(tmp_path, embedder=HashingEmbedder())
+    first.ingest([demo])
+
+    class Other(HashingEmbedder):
+        name = "test-hashing-other"
+
+    second = Library(tmp_path, embedder=Other())
+    assert second.reembed_if_model_changed() == second.documents()[0].chunks
+    assert second.store.get_meta("embedding_model") == "test-hashing-other"
+    assert second.ingest([demo])[0].changed is False
+    assert second.search("cat called Admiral", k=1)[0].text

@@ -157,6 +157,7 @@ class Library:
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
                progress: Progress | None = None) -> list[IngestResult]:
         """Ingest files and folders (recursively). Each document is written atomically on its own."""
+        self.reembed_if_model_changed(progress=progress)
         results: list[IngestResult] = []
         for path in map(Path, paths):
             if path.is_dir():
@@ -240,8 +241,11 @@ class Library:
     def embed_passages(self, texts: Sequence[str], *, progress: Progress | None = None,
                        label: str = "") -> np.ndarray:
         """Vectors for ``texts``, reusing the store's cache so unchanged text is never embedded twice."""
+        self.store.check_embedding_model(self.embedder.name, self.embedder.dim)
+        return self._embed_uncached(texts, progress=progress, label=label)
+
+    def _embed_uncached(self, texts: Sequence[str], *, progress: Progress | None, label: str) -> np.ndarray:
         embedder = self.embedder
-        self.store.check_embedding_model(embedder.name, embedder.dim)
         hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         cached = self.store.cached_vectors(embedder.name, hashes)
         missing = [i for i, h in enumerate(hashes) if h not in cached]
@@ -261,6 +265,25 @@ class Library:
         for i, h in enumerate(hashes):
             vectors[i] = fresh[h] if h in fresh else cached[h]
         return vectors
+
+    def reembed_if_model_changed(self, *, progress: Progress | None = None) -> int:
+        """When the chosen embedding model differs from the library's, re-embed every chunk with it.
+
+        Returns how many chunks were re-embedded (0 when the models agree). Vectors are swapped in one
+        transaction, so an interrupted re-embed leaves the old, consistent vectors in place.
+        """
+        stored = self.store.get_meta("embedding_model")
+        unchanged_spec = self._embedder is None and self._embedding_model in (None, stored)
+        if stored is None or unchanged_spec or stored == self.embedder.name:
+            return 0
+        chunks = self.store.chunks()
+        if progress:
+            progress(f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
+                     0, len(chunks))
+        vectors = self._embed_uncached([c.text for c in chunks], progress=progress, label="re-embedding")
+        self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
+                                           {c.id: v for c, v in zip(chunks, vectors)})
+        return len(chunks)
 
     # -- reads ------------------------------------------------------------------------------
     def documents(self) -> list[DocumentRecord]:

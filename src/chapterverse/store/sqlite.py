@@ -244,7 +244,7 @@ class SQLiteStore:
         if stored != name or stored_dim != dim:
             raise EmbeddingMismatchError(
                 f"{self.path}: the library's vectors were made by {stored} (dim {stored_dim}), not {name} "
-                f"(dim {dim}); run `chapterverse reembed` (or ingest with --force-rebuild) to re-embed with {name}"
+                f"(dim {dim}); run `chapterverse ingest --embedding-model {name} ...` to re-embed the library with it"
             )
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
