@@ -28,3 +28,4 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
                 "CHAPTERVERSE_LLM_API_KEY", "CHAPTERVERSE_STORE_URL", "CHAPTERVERSE_EMBED_API_KEY",
                 "CHAPTERVERSE_EMBEDDING_MODEL", "CHAPTERVERSE_API_KEY"):
         monkeypatch.delenv(var, raising=False)
+from serverutil import reader_server  # noqa: E402,F401  (fixture for the browser tests)

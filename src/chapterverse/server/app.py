@@ -1,0 +1,186 @@
+"""``create_app(settings)``: the one FastAPI app behind ``chapterverse serve``.
+
+Libraries: the knowledge base's index lives in ``<rag_kb_path>/.chapterverse/`` (a hidden folder,
+so the folder scan skips it). The reader uses that same Library unless ``--library`` names another
+directory: by default, books uploaded in the reader are searchable by the chat proxy too, and
+knowledge-base documents can be opened in the reader (citations resolve in both).
+
+Startup (in ``create_app``, before serving): create a missing KB folder, drop ``persist: false``
+documents, sync the folder (hashes only when nothing changed: no model is loaded). Serving: the
+embedding model warms up in a background thread, ``--rag_watch`` polls the folder in another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..embeddings import Embedder, load_embedder
+from ..library import Library
+from ..llm.summaries import SummaryJobs
+from ..store import open_store
+from . import kb as kb_routes
+from . import proxy as proxy_routes
+from . import reader as reader_routes
+from .config import ServeSettings
+from .errors import install_error_handlers
+from .jobs import JobManager
+from .knowledge import KnowledgeBase, ensure_folder
+from .security import RequestGuard, check_bind, is_loopback
+from .upstream import UpstreamSettings
+
+__all__ = ["create_app", "ServerState", "open_state"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServerState:
+    """What the routes share; ``request.app.state.cv``."""
+
+    settings: ServeSettings
+    kb: KnowledgeBase | None
+    reader: Library
+    upstream: UpstreamSettings
+    jobs: JobManager = field(default_factory=JobManager)
+    summaries: SummaryJobs = field(default_factory=SummaryJobs)
+    http: httpx.AsyncClient = field(init=False)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+def _stored_model(location: Path) -> str | None:
+    probe = open_store(location)
+    try:
+        return probe.get_meta("embedding_model")
+    finally:
+        probe.close()
+
+
+def _open_kb(settings: ServeSettings, embedder: Embedder | None) -> KnowledgeBase:
+    ensure_folder(settings.rag_kb_path)
+    if embedder is None:
+        spec = settings.rag_embedding_model or _stored_model(settings.kb_library_dir)
+        embedder = load_embedder(spec, device=settings.rag_device, batch_size=settings.rag_embedding_batch_size)
+    library = Library(settings.kb_library_dir, embedder=embedder, chunk_size=settings.rag_chunk_size,
+                      chunk_overlap=settings.rag_chunk_overlap)
+    kb = KnowledgeBase(library, settings.rag_kb_path)
+    kb.ensure_embedding_model(force_rebuild=settings.rag_force_rebuild)
+    dropped = library.store.remove_ephemeral()
+    if dropped:
+        log.info("RAG: dropped %d documents added with persist: false", dropped)
+    kb.sync(force_rebuild=settings.rag_force_rebuild)
+    return kb
+
+
+def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> ServerState:
+    """Open the libraries and sync the knowledge base; raises ChapterverseError on anything wrong.
+
+    ``embedder`` (tests share one) serves the knowledge base and a separate reader library alike.
+    """
+    check_bind(settings.host, settings.secret("api_key"))
+    kb = _open_kb(settings, embedder) if settings.rag_enabled else None
+    if kb is not None and settings.library is None:
+        reader = kb.library
+    else:
+        reader = Library(settings.reader_library_dir, embedder=embedder)
+        reader.store.remove_ephemeral()
+    upstream = UpstreamSettings(reader.location, base_url=settings.llm_base_url, model=settings.llm_model,
+                                api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s)
+    return ServerState(settings=settings, kb=kb, reader=reader, upstream=upstream)
+
+
+def _start_background(state: ServerState) -> None:
+    kb = state.kb
+    if kb is None:
+        return
+    threading.Thread(target=_warm_up, args=(kb,), name="embedder-warmup", daemon=True).start()
+    if state.settings.rag_watch:
+        threading.Thread(target=kb.watch, args=(state.stop, state.settings.rag_watch_interval), name="kb-watch",
+                         daemon=True).start()
+        log.info("RAG: watching %s every %g s", kb.folder, state.settings.rag_watch_interval)
+
+
+def _warm_up(kb: KnowledgeBase) -> None:
+    try:
+        kb.library.embedder.embed_query("warm up")
+    except Exception as exc:  # the first search will report it properly
+        log.warning("RAG: embedding model failed to load: %s", exc)
+
+
+class _SecurityHeaders:
+    """nosniff and no-referrer on every response."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                headers += [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _version() -> str:
+    try:
+        return version("chapterverse")
+    except PackageNotFoundError:
+        return "0"
+
+
+def create_app(settings: ServeSettings, *, embedder: Embedder | None = None,
+               state: ServerState | None = None) -> FastAPI:
+    """The app, with its libraries open and the knowledge base synced. ``embedder`` is for tests."""
+    state = state or open_state(settings, embedder=embedder)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        state.http = httpx.AsyncClient(timeout=httpx.Timeout(settings.llm_timeout_s, connect=10.0))
+        state.stop.clear()
+        _start_background(state)
+        try:
+            yield
+        finally:
+            state.stop.set()
+            await asyncio.to_thread(state.jobs.shutdown)
+            await state.http.aclose()
+
+    app = FastAPI(title="chapterverse", version=_version(), lifespan=lifespan,
+                  description="Knowledge-base API (`/v1/rag`), OpenAI-compatible chat with retrieved context "
+                              "(`/v1/chat/completions`) and the web reader's API (`/api`). Every retrieved chunk "
+                              "carries a position tag such as `f5-12-300` that `/api/resolve/{tag}` turns back "
+                              "into the exact text.")
+    app.state.cv = state
+    install_error_handlers(app)
+    app.include_router(kb_routes.router)
+    app.include_router(proxy_routes.router)
+    app.include_router(reader_routes.router)
+    app.include_router(reader_routes.pages_router)
+    if reader_routes.STATIC_DIR is not None:
+        app.mount("/static", StaticFiles(directory=reader_routes.STATIC_DIR), name="static")
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
+                           allow_headers=["*"])
+    app.add_middleware(RequestGuard, api_key=settings.secret("api_key"), public=not is_loopback(settings.host),
+                       cors_origins=settings.cors_origins)
+    app.add_middleware(_SecurityHeaders)
+    return app

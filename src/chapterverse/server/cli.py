@@ -1,0 +1,60 @@
+"""``chapterverse serve``: argparse, not typer, so the RAG server's ``--rag_top_k`` spellings work verbatim.
+
+``main(argv)`` is the whole command (testable without a process); ``serve`` is the typer shim
+registered in ``chapterverse.cli`` that hands it the raw arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Sequence
+
+import typer
+
+from ..errors import ChapterverseError, InputError
+
+__all__ = ["main", "serve"]
+
+log = logging.getLogger("chapterverse.server")
+
+
+def _configure_logging(level: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger("chapterverse")
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    root.propagate = False
+
+
+def main(argv: Sequence[str]) -> int:
+    """Parse ``argv``, open the libraries, serve until interrupted. Exit code 0, 1 (runtime) or 2 (bad input)."""
+    from .config import parse_serve_args
+    from .security import check_bind
+
+    try:
+        settings = parse_serve_args(argv)
+        check_bind(settings.host, settings.secret("api_key"))
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    _configure_logging(settings.log_level)
+    import uvicorn
+
+    from .app import create_app
+
+    try:
+        app = create_app(settings)
+    except ChapterverseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, InputError) else 1
+    log.info("serving on http://%s:%d (docs at /docs)%s", settings.host, settings.port,
+             "" if settings.rag_enabled else "; knowledge base disabled (--rag_enabled to turn it on)")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    return 0
+
+
+def serve(ctx: typer.Context) -> None:
+    """Run the server: knowledge-base API, OpenAI-compatible chat proxy, web reader (see `serve --help`)."""
+    raise typer.Exit(main(list(ctx.args)))

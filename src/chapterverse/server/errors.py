@@ -1,0 +1,108 @@
+"""HTTP errors: every error answer is JSON ``{"code", "message"}``.
+
+The OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/models``) also carry OpenAI's
+``{"error": {"message", "type", "code"}}`` so SDK clients show the message. chapterverse's own
+errors are mapped here, at the one HTTP boundary.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse
+
+from ..errors import (
+    ChapterverseError,
+    EmbeddingError,
+    InputError,
+    NotFoundError,
+    ProviderError,
+    SourceError,
+    StoreError,
+    TagError,
+)
+
+__all__ = ["ApiError", "error_body", "error_response", "install_error_handlers", "OPENAI_PATHS"]
+
+log = logging.getLogger(__name__)
+
+OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+
+
+class ApiError(Exception):
+    """An error answer: HTTP status, a stable code and a message for people."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def error_body(code: str, message: str, *, openai: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if openai:
+        body["error"] = {"message": message, "type": code.lower(), "code": code}
+    return body
+
+
+def error_response(status: int, code: str, message: str, *, path: str = "") -> JSONResponse:
+    return JSONResponse(error_body(code, message, openai=path.startswith(OPENAI_PATHS)), status_code=status)
+
+
+def from_chapterverse(exc: ChapterverseError) -> ApiError:
+    """The status and code for one of our own errors."""
+    if isinstance(exc, NotFoundError):
+        return ApiError(404, "NOT_FOUND", str(exc))
+    if isinstance(exc, TagError):
+        return ApiError(400, "BAD_TAG", str(exc))
+    if isinstance(exc, SourceError):
+        return ApiError(422, "BAD_SOURCE", str(exc))
+    if isinstance(exc, InputError):
+        return ApiError(400, "BAD_INPUT", str(exc))
+    if isinstance(exc, ProviderError):
+        return ApiError(502, "UPSTREAM_ERROR", str(exc))
+    if isinstance(exc, EmbeddingError):
+        return ApiError(500, "EMBEDDING_ERROR", str(exc))
+    if isinstance(exc, StoreError):
+        return ApiError(500, "STORE_ERROR", str(exc))
+    return ApiError(500, "INTERNAL", str(exc))
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(ApiError)
+    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, path=request.url.path)
+
+    @app.exception_handler(ChapterverseError)
+    async def _ours(request: Request, exc: ChapterverseError) -> JSONResponse:
+        mapped = from_chapterverse(exc)
+        if mapped.status >= 500:
+            log.error("%s %s failed: %s", request.method, request.url.path, exc)
+        return error_response(mapped.status, mapped.code, mapped.message, path=request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(400, "BAD_INPUT", _validation_message(exc), path=request.url.path)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
+        return error_response(exc.status_code, code, str(exc.detail), path=request.url.path)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("%s %s failed", request.method, request.url.path)
+        return error_response(500, "INTERNAL", f"internal error: {type(exc).__name__}", path=request.url.path)

@@ -1,0 +1,129 @@
+"""Retrieved context for chat requests, and the verified citations of the reply. Pure functions, no I/O.
+
+The context is one block headed in the configured language; each item is
+``[i] (source=faq.md, score=0.672)`` followed by the chunk's text and its position tag, so the
+model can cite what it was shown. ``inject_as="system"`` adds the block to the leading system
+message (or inserts one at the start): a second system message later in the conversation breaks
+the chat templates of several open models (Gemma, Mistral), which a voice pipeline typically
+serves. ``inject_as="user"`` appends it to the last user message.
+
+A reply passes through :class:`ReplyFilter`, which runs ``citations.StreamingTagFilter`` (a tag
+split across deltas is held back): ``strip`` removes every tag (the text goes to speech),
+``keep`` keeps the verified ones; either way the verified citations are reported out of band.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
+from ..library import Hit
+from ..positions import Span
+
+__all__ = ["HEADERS", "context_block", "inject_context", "last_user_text", "content_text", "hits_summary",
+           "ReplyFilter"]
+
+HEADERS: dict[str, str] = {
+    "es": "Fragmentos relevantes recuperados de la base de conocimientos:",
+    "it": "Frammenti rilevanti recuperati dalla base di conoscenza:",
+    "en": "Relevant excerpts retrieved from the knowledge base:",
+}
+
+
+def content_text(content: Any) -> str:
+    """The text of a message's content: a string, or the text parts of a content list."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") in ("text", "input_text")]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def last_user_text(messages: Sequence[Any]) -> tuple[int, str] | None:
+    """(position, text) of the last user message with text, or None."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = content_text(message.get("content")).strip()
+            return (index, text) if text else None
+    return None
+
+
+def context_block(hits: Sequence[Hit], language: str) -> str:
+    items = [f"[{i}] (source={hit.chunk.source}, score={hit.score:.3f})\n{hit.text.strip()} {hit.tag}"
+             for i, hit in enumerate(hits, start=1)]
+    return "\n\n".join([HEADERS[language], *items])
+
+
+def _append(content: Any, block: str) -> Any:
+    if isinstance(content, list):
+        return [*content, {"type": "text", "text": block}]
+    text = content if isinstance(content, str) else ""
+    return f"{text}\n\n{block}" if text else block
+
+
+def inject_context(messages: Sequence[Any], block: str, inject_as: Literal["system", "user"],
+                   user_index: int) -> list[Any]:
+    """A copy of ``messages`` with ``block`` added; the caller's list is never changed."""
+    out = copy.deepcopy(list(messages))
+    if inject_as == "user":
+        out[user_index]["content"] = _append(out[user_index].get("content"), block)
+    elif out and isinstance(out[0], dict) and out[0].get("role") in ("system", "developer"):
+        out[0]["content"] = _append(out[0].get("content"), block)
+    else:
+        out.insert(0, {"role": "system", "content": block})
+    return out
+
+
+def hits_summary(hits: Sequence[Hit]) -> str:
+    """``faq.md#c1 (0.67); policies.md#c0 (0.52)`` for the log."""
+    return "; ".join(f"{h.chunk.source}#c{h.chunk.chunk_index} ({h.score:.2f})" for h in hits)
+
+
+class ReplyFilter:
+    """Filters one reply's text against the injected evidence and collects its citations."""
+
+    def __init__(self, hits: Sequence[Hit], mode: Literal["strip", "keep"],
+                 resolve: Callable[[Span], ResolvedSpan | None]) -> None:
+        self._hits = {h.span: h for h in hits}
+        self.evidence = Evidence(resolve=resolve)
+        for hit in hits:
+            self.evidence.add_text(hit.tag)
+        self._filter = StreamingTagFilter(self.evidence, mode=mode)
+
+    def feed(self, text: str) -> str:
+        return self._filter.feed(text)
+
+    def flush(self) -> str:
+        return self._filter.flush()
+
+    def whole(self, text: str) -> str:
+        return self._filter.feed(text) + self._filter.flush()
+
+    @property
+    def dropped(self) -> list[dict[str, str]]:
+        return [{"tag": d.tag, "reason": d.reason} for d in self._filter.dropped]
+
+    def citations(self) -> list[dict[str, Any]]:
+        """Distinct verified spans in order of first appearance, numbered from 1."""
+        out: list[dict[str, Any]] = []
+        seen: set[Span] = set()
+        for span in self._filter.kept:
+            if span in seen:
+                continue
+            seen.add(span)
+            hit = self._hits.get(span)
+            resolved = self.evidence.lookup(span)
+            out.append({
+                "n": len(out) + 1, "tag": span.key,
+                "source": hit.chunk.source if hit else None,
+                "chunk_index": hit.chunk.chunk_index if hit else None,
+                "score": round(hit.score, 4) if hit else None,
+                "doc_id": resolved.doc_id if resolved else None,
+                "doc_title": resolved.doc_title if resolved else "",
+                "text": resolved.text if resolved else "",
+            })
+        return out

@@ -1,0 +1,215 @@
+"""``/v1/rag/*``: the knowledge-base API, with the paths, fields and error codes of the RAG server it replaces.
+
+Every chunk in an answer carries ``index`` (its stable chunk id) and ``tag`` (its position,
+``f5-12-300``), so knowledge-base answers are citable. With RAG disabled every endpoint answers
+503 ``RAG_NOT_ENABLED``. Endpoints are plain ``def``: FastAPI runs them in its thread pool, so
+searches run in parallel with writes (SQLite serializes the writes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, Field
+
+from .errors import ApiError
+from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
+
+if TYPE_CHECKING:
+    from .app import ServerState
+
+__all__ = ["router"]
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.cv  # type: ignore[no-any-return]
+
+
+def _kb(request: Request) -> KnowledgeBase:
+    kb = _state(request).kb
+    if kb is None:
+        raise ApiError(503, "RAG_NOT_ENABLED", "the knowledge base is disabled; start the server with --rag_enabled")
+    return kb
+
+
+router = APIRouter(prefix="/v1/rag", tags=["rag"], dependencies=[Depends(_kb)])
+KB = Annotated[KnowledgeBase, Depends(_kb)]
+Metadata = dict[str, Any]
+
+
+class ChunksListRequest(BaseModel):
+    source_prefix: str | None = Field(None, description="Only chunks whose source starts with this.")
+    query: str | None = Field(None, description="Rank by relevance to this text (every chunk is scored).")
+    min_score: float | None = Field(None, ge=0, le=1, description="With query: least score.")
+    limit: int = Field(100, ge=1, le=10_000)
+    offset: int = Field(0, ge=0)
+    include_text: bool = True
+
+
+class ChunkUpdateRequest(BaseModel):
+    index: int | None = Field(None, description="The chunk's index (stable chunk id).")
+    source: str | None = Field(None, description="Or: the chunk's source ...")
+    chunk_index: int | None = Field(None, description="... and its chunk_index (needed when the source has several).")
+    new_text: str | None = None
+    new_metadata: Metadata | None = Field(None, description="Replaces the chunk's metadata.")
+    new_source: str | None = None
+
+
+class UpsertRequest(BaseModel):
+    source: str = Field(..., min_length=1)
+    text: str = Field("", description="The new text; empty deletes the source.")
+    metadata: Metadata = Field(default_factory=dict)
+    dynamic: bool = True
+    persist: bool = Field(True, description="false: kept until the server restarts.")
+
+
+class SearchRequest(BaseModel):
+    query: str = Field(..., min_length=1)
+    top_k: int | None = Field(None, ge=1, le=100, description="Default: --rag_top_k.")
+    threshold: float | None = Field(None, ge=0, le=1, description="Default: --rag_threshold.")
+
+
+class AddDocumentRequest(BaseModel):
+    text: str = Field(..., min_length=1, description="Free text; chunked like a file.")
+    source: str = Field("api", min_length=1)
+    metadata: Metadata = Field(default_factory=dict)
+    persist: bool = True
+    dynamic: bool = True
+
+
+class ChunkItemRequest(BaseModel):
+    text: str = Field(..., min_length=1)
+    source: str = Field("api", min_length=1)
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class AddChunksRequest(BaseModel):
+    items: list[ChunkItemRequest] = Field(..., min_length=1, description="Each item stays exactly one chunk.")
+    persist: bool = True
+    dynamic: bool = True
+
+
+class RemoveRequest(BaseModel):
+    source_prefix: str = Field(..., min_length=1)
+    exact: bool = Field(False, description="Match the source exactly instead of as a prefix.")
+
+
+class ReloadRequest(BaseModel):
+    force_rebuild: bool = Field(False, description="Re-index every file, changed or not.")
+
+
+@router.get("/status", summary="Chunk count, embedding model, sources, thresholds")
+def status(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    kb = _kb(request)
+    settings = state.settings
+    store = kb.store
+    embedder = kb.library.embedder
+    return {
+        "enabled": True, "ready": True, "kb_path": str(settings.rag_kb_path),
+        "chunk_count": store.count_chunks(), "document_count": len(store.documents()),
+        "sources": len(store.source_counts()),
+        "embedding_model": store.get_meta("embedding_model") or embedder.name,
+        "embedding_dim": int(store.get_meta("embedding_dim") or 0) or embedder.dim,
+        "device": getattr(embedder, "device", None) or "cpu",
+        "top_k": settings.rag_top_k, "threshold": settings.rag_threshold, "language": settings.rag_language,
+        "inject_as": settings.rag_inject_as, "chunk_size": settings.rag_chunk_size,
+        "chunk_overlap": settings.rag_chunk_overlap, "embedding_batch_size": settings.rag_embedding_batch_size,
+        "mode": settings.rag_mode, "tags": settings.rag_tags, "watch": settings.rag_watch,
+        "last_sync": kb.last_sync.to_json() if kb.last_sync else None,
+    }
+
+
+@router.get("/sources", summary="Every source with its chunk count")
+def sources(kb: KB) -> dict[str, Any]:
+    items = kb.sources()
+    return {"count": len(items), "items": items}
+
+
+@router.get("/chunks", summary="Chunks in index order")
+def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = None,
+           limit: int = Query(100, ge=1, le=10_000), offset: int = Query(0, ge=0),
+           include_text: bool = True) -> dict[str, Any]:
+    total, items = kb.list_chunks(source_prefix=source_prefix, source_exact=source_exact, limit=limit, offset=offset,
+                                  include_text=include_text)
+    return {"total": total, "offset": offset, "limit": limit, "items": items}
+
+
+@router.post("/chunks/list", summary="Chunks, optionally ranked by a query")
+def chunks_list(body: ChunksListRequest, kb: KB) -> dict[str, Any]:
+    if body.query and body.query.strip():
+        total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
+                                       limit=body.limit, offset=body.offset, include_text=body.include_text)
+        items = [{"score": i.pop("score"), **i} for i in items]
+    else:
+        total, items = kb.list_chunks(source_prefix=body.source_prefix, limit=body.limit, offset=body.offset,
+                                      include_text=body.include_text)
+        items = [{"score": None, **i} for i in items]
+    return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
+
+
+@router.post("/chunks/update", summary="Change one chunk's text, metadata or source")
+def chunks_update(body: ChunkUpdateRequest, kb: KB) -> dict[str, Any]:
+    try:
+        target = kb.find_chunk(index=body.index, source=body.source, chunk_index=body.chunk_index)
+        chunk = kb.update_chunk(target, new_text=body.new_text, new_metadata=body.new_metadata,
+                                new_source=body.new_source)
+    except ChunkNotFoundError as exc:
+        raise ApiError(404, "CHUNK_NOT_FOUND", str(exc)) from exc
+    except AmbiguousSourceError as exc:
+        raise ApiError(409, "AMBIGUOUS_SOURCE", str(exc)) from exc
+    return {"updated": 1, "previous_index": target.id, "item": kb.chunk_json(chunk),
+            "total_after": kb.total_chunks()}
+
+
+@router.post("/upsert/document", summary="Replace a source's text atomically (empty text deletes it)")
+def upsert_document(body: UpsertRequest, kb: KB) -> dict[str, Any]:
+    removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
+                               persist=body.persist)
+    return {"removed": removed, "added": added, "sources": [body.source.strip()] if removed or added else [],
+            "total_after": kb.total_chunks(), "mode": "upsert"}
+
+
+@router.post("/search", summary="Chunks relevant to a query, each with its position tag")
+def search(request: Request, body: SearchRequest) -> dict[str, Any]:
+    kb = _kb(request)
+    settings = _state(request).settings
+    threshold = settings.rag_threshold if body.threshold is None else body.threshold
+    hits = kb.search(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
+    docs: dict[int, Any] = {}
+    results = []
+    for hit in hits:
+        item = kb.chunk_json(hit.chunk, docs=docs)
+        results.append({"text": hit.text, "source": hit.chunk.source, "score": round(hit.score, 4),
+                        "tag": item["tag"], "index": hit.chunk.id, "chunk_index": hit.chunk.chunk_index,
+                        "metadata": item["metadata"], "doc_title": hit.doc_title})
+    return {"query": body.query, "count": len(results), "results": results}
+
+
+@router.post("/add/document", summary="Add free text, chunked automatically")
+def add_document(body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
+    doc = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
+                          persist=body.persist)
+    return {"added": doc.chunks, "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
+
+
+@router.post("/add/chunks", summary="Add pre-cut chunks (each item stays one chunk)")
+def add_chunks(body: AddChunksRequest, kb: KB) -> dict[str, Any]:
+    items = [ChunkItem(i.text, i.source, dict(i.metadata)) for i in body.items]
+    docs = kb.add_chunks(items, dynamic=body.dynamic, persist=body.persist)
+    return {"added": sum(d.chunks for d in docs), "sources": [d.source for d in docs],
+            "total_after": kb.total_chunks()}
+
+
+@router.post("/remove", summary="Remove chunks by source prefix (or exact source)")
+def remove(body: RemoveRequest, kb: KB) -> dict[str, Any]:
+    removed, removed_sources = kb.remove(body.source_prefix, exact=body.exact)
+    return {"removed": removed, "sources": removed_sources, "total_after": kb.total_chunks()}
+
+
+@router.post("/reload", summary="Re-scan the folder (force_rebuild: re-index every file)")
+def reload(request: Request, body: ReloadRequest | None = None) -> dict[str, Any]:
+    kb = _kb(request)
+    report = kb.sync(force_rebuild=bool(body and body.force_rebuild))
+    return {"reloaded": True, **report.to_json(), "total_after": kb.total_chunks()}

@@ -1,0 +1,470 @@
+"""The knowledge base: a folder of files kept in sync with one Library, plus text added over the API.
+
+Folder files are documents whose source is their path relative to the folder; they carry
+``kb_origin: "folder"`` in their metadata, so a sync removes exactly the folder documents whose file
+is gone and never touches books added through the reader or text added through the API. A sync
+reads and hashes each file and re-indexes only files whose hash changed: a restart with unchanged
+files embeds nothing and loads no model.
+
+API text becomes ordinary documents (format ``kb``): ``add_document`` is one auto-chunked file,
+``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
+documents are stored ``ephemeral`` and dropped at the next start. Editing or removing single chunks
+rewrites their document as a pre-chunked one with the edit applied, in one transaction that
+replaces the old document; a rewritten folder document keeps its file's hash, so the edit lasts
+until the file itself changes.
+
+Compound writes (look up, then replace) hold one lock so two of them never interleave; searches
+take no lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError
+from ..library import Hit, Library
+from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
+from ..store import ChunkRecord, DocumentRecord, SQLiteStore
+
+if TYPE_CHECKING:
+    from ..store import PostgresStore
+
+__all__ = [
+    "KnowledgeBase",
+    "SyncReport",
+    "ChunkItem",
+    "ChunkNotFoundError",
+    "AmbiguousSourceError",
+    "ORIGIN_KEY",
+    "USER_METADATA_KEY",
+    "README_NAME",
+    "ensure_folder",
+]
+
+log = logging.getLogger(__name__)
+
+ORIGIN_KEY = "kb_origin"
+"""Document metadata key: "folder" (a file of the folder) or "api" (added through /v1/rag)."""
+USER_METADATA_KEY = "kb_metadata"
+"""Document metadata key holding the metadata an API caller gave for the whole document."""
+README_NAME = "README"
+"""The scaffold written into a new folder; without an extension, so it is never indexed."""
+README_TEXT = """\
+chapterverse knowledge base
+===========================
+
+Put the files the assistant should know about in this folder (subfolders too):
+
+  .md .markdown .txt   plain text and Markdown
+  .jsonl               pre-chunked: one {"text": ..., "source": ..., ...} object per line
+  .epub .pdf .html     books and documents
+
+The server indexes new and changed files at startup (and every few seconds with --rag_watch),
+removes files you delete from the index, and keeps its index in the hidden .chapterverse folder.
+Text can also be added over HTTP: see /docs, section rag.
+
+This README has no extension, so it is not indexed itself.
+"""
+_EMBED_STEP = 256
+
+
+class ChunkNotFoundError(NotFoundError):
+    """No chunk has the given index, or no chunk the given source and chunk_index."""
+
+
+class AmbiguousSourceError(InputError):
+    """A source (and chunk_index) names more than one chunk; use the chunk's index."""
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one folder sync did."""
+
+    indexed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    removed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    force_rebuild: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkItem:
+    """One pre-cut chunk given over the API."""
+
+    text: str
+    source: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A chunk as it will be rewritten."""
+
+    text: str
+    source: str
+    chunk_index: int
+    metadata: dict[str, Any]
+
+
+def ensure_folder(folder: Path) -> bool:
+    """Create a missing knowledge-base folder with a README; True when it was created."""
+    if folder.is_dir():
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / README_NAME).write_text(README_TEXT, encoding="utf-8")
+    log.info("RAG: created knowledge-base folder %s", folder)
+    return True
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class KnowledgeBase:
+    """A folder and a Library kept in step; every method is blocking (call it from a worker thread)."""
+
+    def __init__(self, library: Library, folder: str | Path) -> None:
+        self.library = library
+        self.folder = Path(folder)
+        self.last_sync: SyncReport | None = None
+        self._lock = threading.RLock()
+        self._snapshot: dict[str, tuple[int, int]] = {}
+
+    @property
+    def store(self) -> SQLiteStore | PostgresStore:
+        return self.library.store
+
+    # -- the folder ---------------------------------------------------------------------------------
+    def sync(self, *, force_rebuild: bool = False) -> SyncReport:
+        """Index new and changed files, drop documents of deleted files; one bad file never stops the rest."""
+        started = time.perf_counter()
+        report = SyncReport(force_rebuild=force_rebuild)
+        with self._lock:
+            self._snapshot = self._scan()
+            present: set[str] = set()
+            for path, source in iter_folder(self.folder):
+                present.add(source)
+                try:
+                    changed = self._sync_file(path, source, force_rebuild)
+                except ChapterverseError as exc:
+                    report.errors[source] = str(exc)
+                    log.warning("RAG: cannot index %s: %s", source, exc)
+                    continue
+                if changed:
+                    report.indexed.append(source)
+                else:
+                    report.unchanged += 1
+            gone = [d for d in self.store.documents()
+                    if d.metadata.get(ORIGIN_KEY) == "folder" and d.source not in present]
+            if gone:
+                self.store.remove_documents([d.id for d in gone])
+                report.removed = sorted({d.source for d in gone})
+        report.seconds = round(time.perf_counter() - started, 3)
+        self.last_sync = report
+        log.info("RAG: sync of %s in %.2f s — %d indexed, %d unchanged, %d removed, %d failed", self.folder,
+                 report.seconds, len(report.indexed), report.unchanged, len(report.removed), len(report.errors))
+        return report
+
+    def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> bool:
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise SourceError(path, exc.strerror or str(exc)) from exc
+        digest = _digest(data)
+        existing = self.store.documents_by_source(source)
+        if not force_rebuild and any(d.content_hash == digest for d in existing):
+            return False
+        parsed = read_source(path)
+        self.library.add_parsed(parsed, source=source, content_hash=digest, size_bytes=len(data),
+                                replace=[d.id for d in existing], metadata={ORIGIN_KEY: "folder"})
+        log.info("RAG: indexed %s", source)
+        return True
+
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        """(mtime, size) of every indexable file: cheap enough to poll."""
+        if not self.folder.is_dir():
+            return {}
+        snapshot = {}
+        for path, source in iter_folder(self.folder):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            snapshot[source] = (stat.st_mtime_ns, stat.st_size)
+        return snapshot
+
+    def changed_on_disk(self) -> bool:
+        return self._scan() != self._snapshot
+
+    def watch(self, stop: threading.Event, interval: float) -> None:
+        """Poll the folder until ``stop`` is set; sync when anything changed (run in a thread)."""
+        while not stop.wait(interval):
+            try:
+                if self.changed_on_disk():
+                    self.sync()
+            except Exception:  # a watcher must log, not die
+                log.exception("RAG: watching %s failed", self.folder)
+
+    def ensure_embedding_model(self, *, force_rebuild: bool) -> None:
+        """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise."""
+        stored = self.store.get_meta("embedding_model")
+        embedder = self.library.embedder
+        if stored is None or stored == embedder.name:
+            return
+        if not force_rebuild:
+            raise EmbeddingMismatchError(
+                f"the knowledge base in {self.folder} was indexed with {stored}, not {embedder.name}; restart with "
+                f"--rag_force_rebuild to re-embed it with {embedder.name} (or drop --rag_embedding_model)")
+        with self._lock:
+            chunks = self.store.chunks()
+            vectors: dict[int, np.ndarray] = {}
+            for i in range(0, len(chunks), _EMBED_STEP):
+                part = chunks[i:i + _EMBED_STEP]
+                vectors.update(zip((c.id for c in part), embedder.embed([c.text for c in part])))
+            self.store.replace_embedding_model(embedder.name, embedder.dim, vectors)
+        log.info("RAG: re-embedded %d chunks with %s (was %s)", len(chunks), embedder.name, stored)
+
+    # -- reads ----------------------------------------------------------------------------------------
+    def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
+        return self.library.search(query, k=k, threshold=threshold)
+
+    def chunk_json(self, chunk: ChunkRecord, *, score: float | None = None, include_text: bool = True,
+                   docs: dict[int, DocumentRecord] | None = None) -> dict[str, Any]:
+        doc = self._doc(chunk.doc_id, docs)
+        item: dict[str, Any] = {
+            "index": chunk.id, "source": chunk.source, "chunk_index": chunk.chunk_index,
+            "metadata": self.effective_metadata(chunk, doc), "is_dynamic": chunk.dynamic,
+            "persist": not doc.ephemeral if doc else True, "doc_id": chunk.doc_id,
+            "tag": f"f{chunk.file_id}-{chunk.start}-{chunk.end}",
+            "text": chunk.text if include_text else None,
+        }
+        if score is not None:
+            item = {"score": round(score, 4), **item}
+        return item
+
+    def _doc(self, doc_id: int, cache: dict[int, DocumentRecord] | None) -> DocumentRecord | None:
+        if cache is not None and doc_id in cache:
+            return cache[doc_id]
+        try:
+            doc = self.store.document(doc_id)
+        except NotFoundError:
+            return None
+        if cache is not None:
+            cache[doc_id] = doc
+        return doc
+
+    @staticmethod
+    def effective_metadata(chunk: ChunkRecord, doc: DocumentRecord | None) -> dict[str, Any]:
+        """The caller's document metadata under the chunk's own (JSONL fields, add/chunks metadata)."""
+        shared = doc.metadata.get(USER_METADATA_KEY) if doc else None
+        return {**(shared if isinstance(shared, dict) else {}), **chunk.metadata}
+
+    def list_chunks(self, *, source_prefix: str | None = None, source_exact: str | None = None, limit: int = 100,
+                    offset: int = 0, include_text: bool = True) -> tuple[int, list[dict[str, Any]]]:
+        total = self.store.count_chunks(source_prefix=source_prefix, source_exact=source_exact)
+        chunks = self.store.chunks(source_prefix=source_prefix, source_exact=source_exact, limit=limit, offset=offset)
+        docs: dict[int, DocumentRecord] = {}
+        return total, [self.chunk_json(c, include_text=include_text, docs=docs) for c in chunks]
+
+    def query_chunks(self, query: str, *, source_prefix: str | None = None, min_score: float | None = None,
+                     limit: int = 100, offset: int = 0,
+                     include_text: bool = True) -> tuple[int, list[dict[str, Any]]]:
+        """Chunks ranked by relevance to ``query`` (every chunk is scored, so ``total`` is exact)."""
+        everything = self.store.count_chunks()
+        if not everything:
+            return 0, []
+        hits = self.library.search(query, k=everything, threshold=min_score)
+        if source_prefix:
+            hits = [h for h in hits if h.chunk.source.startswith(source_prefix)]
+        docs: dict[int, DocumentRecord] = {}
+        page = hits[offset:offset + limit]
+        return len(hits), [self.chunk_json(h.chunk, score=h.score, include_text=include_text, docs=docs)
+                           for h in page]
+
+    def sources(self) -> list[dict[str, Any]]:
+        return [{"source": s, "chunk_count": n, "has_dynamic": dyn} for s, n, dyn in self.store.source_counts()]
+
+    def total_chunks(self) -> int:
+        return self.store.count_chunks()
+
+    # -- writes ---------------------------------------------------------------------------------------
+    def add_document(self, text: str, *, source: str, metadata: dict[str, Any] | None = None,
+                     dynamic: bool = False, persist: bool = True, replace: Sequence[int] = ()) -> DocumentRecord:
+        """Free text as one auto-chunked document."""
+        if not text.strip():
+            raise InputError("text is empty")
+        source = _clean_source(source)
+        metadata = dict(metadata or {})
+        parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
+                                files=[ParsedFile(text, title=source, label=source)])
+        with self._lock:
+            return self.library.add_parsed(
+                parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
+                replace=replace, dynamic=dynamic, ephemeral=not persist,
+                metadata={ORIGIN_KEY: "api", USER_METADATA_KEY: metadata})
+
+    def add_chunks(self, items: Sequence[ChunkItem], *, dynamic: bool = False,
+                   persist: bool = True) -> list[DocumentRecord]:
+        """Pre-cut chunks, one document per source; each source's chunk_index continues after its last one."""
+        if not items:
+            raise InputError("items is empty")
+        for n, item in enumerate(items):
+            if not item.text.strip():
+                raise InputError(f"items[{n}].text is empty")
+        groups: dict[str, list[ChunkItem]] = {}
+        for item in items:
+            groups.setdefault(_clean_source(item.source), []).append(item)
+        added = []
+        with self._lock:
+            for source, group in groups.items():
+                first = 1 + max((c.chunk_index for c in self.store.chunks(source_exact=source)), default=-1)
+                pieces = [_Piece(item.text, source, first + i, dict(item.metadata)) for i, item in enumerate(group)]
+                joined = "\n\n".join(p.text for p in pieces).encode()
+                parsed = _prechunked(source, "kb", pieces)
+                added.append(self.library.add_parsed(
+                    parsed, source=source, content_hash=_digest(joined), size_bytes=len(joined), dynamic=dynamic,
+                    ephemeral=not persist, metadata={ORIGIN_KEY: "api"}))
+        return added
+
+    def upsert(self, source: str, text: str, *, metadata: dict[str, Any] | None = None, dynamic: bool = False,
+               persist: bool = True) -> tuple[int, int]:
+        """Replace every document of ``source`` with ``text`` atomically (empty text deletes); (removed, added)."""
+        source = _clean_source(source)
+        with self._lock:
+            existing = self.store.documents_by_source(source)
+            removed = sum(d.chunks for d in existing)
+            if not text.strip():
+                self.store.remove_documents([d.id for d in existing])
+                return removed, 0
+            doc = self.add_document(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist,
+                                    replace=[d.id for d in existing])
+            return removed, doc.chunks
+
+    def find_chunk(self, *, index: int | None = None, source: str | None = None,
+                   chunk_index: int | None = None) -> ChunkRecord:
+        """The one chunk named by its index, or by source (+ chunk_index when the source has several)."""
+        if index is not None:
+            found = self.store.chunks_by_ids([index]).get(index)
+            if found is None:
+                raise ChunkNotFoundError(f"no chunk with index {index}")
+            return found
+        if not source:
+            raise InputError("name the chunk by index, or by source (and chunk_index)")
+        candidates = self.store.chunks(source_exact=source)
+        if chunk_index is not None:
+            candidates = [c for c in candidates if c.chunk_index == chunk_index]
+        where = f"source {source!r}" + (f" chunk_index {chunk_index}" if chunk_index is not None else "")
+        if not candidates:
+            raise ChunkNotFoundError(f"no chunk with {where}")
+        if len(candidates) > 1:
+            raise AmbiguousSourceError(f"{len(candidates)} chunks have {where} (indexes "
+                                       f"{', '.join(str(c.id) for c in candidates[:10])}); update by index")
+        return candidates[0]
+
+    def update_chunk(self, target: ChunkRecord, *, new_text: str | None = None,
+                     new_metadata: dict[str, Any] | None = None, new_source: str | None = None) -> ChunkRecord:
+        """Rewrite the chunk's document with this one chunk changed; returns the chunk as stored now."""
+        if new_text is None and new_metadata is None and new_source is None:
+            raise InputError("nothing to update: give new_text, new_metadata or new_source")
+        if new_text is not None and not new_text.strip():
+            raise InputError("new_text is empty (remove the chunk instead)")
+        with self._lock:
+            current = self.store.chunks_by_ids([target.id]).get(target.id)
+            if current is None:
+                raise ChunkNotFoundError(f"no chunk with index {target.id}")
+            doc = self.store.document(current.doc_id)
+            chunks = self.store.chunks(doc_id=doc.id)
+            position = next(i for i, c in enumerate(chunks) if c.id == current.id)
+
+            def edit(i: int, piece: _Piece) -> _Piece | None:
+                if i != position:
+                    return piece
+                return _Piece(new_text if new_text is not None else piece.text,
+                              _clean_source(new_source) if new_source is not None else piece.source,
+                              piece.chunk_index, dict(new_metadata) if new_metadata is not None else piece.metadata)
+
+            rewritten = self._rewrite(doc, chunks, edit)
+            assert rewritten is not None
+            return self.store.chunks(doc_id=rewritten.id)[position]
+
+    def remove(self, source: str, *, exact: bool = False) -> tuple[int, list[str]]:
+        """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources)."""
+        if not source:
+            raise InputError("source_prefix is empty; name what to remove")
+        with self._lock:
+            matched = self.store.chunks(source_exact=source) if exact else self.store.chunks(source_prefix=source)
+            by_doc: dict[int, set[int]] = {}
+            for chunk in matched:
+                by_doc.setdefault(chunk.doc_id, set()).add(chunk.id)
+            whole = [d.id for d in self._documents_named(source, exact) if d.id not in by_doc]
+            for doc_id, ids in by_doc.items():
+                chunks = self.store.chunks(doc_id=doc_id)
+                if all(c.id in ids for c in chunks):
+                    whole.append(doc_id)
+                else:
+                    self._rewrite(self.store.document(doc_id), chunks, _dropping({i for i, c in enumerate(chunks)
+                                                                                   if c.id in ids}))
+            if whole:
+                self.store.remove_documents(whole)
+        return len(matched), sorted({c.source for c in matched})
+
+    def _documents_named(self, source: str, exact: bool) -> Iterable[DocumentRecord]:
+        if exact:
+            return self.store.documents_by_source(source)
+        return [d for d in self.store.documents() if d.source.startswith(source)]
+
+    def _rewrite(self, doc: DocumentRecord, chunks: list[ChunkRecord],
+                 edit: Callable[[int, _Piece], _Piece | None]) -> DocumentRecord | None:
+        """Replace ``doc`` by a pre-chunked copy of its chunks passed through ``edit`` (None drops one)."""
+        pieces = []
+        for i, chunk in enumerate(chunks):
+            piece = edit(i, _Piece(chunk.text, chunk.source, chunk.chunk_index, self.effective_metadata(chunk, doc)))
+            if piece is not None:
+                pieces.append(piece)
+        if not pieces:
+            self.store.remove_documents([doc.id])
+            return None
+        sources = {p.source for p in pieces}
+        source = sources.pop() if len(sources) == 1 else doc.source
+        metadata = {k: v for k, v in doc.metadata.items() if k not in (USER_METADATA_KEY, "warnings")}
+        parsed = _prechunked(doc.title, doc.format, pieces)
+        return self.library.add_parsed(parsed, source=source, content_hash=doc.content_hash,
+                                       size_bytes=doc.size_bytes, replace=[doc.id], dynamic=doc.dynamic,
+                                       ephemeral=doc.ephemeral, metadata=metadata)
+
+
+def _dropping(positions: set[int]) -> Callable[[int, _Piece], _Piece | None]:
+    def edit(i: int, piece: _Piece) -> _Piece | None:
+        return None if i in positions else piece
+
+    return edit
+
+
+def _prechunked(title: str, fmt: str, pieces: Sequence[_Piece]) -> ParsedDocument:
+    return ParsedDocument(
+        title=title, format=fmt,
+        files=[ParsedFile(p.text, title=p.source, label=p.source) for p in pieces],
+        prechunked=[PreChunk(i, p.source, p.chunk_index, p.metadata) for i, p in enumerate(pieces)],
+    )
+
+
+def _clean_source(source: str) -> str:
+    source = (source or "").strip()
+    if not source:
+        raise InputError("source is empty")
+    if len(source) > 1000:
+        raise InputError("source is longer than 1000 characters")
+    return source

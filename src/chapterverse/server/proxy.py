@@ -1,0 +1,400 @@
+"""OpenAI-compatible endpoints: ``/v1/chat/completions`` with transparent context injection, ``/v1/models``.
+
+A client such as a voice pipeline points its chat-completions base URL here and changes nothing
+else. Per request (``rag_mode=inject``): retrieve with the last user message; when a chunk clears
+the threshold, inject one context block and forward; otherwise forward the request untouched.
+Unknown request fields (``chat_template_kwargs``, ``stream_options``, ...) pass through as they
+are; only ``messages`` (when injecting) and ``model`` (when ``--llm_model`` is set) change.
+The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``.
+
+Replies stream back as they arrive. With RAG on, the text goes through the tag filter (strip or
+keep) and the verified citations ride out of band: a ``citations`` field on the chunk that carries
+``finish_reason`` (and on a non-streamed completion). A retrieval failure is logged and the chat
+goes on without context.
+
+``rag_mode=tools`` answers with chapterverse's own tool loop (``llm.agent.answer_events``) on the
+upstream model, and streams that answer in the same chat-completion format.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from fastapi import APIRouter, Request
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
+from ..errors import ChapterverseError, TagError
+from ..library import Hit
+from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
+from ..positions import Span
+from .errors import ApiError, error_body
+from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
+from .upstream import Upstream
+
+if TYPE_CHECKING:
+    from .app import ServerState
+
+__all__ = ["router", "SSERelay"]
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["openai"])
+_turns = itertools.count(1)
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.cv  # type: ignore[no-any-return]
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    try:
+        body = json.loads(await request.body())
+    except ValueError as exc:
+        raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        raise ApiError(400, "BAD_INPUT", "expected a chat completion request with a messages list")
+    return body
+
+
+def _upstream(state: ServerState) -> Upstream:
+    upstream = state.upstream.current
+    if not upstream.base_url:
+        raise ApiError(503, "NO_UPSTREAM", "no upstream model: start the server with --llm_base_url "
+                                           "(and --llm_model), or set them in the reader's settings")
+    return upstream
+
+
+def _headers(upstream: Upstream) -> dict[str, str]:
+    headers = {"Content-Type": "application/json"}
+    if upstream.api_key:
+        headers["Authorization"] = f"Bearer {upstream.api_key}"
+    return headers
+
+
+def _upstream_failure(exc: httpx.HTTPError, upstream: Upstream) -> ApiError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiError(504, "UPSTREAM_TIMEOUT", f"{upstream.base_url} did not answer in time")
+    return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.base_url}: {type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------------------------------------- models
+
+
+@router.get("/v1/models", summary="The upstream's models (forwarded)")
+async def models(request: Request) -> Response:
+    state = _state(request)
+    upstream = state.upstream.current
+    if not upstream.base_url:
+        if upstream.model:
+            return JSONResponse({"object": "list", "data": [{"id": upstream.model, "object": "model", "created": 0,
+                                                             "owned_by": "chapterverse"}]})
+        raise ApiError(503, "NO_UPSTREAM", "no upstream model configured (--llm_base_url)")
+    try:
+        reply = await state.http.get(f"{upstream.base_url}/models", headers=_headers(upstream))
+    except httpx.HTTPError as exc:
+        raise _upstream_failure(exc, upstream) from exc
+    return Response(reply.content, status_code=reply.status_code,
+                    media_type=reply.headers.get("content-type", "application/json"))
+
+
+# ------------------------------------------------------------------------------------ chat completions
+
+
+@router.post("/v1/chat/completions", summary="OpenAI-compatible chat, with knowledge-base context injected")
+async def chat_completions(request: Request) -> Response:
+    state = _state(request)
+    body = await _json_body(request)
+    upstream = _upstream(state)
+    turn = next(_turns)
+    if state.kb is not None and state.settings.rag_mode == "tools":
+        return await _tools_turn(state, body, upstream, turn)
+    hits: list[Hit] = []
+    if state.kb is not None:
+        body, hits = await _inject(state, body, turn)
+    if upstream.model:
+        body["model"] = upstream.model
+    reply_filter = ReplyFilter(hits, state.settings.rag_tags, _resolver(state)) if state.kb is not None else None
+    if body.get("stream"):
+        return await _relay_stream(state, body, upstream, reply_filter, turn, hits)
+    return await _relay_once(state, body, upstream, reply_filter, turn, hits)
+
+
+async def _inject(state: ServerState, body: dict[str, Any], turn: int) -> tuple[dict[str, Any], list[Hit]]:
+    assert state.kb is not None
+    settings = state.settings
+    found = last_user_text(body["messages"])
+    if found is None:
+        return body, []
+    index, query = found
+    try:
+        hits = await run_in_threadpool(state.kb.search, query, k=settings.rag_top_k, threshold=settings.rag_threshold)
+    except Exception as exc:  # retrieval must never stop the conversation
+        log.warning("RAG turn %d: retrieval failed, forwarding without context: %s: %s", turn, type(exc).__name__, exc)
+        return body, []
+    if not hits:
+        log.info("RAG turn %d: nothing above threshold %.2f for %r — forwarded untouched", turn,
+                 settings.rag_threshold, _short(query))
+        return body, []
+    block = context_block(hits, settings.rag_language)
+    injected = dict(body)
+    injected["messages"] = inject_context(body["messages"], block, settings.rag_inject_as, index)
+    log.info("RAG turn %d: injected %d chunks as %s for %r — %s", turn, len(hits), settings.rag_inject_as,
+             _short(query), hits_summary(hits))
+    log.info("RAG turn %d: injected context:\n%s", turn, block)
+    return injected, hits
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _resolver(state: ServerState) -> Any:
+    assert state.kb is not None
+    library = state.kb.library
+
+    def resolve(span: Span) -> ResolvedSpan | None:
+        try:
+            r = library.resolve(span)
+        except (TagError, ChapterverseError):
+            return None
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+
+    return resolve
+
+
+def _log_citations(turn: int, reply_filter: ReplyFilter | None, citations: list[dict[str, Any]]) -> None:
+    if reply_filter is None:
+        return
+    if citations:
+        log.info("RAG turn %d: reply cites %s", turn,
+                 "; ".join(f"{c['source']}#c{c['chunk_index']} [{c['tag']}]" for c in citations))
+    if reply_filter.dropped:
+        log.info("RAG turn %d: removed %d unverified tag(s): %s", turn, len(reply_filter.dropped),
+                 ", ".join(f"{d['tag']} ({d['reason']})" for d in reply_filter.dropped))
+
+
+async def _relay_once(state: ServerState, body: dict[str, Any], upstream: Upstream,
+                      reply_filter: ReplyFilter | None, turn: int, hits: list[Hit]) -> Response:
+    try:
+        reply = await state.http.post(f"{upstream.base_url}/chat/completions", json=body, headers=_headers(upstream))
+    except httpx.HTTPError as exc:
+        raise _upstream_failure(exc, upstream) from exc
+    media_type = reply.headers.get("content-type", "application/json")
+    if reply_filter is None or reply.status_code >= 400:
+        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+    try:
+        data = reply.json()
+    except ValueError:
+        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+    for position, choice in enumerate(data.get("choices") or []):
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if isinstance(message, dict) and isinstance(message.get("content"), str):
+            own = reply_filter if position == 0 else ReplyFilter(hits, state.settings.rag_tags, _resolver(state))
+            message["content"] = own.whole(message["content"])
+    citations = reply_filter.citations()
+    data["citations"] = citations
+    _log_citations(turn, reply_filter, citations)
+    return JSONResponse(data, status_code=reply.status_code)
+
+
+async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upstream,
+                        reply_filter: ReplyFilter | None, turn: int, hits: list[Hit]) -> Response:
+    request = state.http.build_request("POST", f"{upstream.base_url}/chat/completions", json=body,
+                                       headers=_headers(upstream))
+    try:
+        reply = await state.http.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        raise _upstream_failure(exc, upstream) from exc
+    if reply.status_code >= 400:
+        content = await reply.aread()
+        await reply.aclose()
+        return Response(content, status_code=reply.status_code,
+                        media_type=reply.headers.get("content-type", "application/json"))
+    relay = SSERelay(reply_filter) if reply_filter is not None else None
+
+    async def events() -> AsyncIterator[bytes]:
+        try:
+            if relay is None:
+                async for raw in reply.aiter_raw():
+                    yield raw
+                return
+            async for line in reply.aiter_lines():
+                for out in relay.line(line):
+                    yield out.encode()
+            for out in relay.end():
+                yield out.encode()
+            _log_citations(turn, reply_filter, relay.citations)
+        except httpx.HTTPError as exc:
+            log.warning("RAG turn %d: upstream stream broke: %s", turn, exc)
+            error = error_body("UPSTREAM_INTERRUPTED", f"the upstream stream broke: {type(exc).__name__}",
+                               openai=True)
+            yield f"data: {json.dumps(error)}\n\n".encode()
+        finally:
+            await reply.aclose()
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+class SSERelay:
+    """Rewrites an upstream chat-completion SSE stream line by line: filtered text, citations at the end."""
+
+    def __init__(self, reply_filter: ReplyFilter) -> None:
+        self._filter = reply_filter
+        self._finished = False
+        self.citations: list[dict[str, Any]] = []
+
+    def line(self, line: str) -> list[str]:
+        if not line.strip():
+            return []
+        if not line.startswith("data:"):
+            return [f"{line}\n\n"] if line.startswith(":") else [f"{line}\n"]
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return [*self.end(), "data: [DONE]\n\n"]
+        try:
+            chunk = json.loads(payload)
+        except ValueError:
+            return [f"{line}\n\n"]
+        if not isinstance(chunk, dict):
+            return [f"{line}\n\n"]
+        return self._chunk(chunk)
+
+    def _chunk(self, chunk: dict[str, Any]) -> list[str]:
+        choices = chunk.get("choices") or []
+        first = next((c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0), None)
+        if first is None:
+            return [_event(chunk)]
+        given = first.get("delta")
+        delta: dict[str, Any] = given if isinstance(given, dict) else {}
+        raw = delta.get("content")
+        shown = self._filter.feed(raw) if isinstance(raw, str) else ""
+        if first.get("finish_reason") is not None and not self._finished:
+            shown += self._filter.flush()
+            self._finish(chunk)
+        if isinstance(raw, str):
+            delta["content"] = shown
+            only_text = set(delta) <= {"content"} and first.get("finish_reason") is None
+            if not shown and raw and only_text and len(choices) == 1 and "citations" not in chunk:
+                return []  # all of it is held back (part of a tag) or dropped
+        elif shown:
+            delta["content"] = shown
+            first["delta"] = delta
+        return [_event(chunk)]
+
+    def _finish(self, chunk: dict[str, Any]) -> None:
+        self._finished = True
+        self.citations = self._filter.citations()
+        chunk["citations"] = self.citations
+
+    def end(self) -> list[str]:
+        """The stream ended: what is still held back, and the citations, if no chunk carried them yet."""
+        if self._finished:
+            return []
+        tail = self._filter.flush()
+        chunk: dict[str, Any] = {"id": "chatcmpl-chapterverse", "object": "chat.completion.chunk", "created": 0,
+                                 "model": "", "choices": [{"index": 0, "delta": {"content": tail} if tail else {},
+                                                           "finish_reason": None}]}
+        self._finish(chunk)
+        return [_event(chunk)]
+
+
+def _event(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+
+# ------------------------------------------------------------------------------------------ tools mode
+
+
+async def _tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstream, turn: int) -> Response:
+    """Answer with the tool loop on the upstream model, shaped as a chat completion."""
+    assert state.kb is not None
+    found = last_user_text(body["messages"])
+    if found is None:
+        raise ApiError(400, "BAD_INPUT", "no user message to answer")
+    provider = upstream.provider(model=str(body.get("model") or "") or None)
+    if provider is None:
+        raise ApiError(503, "NO_UPSTREAM", "rag_mode tools needs an upstream model (--llm_model)")
+    index, question = found
+    history = [{"role": m["role"], "content": content_text(m.get("content"))} for m in body["messages"][:index]
+               if isinstance(m, dict) and m.get("role") in ("user", "assistant") and content_text(m.get("content"))]
+    strip = state.settings.rag_tags == "strip"
+    completion_id = f"chatcmpl-cv-{turn}"
+    created = int(time.time())
+    library = state.kb.library
+    log.info("RAG turn %d: answering %r with the tool loop on %s", turn, _short(question), provider.model)
+
+    def events() -> Iterator[tuple[str, Any]]:
+        scanner = StreamingTagFilter(Evidence(resolve=lambda _: None), mode="strip") if strip else None
+        for event in answer_events(library, question, provider=provider, history=history,
+                                   settings=AgentSettings(auto_summarize=False)):
+            if isinstance(event, AnswerDelta):
+                text = scanner.feed(event.text) if scanner else event.text
+                if text:
+                    yield "text", text
+            elif isinstance(event, AnswerDone):
+                tail = scanner.flush() if scanner else ""
+                if tail:
+                    yield "text", tail
+                yield "done", event.result
+
+    def citations(result: Any) -> list[dict[str, Any]]:
+        sources: dict[int, str | None] = {}
+        for c in result.citations:
+            if c.doc_id not in sources:
+                try:
+                    sources[c.doc_id] = library.document(c.doc_id).source
+                except ChapterverseError:
+                    sources[c.doc_id] = None
+        cited = [{"n": c.n, "tag": c.tag, "source": sources[c.doc_id], "doc_id": c.doc_id, "doc_title": c.doc_title,
+                  "text": c.text} for c in result.citations]
+        if cited:
+            log.info("RAG turn %d: reply cites %s", turn, "; ".join(f"{c['source']} [{c['tag']}]" for c in cited))
+        return cited
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        return _event({"id": completion_id, "object": "chat.completion.chunk", "created": created,
+                       "model": provider.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                       **extra})
+
+    if body.get("stream"):
+        def stream() -> Iterator[str]:
+            yield chunk({"role": "assistant", "content": ""})
+            try:
+                for kind, value in events():
+                    if kind == "text":
+                        yield chunk({"content": value})
+                    else:
+                        yield chunk({}, "stop", citations=citations(value))
+            except ChapterverseError as exc:
+                log.warning("RAG turn %d: tool loop failed: %s", turn, exc)
+                yield f"data: {json.dumps(error_body('ANSWER_FAILED', str(exc), openai=True))}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(stream(), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+    def collect() -> dict[str, Any]:
+        parts, result = [], None
+        for kind, value in events():
+            if kind == "text":
+                parts.append(value)
+            else:
+                result = value
+        usage = result.usage if result is not None else {}
+        return {"id": completion_id, "object": "chat.completion", "created": created, "model": provider.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(parts)},
+                             "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
+                          "completion_tokens": usage.get("completion_tokens", 0),
+                          "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)},
+                "citations": citations(result) if result is not None else []}
+
+    return JSONResponse(await run_in_threadpool(collect))

@@ -1,0 +1,410 @@
+"""The web reader's API (exactly ``docs/READER_API.md``) and its pages.
+
+Uploads are size-limited while they arrive (413 before the limit is exceeded on disk), saved to a
+temporary folder in the library and ingested by the job worker; a document's ``source`` is
+``upload/<file name>`` (re-uploading a name replaces it) or, for ``/api/documents/path``, the
+absolute path. Questions are answered by ``llm.agent.answer_events`` and streamed as Server-Sent
+Events; each turn is stored as a chat so it can be listed and exported.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import UploadFile
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.types import Message, Receive
+
+from ..errors import ChapterverseError, InputError, TagError
+from ..export import chat_markdown
+from ..library import Library
+from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+from ..llm.summaries import EXTRACTIVE_MODEL, summary_status
+from ..positions import paragraph_spans, parse_tag
+from ..sources import SUPPORTED_SUFFIXES, iter_folder
+from ..store import DocumentRecord
+from .errors import ApiError
+from .jobs import Job
+
+if TYPE_CHECKING:
+    from .app import ServerState
+
+__all__ = ["router", "pages_router", "STATIC_DIR"]
+
+log = logging.getLogger(__name__)
+router = APIRouter(prefix="/api", tags=["reader"])
+pages_router = APIRouter(tags=["pages"])
+HISTORY_MESSAGES = 12
+"""Earlier messages of a chat sent with a new question."""
+_MULTIPART_SLACK = 64 * 1024
+"""Room for multipart headers and boundaries on top of the file itself."""
+_UNSAFE = re.compile(r"[^\w.\- ()\[\]]+", re.UNICODE)
+
+
+def _state(request: Request) -> ServerState:
+    return request.app.state.cv  # type: ignore[no-any-return]
+
+
+def _library(request: Request) -> Library:
+    return _state(request).reader
+
+
+# ------------------------------------------------------------------------------------------ documents
+
+
+def _summary(state: ServerState, doc_id: int) -> dict[str, Any]:
+    provider = state.upstream.current.provider()
+    model = provider.model if provider else EXTRACTIVE_MODEL
+    done, total = summary_status(state.reader, doc_id, model)
+    if state.summaries.is_running(doc_id, model):
+        kind = "running"
+    elif total and done >= total:
+        kind = "extractive" if model == EXTRACTIVE_MODEL else "ready"
+    elif done:
+        kind = "partial"
+    else:
+        kind = "none"
+    return {"state": kind, "done": done, "total": total}
+
+
+def _document(state: ServerState, doc: DocumentRecord) -> dict[str, Any]:
+    return {"id": doc.id, "title": doc.title, "format": doc.format, "source": doc.source,
+            "size_bytes": doc.size_bytes, "files": doc.files, "chunks": doc.chunks, "segments": doc.segments,
+            "created_at": doc.created_at, "summary": _summary(state, doc.id)}
+
+
+@router.get("/documents", summary="Every document in the library")
+def documents(request: Request) -> dict[str, Any]:
+    state = _state(request)
+    return {"documents": [_document(state, d) for d in state.reader.documents()]}
+
+
+@router.get("/documents/{doc_id}", summary="A document with its TOC and files")
+def document(request: Request, doc_id: int) -> dict[str, Any]:
+    state = _state(request)
+    store = state.reader.store
+    doc = store.document(doc_id)
+    lengths = store.file_lengths(doc_id)
+    return {
+        **_document(state, doc),
+        "toc": [{"title": t.title, "level": t.level, "file": t.file_id, "offset": t.offset}
+                for t in store.toc(doc_id)],
+        "files": [{"id": f.id, "ordinal": f.ordinal, "title": f.title, "label": f.label, "has_text": f.has_text,
+                   "length": lengths.get(f.id, 0)} for f in store.files(doc_id)],
+    }
+
+
+@router.delete("/documents/{doc_id}", summary="Remove a document and everything derived from it")
+def remove_document(request: Request, doc_id: int) -> dict[str, Any]:
+    _library(request).remove(doc_id)
+    return {"removed": doc_id}
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _limited(receive: Receive, limit: int) -> Receive:
+    """``receive`` that fails once the body grows past ``limit`` bytes, whatever Content-Length claimed."""
+    seen = 0
+
+    async def wrapped() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _TooLarge
+        return message
+
+    return wrapped
+
+
+def _safe_name(name: str | None) -> str:
+    base = Path((name or "").replace("\\", "/")).name
+    cleaned = _UNSAFE.sub("_", base).strip(" .")
+    return cleaned[:200] or "upload"
+
+
+def _check_suffix(name: str) -> None:
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise ApiError(415, "UNSUPPORTED_FORMAT", f"{name}: unsupported file type {suffix or '(none)'!r}; "
+                                                  f"supported: {', '.join(sorted(SUPPORTED_SUFFIXES))}")
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(413, "TOO_LARGE", f"the file is larger than this server accepts ({limit // (1024 * 1024)} MB)")
+
+
+_UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["file"], "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
+
+
+@router.post("/documents", status_code=202, summary="Upload a book (multipart `file`); answers a Job",
+             openapi_extra=_UPLOAD_SCHEMA)
+async def upload(request: Request) -> JSONResponse:
+    state = _state(request)
+    limit = state.settings.max_upload_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit + _MULTIPART_SLACK:
+        raise _too_large(limit)
+    limited = Request(request.scope, _limited(request.receive, limit + _MULTIPART_SLACK))
+    try:
+        form = await limited.form(max_files=1, max_fields=5)
+    except _TooLarge:
+        raise _too_large(limit) from None
+    try:
+        upload = form.get("file")
+        if not isinstance(upload, UploadFile):
+            raise ApiError(400, "BAD_INPUT", "send the book as a multipart field named 'file'")
+        name = _safe_name(upload.filename)
+        _check_suffix(name)
+        if upload.size is not None and upload.size > limit:
+            raise _too_large(limit)
+        folder = Path(tempfile.mkdtemp(prefix="upload-", dir=_upload_dir(state.reader)))
+        path = folder / name
+        await run_in_threadpool(_save, upload, path)
+    finally:
+        await form.close()
+    job = state.jobs.submit(f"upload {name}", lambda job: _ingest_upload(state.reader, path, f"upload/{name}", job))
+    return JSONResponse({"job": job.to_json()}, status_code=202)
+
+
+def _upload_dir(library: Library) -> Path:
+    folder = library.location / ".uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _save(upload: UploadFile, path: Path) -> None:
+    upload.file.seek(0)
+    with path.open("wb") as out:
+        shutil.copyfileobj(upload.file, out, 1024 * 1024)
+
+
+def _ingest_upload(library: Library, path: Path, source: str, job: Job) -> None:
+    try:
+        result = library.ingest_file(path, source=source, progress=job.progress)
+        job.document_ids.append(result.document.id)
+    finally:
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+class PathRequest(BaseModel):
+    path: str = Field(..., min_length=1, description="A file or folder on the server (folders: recursively).")
+
+
+@router.post("/documents/path", status_code=202, summary="Add a file or folder on the server; answers a Job")
+def add_path(request: Request, body: PathRequest) -> JSONResponse:
+    state = _state(request)
+    path = Path(body.path).expanduser()
+    if not path.is_absolute():
+        raise ApiError(400, "BAD_INPUT", f"{body.path}: give an absolute path")
+    if not path.exists():
+        raise ApiError(404, "NOT_FOUND", f"{path}: no such file or folder")
+    if path.is_file():
+        _check_suffix(path.name)
+    job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path.resolve(), job))
+    return JSONResponse({"job": job.to_json()}, status_code=202)
+
+
+def _ingest_path(library: Library, path: Path, job: Job) -> None:
+    """A file, or every readable file of a folder; each stored under its absolute path."""
+    files = [f for f, _ in iter_folder(path)] if path.is_dir() else [path]
+    failures = []
+    for n, file in enumerate(files):
+        job.progress(f"reading {file.name}", n, len(files))
+        try:
+            job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress).document.id)
+        except ChapterverseError as exc:
+            failures.append(str(exc))
+            log.warning("ingest %s failed: %s", file, exc)
+    if failures and not job.document_ids:
+        raise InputError("; ".join(failures[:5]))
+    if failures:
+        job.error = f"{len(failures)} of {len(files)} files failed: " + "; ".join(failures[:5])
+
+
+@router.get("/jobs/{job_id}", summary="An ingest job's progress")
+def job(request: Request, job_id: int) -> dict[str, Any]:
+    return _state(request).jobs.get(job_id).to_json()
+
+
+# -------------------------------------------------------------------------------------- text and tags
+
+
+@router.get("/files/{file_id}", summary="A file's canonical text with paragraph offsets (code points)")
+def file(request: Request, file_id: int) -> dict[str, Any]:
+    record = _library(request).store.file(file_id)
+    return {"id": record.id, "doc_id": record.doc_id, "ordinal": record.ordinal, "title": record.title,
+            "label": record.label, "has_text": record.has_text, "text": record.text,
+            "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
+
+
+@router.get("/resolve/{tag_key}", summary="The exact text a position tag names")
+def resolve(request: Request, tag_key: str) -> dict[str, Any]:
+    span = parse_tag(tag_key)
+    try:
+        r = _library(request).resolve(span)
+    except TagError as exc:
+        raise ApiError(404, "NOT_FOUND", str(exc)) from exc
+    return {"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
+            "end": r.end, "text": r.text, "toc_path": r.toc_path, "file_title": r.file_title, "label": r.label}
+
+
+# ---------------------------------------------------------------------------------------------- ask
+
+
+class AskRequest(BaseModel):
+    question: str = Field(..., min_length=1, max_length=4000)
+    chat_id: int | None = None
+    mode: Literal["auto", "extractive"] = "auto"
+
+
+def _sse(event: str, data: Any) -> str:
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+@router.post("/documents/{doc_id}/ask", summary="Ask about a document; answers Server-Sent Events")
+def ask(request: Request, doc_id: int, body: AskRequest) -> StreamingResponse:
+    state = _state(request)
+    library = state.reader
+    store = library.store
+    store.document(doc_id)
+    question = body.question.strip()
+    if not question:
+        raise ApiError(400, "BAD_INPUT", "the question is empty")
+    if body.chat_id is not None:
+        chat = store.chat(body.chat_id)
+        if chat.doc_id != doc_id:
+            raise ApiError(400, "BAD_INPUT", f"chat {chat.id} is about another document")
+        chat_id = chat.id
+    else:
+        chat_id = store.create_chat(doc_id, _title(question))
+    history = [{"role": m.role, "content": m.content} for m in store.messages(chat_id)][-HISTORY_MESSAGES:]
+    provider = None if body.mode == "extractive" else state.upstream.current.provider()
+
+    def events() -> Iterator[str]:
+        try:
+            for event in answer_events(library, question, doc_id=doc_id, provider=provider, history=history,
+                                       summary_jobs=state.summaries):
+                if isinstance(event, AnswerMeta):
+                    store.add_message(chat_id, "user", question)
+                    yield _sse("meta", {"chat_id": chat_id, "mode": event.mode, "notice": event.notice})
+                elif isinstance(event, AnswerDelta):
+                    yield _sse("delta", {"text": event.text})
+                elif isinstance(event, AnswerDone):
+                    payload = event.result.to_json()
+                    store.add_message(chat_id, "assistant", event.result.answer, payload)
+                    yield _sse("done", payload)
+        except ChapterverseError as exc:
+            log.warning("answer for document %d failed: %s", doc_id, exc)
+            yield _sse("error", {"code": "ANSWER_FAILED", "message": str(exc)})
+        except Exception as exc:  # the stream has started: report in band
+            log.exception("answer for document %d failed", doc_id)
+            yield _sse("error", {"code": "INTERNAL", "message": f"internal error: {type(exc).__name__}"})
+
+    return StreamingResponse(events(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _title(question: str) -> str:
+    short = " ".join(question.split())
+    return short if len(short) <= 80 else short[:79] + "…"
+
+
+# ---------------------------------------------------------------------------------------------- chats
+
+
+@router.get("/chats", summary="Chats, optionally of one document")
+def chats(request: Request, doc_id: int | None = None) -> dict[str, Any]:
+    records = _library(request).store.chats(doc_id)
+    return {"chats": [{"id": c.id, "doc_id": c.doc_id, "title": c.title, "created_at": c.created_at}
+                      for c in records]}
+
+
+@router.get("/chats/{chat_id}", summary="A chat with its messages")
+def chat(request: Request, chat_id: int) -> dict[str, Any]:
+    store = _library(request).store
+    record = store.chat(chat_id)
+    return {"id": record.id, "doc_id": record.doc_id, "title": record.title, "created_at": record.created_at,
+            "messages": [{"role": m.role, "content": m.content, "result": m.result} for m in store.messages(chat_id)]}
+
+
+@router.get("/chats/{chat_id}/export", summary="A chat as Markdown with deep links into the reader")
+def export(request: Request, chat_id: int, format: str = Query("md")) -> Response:
+    if format != "md":
+        raise ApiError(400, "BAD_INPUT", f"unknown export format {format!r}; use md")
+    base = str(request.base_url).rstrip("/")
+    text = chat_markdown(_library(request).store, chat_id, base)
+    return Response(text, media_type="text/markdown; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="chat-{chat_id}.md"'})
+
+
+# ------------------------------------------------------------------------------------------- settings
+
+
+class SettingsRequest(BaseModel):
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = None
+
+
+def _settings(state: ServerState) -> dict[str, Any]:
+    store = state.reader.store
+    model = store.get_meta("embedding_model")
+    dim = store.get_meta("embedding_dim")
+    if model is None:
+        embedder = state.reader.embedder
+        model, dim = embedder.name, str(embedder.dim)
+    return {"llm": state.upstream.to_json(), "embedding_model": model, "embedding_dim": int(dim or 0),
+            "library": str(state.reader.location)}
+
+
+@router.get("/settings", summary="The chat model and library in use (never the key itself)")
+def get_settings(request: Request) -> dict[str, Any]:
+    return _settings(_state(request))
+
+
+@router.put("/settings", summary="Change the chat model (\"\" clears a value); kept in the library's config.json")
+def put_settings(request: Request, body: SettingsRequest) -> dict[str, Any]:
+    state = _state(request)
+    state.upstream.update({"base_url": body.llm_base_url, "model": body.llm_model, "api_key": body.llm_api_key})
+    log.info("reader settings changed: %r", state.upstream.current)
+    return _settings(state)
+
+
+# ---------------------------------------------------------------------------------------------- pages
+
+try:
+    from ..web import CONTENT_SECURITY_POLICY, STATIC_DIR, index_html
+except ImportError:  # the front end is a separate piece of work; the API runs without it
+    CONTENT_SECURITY_POLICY, STATIC_DIR, index_html = "", None, None  # type: ignore[assignment]
+
+
+def _page() -> HTMLResponse:
+    if index_html is None:
+        raise ApiError(404, "NOT_FOUND", "the web reader is not installed")
+    return HTMLResponse(index_html(), headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY,
+                                               "Cache-Control": "no-cache"})
+
+
+@pages_router.get("/", include_in_schema=False)
+def home() -> HTMLResponse:
+    return _page()
+
+
+@pages_router.get("/read/{doc_id}", include_in_schema=False)
+def read(doc_id: int) -> HTMLResponse:
+    return _page()

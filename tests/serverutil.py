@@ -1,0 +1,131 @@
+"""A real chapterverse server for tests: uvicorn on 127.0.0.1 (a free port) in a thread, real HTTP.
+
+    with running_server(settings_for(tmp_path, rag_enabled=True)) as server:
+        httpx.get(f"{server.url}/v1/rag/status")
+
+Servers in one test process share one embedding model (``shared_embedder()``), so each start
+costs milliseconds, not the model's load. ``reader_server`` is the fixture ``test_web_reader.py``
+expects; a conftest can expose it with ``from serverutil import reader_server``.
+
+This is a helper module, not a test file.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+
+from chapterverse.embeddings import Embedder, load_embedder
+from chapterverse.server.app import ServerState, create_app
+from chapterverse.server.config import ServeSettings, settings_from_mapping
+
+__all__ = ["Server", "running_server", "settings_for", "shared_embedder", "wait_for_job", "ReaderServer",
+           "reader_server"]
+
+
+@functools.cache
+def shared_embedder() -> Embedder:
+    """The default model, loaded once per test process."""
+    embedder = load_embedder(None)
+    embedder.embed_query("warm up")
+    return embedder
+
+
+def settings_for(tmp: Path, **values: Any) -> ServeSettings:
+    """Settings rooted in ``tmp`` (KB folder ``tmp/kb``), for 127.0.0.1."""
+    return settings_from_mapping({"rag_kb_path": tmp / "kb", "log_level": "warning", **values})
+
+
+@dataclass
+class Server:
+    url: str
+    state: ServerState
+    settings: ServeSettings
+    headers: dict[str, str] = field(default_factory=dict)
+    """Sent with every request of ``client()`` (e.g. the API key)."""
+
+    def client(self, **options: Any) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers=self.headers, timeout=options.pop("timeout", 60), **options)
+
+
+@contextmanager
+def running_server(settings: ServeSettings, *, embedder: Embedder | None = None,
+                   headers: dict[str, str] | None = None) -> Iterator[Server]:
+    """Start the app under uvicorn on a free loopback port; stop it (and wait) on exit."""
+    app = create_app(settings, embedder=embedder or (shared_embedder() if settings.rag_enabled else None))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.01)
+    try:
+        yield Server(f"http://127.0.0.1:{port}", app.state.cv, settings, dict(headers or {}))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+
+
+def wait_for_job(client: httpx.Client, job: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while job["state"] not in ("done", "failed"):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"job {job['id']} still {job['state']} after {timeout} s")
+        time.sleep(0.05)
+        job = client.get(f"/api/jobs/{job['id']}").json()
+    return job
+
+
+# ------------------------------------------------------------------------------ for test_web_reader
+
+
+@dataclass
+class ReaderServer:
+    """What ``test_web_reader.py`` needs: base_url, ingest(path) -> doc_id, resolve(tag_key), fake_llm."""
+
+    server: Server
+    fake_llm: Any = None
+
+    @property
+    def base_url(self) -> str:
+        return self.server.url
+
+    def ingest(self, path: Path) -> int:
+        with self.server.client() as client:
+            job = client.post("/api/documents/path", json={"path": str(Path(path).resolve())}).json()["job"]
+            job = wait_for_job(client, job)
+        assert job["state"] == "done", job
+        return int(job["document_ids"][0])
+
+    def resolve(self, tag_key: str) -> dict[str, Any]:
+        with self.server.client() as client:
+            reply = client.get(f"/api/resolve/{tag_key}")
+        reply.raise_for_status()
+        return reply.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def reader_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReaderServer]:
+    root = tmp_path_factory.mktemp("reader-server")
+    settings = settings_for(root, library=root / "library")
+    with running_server(settings, embedder=shared_embedder()) as server:
+        yield ReaderServer(server)
