@@ -328,5 +328,9 @@ def mcp(library: LibraryOpt = None, store: StoreOpt = None, embedding_model: Emb
     build_server(_open(library, store, embedding_model)).run("stdio")
 
 
+from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
+app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
+
+
 def main() -> None:
     app()
