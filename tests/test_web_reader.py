@@ -26,6 +26,7 @@ from typing import Any
 from urllib.request import urlopen
 
 import pytest
+from conftest import shared_path
 
 from chapterverse.web import CONTENT_SECURITY_POLICY, STATIC_DIR, index_html
 
@@ -500,9 +501,64 @@ def test_phone_layout_preview_and_highlight(reader_server: Any, browser_page: Br
     browser_page.assert_clean()
 
 
+def _scripted_model(question_marker: str, quote_words: str) -> Any:
+    """A model that searches, then cites one real tag, one fabricated tag, a claim without citation and a bad quote."""
+    from fakellm import Reply
+
+    def handler(request: dict[str, Any]) -> Any:
+        last = request["messages"][-1]
+        content = str(last.get("content") or "")
+        if "TEXT:" in content or "PARTS:" in content:  # background summary / selection calls
+            return Reply.text("A summary.")
+        tools = [m for m in request["messages"] if m.get("role") == "tool"]
+        if not tools:
+            return Reply.tool_call("search_passages", {"query": question_marker})
+        evidence = tools[-1]["content"]
+        previous = 0
+        tag = None
+        for match in re.finditer(r"\[f\d+-\d+-\d+\]", evidence):
+            if quote_words.lower() in evidence[previous:match.start()].lower():
+                tag = match.group()
+                break
+            previous = match.end()
+        assert tag, "the scripted search did not return the expected passage"
+        return Reply.text(f'Holmes says "{quote_words}" {tag}. He also solved the riddle of the moon [f99999-1-5]. '
+                          'Watson always carried a revolver in every single story of the whole collection. '
+                          '"Holmes disliked violins intensely" he said.', chunk_size=4)
+
+    return handler
+
+
+@pytest.fixture(scope="module")
+def sherlock(reader_server: Any) -> int:
+    return reader_server.ingest(shared_path("books", "epub", "sherlock-holmes.epub"))
+
+
 @browser
-def test_model_answer_marks_the_verifier_findings(reader_server: Any) -> None:
-    """Model mode: mode badge "model", dropped tags listed, .cv-unsupported and .cv-unverified marks."""
-    if getattr(reader_server, "fake_llm", None) is None:
-        pytest.skip("needs a scripted chat model (reader_server.fake_llm)")
-    pytest.skip("model-mode browser checks are not written yet: they depend on the fake_llm scripting API")
+def test_model_answer_on_a_real_book_marks_the_verifier_findings(
+    reader_server: Any, browser_page: BrowserPage, sherlock: int
+) -> None:
+    """Model mode on a real book: footnote preview == resolve(tag), dropped tag listed, unsupported and
+    unverified marked, go to passage highlights exactly."""
+    reader_server.fake_llm.handler = _scripted_model("You see, but you do not observe", "you do not observe")
+    page = browser_page.page
+    open_reader(page, reader_server, sherlock)
+    answer = ask(page, "What does Holmes say about seeing and observing?", mode="auto")
+    expect(answer.locator("[data-cv-mode-badge]")).to_have_text(re.compile("model", re.I))
+    footnotes = answer.locator("a.cv-footnote")
+    expect(footnotes).to_have_count(1)
+    tag = footnotes.first.get_attribute("data-tag")
+    resolved = reader_server.resolve(tag)
+    assert "you do not observe" in resolved["text"]
+
+    preview = open_preview(page, footnotes.first)
+    assert preview.locator("[data-cv-preview-text]").text_content() == resolved["text"]
+    expect(answer.locator("[data-cv-dropped]")).to_contain_text("f99999-1-5")
+    expect(answer.locator(".cv-unsupported", has_text="Watson always carried a revolver")).to_have_count(1)
+    expect(answer.locator(".cv-unverified", has_text="Holmes disliked violins intensely")).to_have_count(1)
+    browser_page.shot(page, "model-answer-preview")
+
+    preview.locator("[data-cv-goto]").click()
+    assert_highlight(page, reader_server, tag)
+    browser_page.shot(page, "model-answer-highlight")
+    browser_page.assert_clean()

@@ -17,7 +17,8 @@ from typing import Any
 from ..analysis import query_terms
 from ..citations import Evidence
 from ..library import Hit, Library
-from ..positions import defang_tags, find_tags
+from ..chunking import tagged_text
+from ..positions import Span, find_tags, paragraph_spans
 from .prompts import count_tokens, load_prompt
 from .provider import ChatProvider
 from .selection import SelectionParseError, parse_selection
@@ -142,10 +143,14 @@ class ToolBox:
 
     @staticmethod
     def _format_hits(hits: Sequence[Hit]) -> str:
+        """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it."""
         blocks = []
         for i, hit in enumerate(hits, start=1):
             where = " › ".join(hit.chunk.title_path) or hit.doc_title
-            blocks.append(f"[{i}] {hit.doc_title} — {where}\n{defang_tags(hit.text)}{hit.tag}")
+            chunk = hit.chunk
+            paragraphs = ((Span(chunk.file_id, chunk.start + a, chunk.start + b), hit.text[a:b])
+                          for a, b in paragraph_spans(hit.text))
+            blocks.append(f"[{i}] {hit.doc_title} — {where}\n{tagged_text(paragraphs)}")
         return "SOURCE TEXT (cite the tags exactly as written):\n\n" + "\n\n".join(blocks)
 
     def _summaries(self, doc_id: int) -> list[tuple[Any, str]]:
