@@ -112,7 +112,7 @@ class ReaderServer:
     def ingest(self, path: Path) -> int:
         with self.server.client() as client:
             job = client.post("/api/documents/path", json={"path": str(Path(path).resolve())}).json()["job"]
-            job = wait_for_job(client, job)
+            job = wait_for_job(client, job, timeout=600)  # a real book: embedding takes a while on 2 cores
         assert job["state"] == "done", job
         return int(job["document_ids"][0])
 
