@@ -424,3 +424,16 @@ def test_non_loopback_without_key_refuses_to_start(capsys: pytest.CaptureFixture
                            "0.0.0.0", "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
                           capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, check=False)
     assert done.returncode == 2 and "refusing to bind 0.0.0.0" in done.stderr
+
+
+def test_source_names_are_labels_never_paths(server: Server, client: httpx.Client) -> None:
+    hostile = "../../../../tmp/cv-escape.md"
+    ok(client.post("/v1/rag/upsert/document", json={"source": hostile, "text": "Escaped text about lanterns."}))
+    try:
+        listed = {item["source"] for item in ok(client.get("/v1/rag/sources"))["items"]}
+        assert hostile in listed
+        assert not Path("/tmp/cv-escape.md").exists()
+        kb = server.settings.rag_kb_path
+        assert not any(p.name == "cv-escape.md" for p in kb.parent.rglob("*"))
+    finally:
+        ok(client.post("/v1/rag/remove", json={"source_prefix": hostile, "exact": True}))
