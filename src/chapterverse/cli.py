@@ -332,5 +332,10 @@ from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's -
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
 
 
+from .bench.cli import bench_app  # noqa: E402  (the benchmarks register after the core commands)
+
+app.add_typer(bench_app, name="bench")
+
+
 def main() -> None:
     app()

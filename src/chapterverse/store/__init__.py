@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .records import (
     ChatRecord,
@@ -19,9 +20,13 @@ from .records import (
 )
 from .sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
 __all__ = [
     "open_store",
     "SQLiteStore",
+    "PostgresStore",
     "ChatRecord",
     "ChunkRecord",
     "DocumentRecord",
@@ -36,11 +41,26 @@ __all__ = [
 ]
 
 LIBRARY_FILENAME = "library.sqlite3"
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
-def open_store(location: str | Path) -> SQLiteStore:
-    """Open the store at ``location``: a library directory, a ``.sqlite3`` file, or a ``sqlite:///`` URL."""
+def __getattr__(name: str) -> Any:
+    """``PostgresStore`` is imported on first use: psycopg and pgvector are an optional extra."""
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def open_store(location: str | Path) -> SQLiteStore | PostgresStore:
+    """Open the store at ``location``: a library directory, a ``.sqlite3`` file, a ``sqlite:///`` URL, or a
+    ``postgresql://`` URL (any libpq URL; ``?options=-csearch_path%3Dname`` picks the schema)."""
     text = str(location)
+    if text.startswith(POSTGRES_SCHEMES):
+        from .postgres import PostgresStore
+
+        return PostgresStore(text)
     if text.startswith("sqlite:///"):
         return SQLiteStore(text.removeprefix("sqlite:///"))
     path = Path(text).expanduser()

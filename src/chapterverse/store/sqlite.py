@@ -466,11 +466,16 @@ class SQLiteStore:
 
     # -- search primitives ------------------------------------------------------------------
     def lexical_search(self, terms: Sequence[str], *, k: int, doc_ids: Sequence[int] | None = None,
-                       heading_weight: float = 0.5) -> list[tuple[int, float]]:
-        """BM25 over stemmed terms (any term may match); higher score is better."""
+                       heading_weight: float = 0.5, prefix: bool = False) -> list[tuple[int, float]]:
+        """BM25 over stemmed terms (any term may match); higher score is better.
+
+        ``prefix``: each term matches every indexed term that starts with it (FTS5 ``"term"*``), scored
+        as one term, as if the index held only those prefixes.
+        """
         if not terms:
             return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        star = "*" if prefix else ""
+        match = " OR ".join('"' + t.replace('"', '""') + '"' + star for t in terms)
         sql = (
             "SELECT rowid, -bm25(chunks_fts, 1.0, ?) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
         )
@@ -485,6 +490,12 @@ class SQLiteStore:
             return [(int(r[0]), float(r[1])) for r in self.db.execute(sql, args)]
         except sqlite3.OperationalError as exc:
             raise StoreError(f"{self.path}: full-text search failed: {exc}") from exc
+
+    def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
+        """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order: what an in-memory
+        lexical index is built from (``chapterverse.retrieval``)."""
+        return self.db.execute(
+            "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id").fetchall()
 
     def known_terms(self, terms: Sequence[str]) -> set[str]:
         """The subset of ``terms`` that occur anywhere in the lexical index."""
@@ -609,3 +620,34 @@ class SQLiteStore:
         with self.transaction() as tx:
             tx.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
             self._bump(tx)
+
+    # -- feed for the persistent vector index (chapterverse.vectorindex) ----------------------
+    def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, doc ids, float32 matrix) of the vectors of chunks with id > ``chunk_id``, in id order.
+
+        Chunk ids only grow (AUTOINCREMENT), so a reader that remembers the largest id it has seen gets exactly
+        what was written since; ``limit`` pages through a large library without holding it all in memory.
+        """
+        sql = ("SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id"
+               " WHERE v.chunk_id > ? ORDER BY v.chunk_id")
+        args: list[Any] = [chunk_id]
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        rows = self.db.execute(sql, args).fetchall()
+        dim = int(self.get_meta("embedding_dim") or 0)
+        if not rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
+        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        return ids, docs, matrix
+
+    def document_ids(self) -> np.ndarray:
+        """The id of every document, ascending."""
+        rows = self.db.execute("SELECT id FROM documents ORDER BY id").fetchall()
+        return np.fromiter((r[0] for r in rows), np.int64, len(rows))
+
+    def max_chunk_id(self) -> int:
+        """The largest chunk id in the library (0 when empty)."""
+        return int(self.db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])

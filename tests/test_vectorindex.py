@@ -1,0 +1,288 @@
+"""The persistent dense index against the simplest correct method: numpy brute force over the store's vectors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+from chapterverse.vectorindex import IndexSettings, VectorIndex
+
+DIM = 32
+
+
+def unit(rows: np.ndarray) -> np.ndarray:
+    rows = np.asarray(rows, np.float32)
+    return rows / np.linalg.norm(rows, axis=-1, keepdims=True)
+
+
+def add_doc(store: SQLiteStore, vectors: np.ndarray, source: str = "doc") -> int:
+    """One document whose chunks are short passages, with the given vectors."""
+    texts = [f"passage {i} of {source}" for i in range(len(vectors))]
+    body = "\n".join(texts)
+    chunks, at = [], 0
+    for i, text in enumerate(texts):
+        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i,
+                               terms=text))
+        at += len(text) + 1
+    doc = NewDocument(source=source, title=source, format="txt", content_hash=source, size_bytes=len(body),
+                      language="english", files=[NewFile(body)], toc=[], segments=[], chunks=chunks,
+                      vectors=unit(vectors))
+    return store.add_document(doc)
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "library.sqlite3")
+    s.check_embedding_model("test-random", DIM)
+    yield s
+    s.close()
+
+
+def brute_force(store: SQLiteStore, q: np.ndarray, k: int, doc_ids: list[int] | None = None) -> list[tuple[int, float]]:
+    ids, docs, matrix = store.load_vectors()
+    scores = matrix @ q
+    if doc_ids is not None:
+        scores = np.where(np.isin(docs, doc_ids), scores, -np.inf)
+    top = np.argsort(-scores, kind="stable")[:k]
+    return [(int(ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+
+
+def assert_same(found: list[tuple[int, float]], expected: list[tuple[int, float]]) -> None:
+    assert [c for c, _ in found] == [c for c, _ in expected]
+    assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-5)
+
+
+def test_exact_search_matches_brute_force_with_and_without_doc_filter(store: SQLiteStore, tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    docs = [add_doc(store, rng.standard_normal((150, DIM)), f"d{i}") for i in range(4)]
+    index = VectorIndex.open(store)
+    assert index.directory == tmp_path / "library.vectors"
+    assert index.last_refresh == "rebuilt" and len(index) == 600
+    for q in unit(rng.standard_normal((10, DIM))):
+        assert_same(index.search(q, 10), brute_force(store, q, 10))
+        assert_same(index.search(q, 7, doc_ids=[docs[1], docs[3]]), brute_force(store, q, 7, [docs[1], docs[3]]))
+    assert index.search(q, 10, doc_ids=[]) == []
+    assert index.search(q, 10, doc_ids=[999]) == []
+    assert index.search(q, 0) == []
+    with pytest.raises(ValueError):
+        index.search(np.ones(DIM + 1, np.float32), 3)
+
+
+def test_cosines_and_vectors_are_the_stored_ones(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(2)
+    add_doc(store, rng.standard_normal((50, DIM)))
+    ids, _, matrix = store.load_vectors()
+    index = VectorIndex.open(store)
+    q = unit(rng.standard_normal(DIM))
+    wanted = [int(ids[7]), int(ids[3]), 10**9]
+    cos = index.cosines(wanted, q)
+    assert cos[10**9] == 0.0 and set(cos) == set(wanted)
+    assert cos[int(ids[7])] == pytest.approx(float(matrix[7] @ q), abs=1e-6)
+    vecs = index.vectors(wanted)
+    assert set(vecs) == {int(ids[7]), int(ids[3])}
+    np.testing.assert_array_equal(vecs[int(ids[3])], matrix[3])
+
+
+def test_incremental_append_mask_compact_and_reopen(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(3)
+    first = add_doc(store, rng.standard_normal((100, DIM)), "a")
+    index = VectorIndex.open(store, settings=IndexSettings(dead_share=0.4))
+    second = add_doc(store, rng.standard_normal((60, DIM)), "b")
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert index.last_refresh == "appended" and index.stats().segments == 2
+    store.remove_documents([second])
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert index.last_refresh == "appended" and len(index) == 100
+    assert all(c not in index.vectors([c]) for c in range(101, 161))
+    third = add_doc(store, rng.standard_normal((30, DIM)), "c")
+    assert len(index) == 130
+    store.remove_documents([first])  # 160 of 190 rows dead: compaction into one segment
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert index.last_refresh == "compacted" and index.stats().segments == 1 and len(index) == 30
+    # a second opener (another process, a restart) maps the files without reading SQLite vectors
+    again = VectorIndex.open(store)
+    assert again.last_refresh == "loaded"
+    assert_same(again.search(q, 5, doc_ids=[third]), brute_force(store, q, 5, [third]))
+    names = {p.name.split(".")[0] for p in index.directory.glob("*.npy")}
+    assert len(names) == 1, "files of replaced segments are deleted"
+
+
+def test_two_openers_follow_each_other_through_the_files(store: SQLiteStore, tmp_path: Path) -> None:
+    rng = np.random.default_rng(4)
+    add_doc(store, rng.standard_normal((40, DIM)), "a")
+    writer = VectorIndex.open(store)
+    reader = VectorIndex.open(SQLiteStore(store.path))
+    assert reader.last_refresh == "loaded"
+    add_doc(store, rng.standard_normal((40, DIM)), "b")
+    writer.refresh()
+    assert writer.last_refresh == "appended"
+    reader.refresh()
+    assert reader.last_refresh == "loaded" and len(reader) == 80
+
+
+def test_many_small_writes_merge_the_tail(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(5)
+    index = VectorIndex.open(store, settings=IndexSettings(max_segments=3))
+    for i in range(8):
+        add_doc(store, rng.standard_normal((5, DIM)), f"d{i}")
+        index.refresh()
+    assert index.stats().segments <= 4 and len(index) == 40
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage-manifest", "missing-file", "wrong-ids", "other-model"])
+def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteStore, damage: str) -> None:
+    rng = np.random.default_rng(6)
+    add_doc(store, rng.standard_normal((80, DIM)))
+    index = VectorIndex.open(store)
+    directory = index.directory
+    vectors = next(directory.glob("*.vectors.npy"))
+    if damage == "truncate":  # a crash (or full disk) mid-write would leave a short file
+        vectors.write_bytes(vectors.read_bytes()[:-1000])
+    elif damage == "garbage-manifest":
+        (directory / "manifest.json").write_text('{"format": 1, "segm')
+    elif damage == "missing-file":
+        vectors.unlink()
+    elif damage == "wrong-ids":
+        ids = next(directory.glob("*.ids.npy"))
+        np.save(ids, np.arange(80, dtype=np.int64))
+    else:  # the library was re-embedded with another model (same dimension)
+        store.replace_embedding_model("other", DIM, {int(c): v for c, v in
+                                                     zip(store.load_vectors()[0], unit(rng.standard_normal((80, DIM))))})
+    (directory / "s000009.vectors.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
+    reopened = VectorIndex.open(store)
+    assert reopened.last_refresh == "rebuilt"
+    q = unit(rng.standard_normal(DIM))
+    assert_same(reopened.search(q, 10), brute_force(store, q, 10))
+    assert not list(directory.glob("*.tmp*"))
+
+
+def test_unwritable_directory_keeps_the_index_in_memory(store: SQLiteStore, tmp_path: Path) -> None:
+    rng = np.random.default_rng(7)
+    add_doc(store, rng.standard_normal((30, DIM)))
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    index = VectorIndex.open(store, blocker / "vectors")
+    assert not index.persistent
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 5), brute_force(store, q, 5))
+
+
+def test_concurrent_readers_during_writes(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(8)
+    add_doc(store, rng.standard_normal((200, DIM)), "base")
+    index = VectorIndex.open(store)
+    queries = unit(rng.standard_normal((20, DIM)))
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                for q in queries:
+                    found = index.search(q, 5)
+                    assert len(found) == 5 and all(a[1] >= b[1] for a, b in zip(found, found[1:]))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=reader) for _ in range(3)]
+    for t in threads:
+        t.start()
+    writer = SQLiteStore(store.path)
+    for i in range(10):
+        add_doc(writer, rng.standard_normal((20, DIM)), f"w{i}")
+        time.sleep(0.01)
+    stop.set()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(index) == 400
+
+
+def clustered_vectors(rng: np.random.Generator, n: int, centers: int, dim: int = DIM) -> np.ndarray:
+    """Points around random centres: the kind of structure real embeddings have and random vectors lack."""
+    middle = unit(rng.standard_normal((centers, dim)))
+    return unit(middle[rng.integers(0, centers, n)] + 0.35 * unit(rng.standard_normal((n, dim))))
+
+
+def test_ivf_above_threshold_reports_and_reaches_its_recall(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(9)
+    data = clustered_vectors(rng, 12_000, 150)
+    for i in range(4):
+        add_doc(store, data[i * 3000:(i + 1) * 3000], f"d{i}")
+    settings = IndexSettings(exact_below=5_000, target_recall=0.95)
+    index = VectorIndex.open(store, settings=settings)
+    stats = index.stats()
+    assert stats.clustered_rows == 12_000 and stats.nlist > 16
+    assert stats.nprobe is not None and stats.recall_at_10 is not None and stats.recall_at_10 >= 0.95
+    assert stats.nprobe < stats.nlist // 4
+    # held-out queries (new points near the data, not stored rows): recall@10 against exact search
+    queries = unit(data[rng.integers(0, len(data), 40)] + 0.3 * unit(rng.standard_normal((40, DIM))))
+    hits = sum(len({c for c, _ in index.search(q, 10)} & {c for c, _ in brute_force(store, q, 10)})
+               for q in queries)
+    assert hits / (10 * len(queries)) >= 0.9
+    # scores of what IVF returns are exact cosines, and a narrow doc filter is searched exactly
+    q = queries[0]
+    ids, _, matrix = store.load_vectors()
+    row_of = {int(c): i for i, c in enumerate(ids)}
+    assert all(abs(s - float(matrix[row_of[c]] @ q)) < 1e-5 for c, s in index.search(q, 10))
+    assert_same(index.search(q, 10, doc_ids=[2]), brute_force(store, q, 10, [2]))
+    # appended rows are searched exactly, and re-opening keeps the calibration
+    extra = add_doc(store, clustered_vectors(rng, 200, 5), "extra")
+    assert_same(index.search(q, 5, doc_ids=[extra]), brute_force(store, q, 5, [extra]))
+    reopened = VectorIndex.open(store, settings=settings)
+    assert reopened.last_refresh == "loaded" and reopened.stats().nprobe == stats.nprobe
+
+
+def test_ivf_on_random_vectors_falls_back_to_exact(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(10)
+    add_doc(store, rng.standard_normal((6_000, DIM)))
+    index = VectorIndex.open(store, settings=IndexSettings(exact_below=5_000, max_probe_share=0.1))
+    stats = index.stats()
+    assert stats.clustered_rows == 6_000 and stats.nprobe is None and stats.recall_at_10 is not None
+    assert stats.recall_at_10 < 0.95
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    forced = VectorIndex.open(store, index.directory.with_name("forced"),
+                              settings=IndexSettings(exact_below=5_000, ann="force", nprobe=4))
+    assert forced.stats().nprobe == 4 and len(forced.search(q, 10)) == 10
+
+
+def test_scale_bench_measures_a_small_synthetic_library(tmp_path: Path) -> None:
+    from chapterverse.bench.scale import _passages, build_library, format_report, measure_size
+
+    text = " ".join(f"the whale number {i} swam past the ship and the captain watched" for i in range(400))
+    pool = _passages(text)
+    assert pool and all(250 <= len(p) <= 500 for p in pool)
+    lines: list[str] = []
+    info = build_library(tmp_path / "lib", 2_000, pool, None, DIM, "test-random", lines.append)
+    assert info["reused"] is False
+    assert build_library(tmp_path / "lib", 2_000, pool, None, DIM, "test-random", lines.append)["reused"]
+    rng = np.random.default_rng(11)
+    np.save(tmp_path / "q.npy", unit(rng.standard_normal((12, DIM))))
+    row = measure_size({"directory": str(tmp_path / "lib"), "chunks": 2_000, "vectors": "random",
+                        "questions": [f"where did whale {i} swim?" for i in range(12)],
+                        "query_vectors": str(tmp_path / "q.npy")})
+    assert row["exact_agrees_with_brute_force"] == 1.0 and row["dense_recall_at_10"] == 1.0
+    for key in ("startup_s", "lexical_p50_ms", "dense_p50_ms", "hybrid_p99_ms", "brute_force_p50_ms", "rss_mb",
+                "bytes_per_chunk"):
+        assert row[key] > 0, key
+    machine = {"cpu": "test", "cores": 2, "memory_gb": 1, "python": "3", "numpy": "2"}
+    assert "| 2,000 | random |" in format_report({"machine": machine, "sizes": [row]})
+
+
+def test_vectors_written_without_a_recorded_model_are_indexed(tmp_path: Path) -> None:
+    bare = SQLiteStore(tmp_path / "bare.sqlite3")
+    rng = np.random.default_rng(12)
+    add_doc(bare, rng.standard_normal((20, 16)))
+    index = VectorIndex.open(bare)
+    q = unit(rng.standard_normal(16))
+    assert_same(index.search(q, 5), brute_force(bare, q, 5))
+    assert VectorIndex.open(bare).last_refresh == "loaded"
