@@ -152,3 +152,47 @@ def fit_fusion_command(
         after = evaluate_weights(gs, weights, bias)
         stderr.print(f"{name}: hit@5 {before['hit@5']:.4f} -> {after['hit@5']:.4f}", markup=False)
     stdout.print(weights_source(weights, bias), markup=False, highlight=False)
+
+
+@bench_app.command("scale")
+def scale(chunks: Annotated[list[int] | None, typer.Option("--chunks", help="Sizes; default 10000 100000 1000000.")] = None,
+          workdir: Annotated[Path | None, typer.Option("--workdir")] = None,
+          real_limit: Annotated[int, typer.Option("--real-limit", help="Sizes up to this use real (cached) vectors.")] = 10_000,
+          queries: Annotated[int, typer.Option("--queries")] = 200,
+          ingest: Annotated[bool, typer.Option("--ingest/--no-ingest")] = True,
+          json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Speed at scale against numpy brute force: startup, search p50/p99, memory, ingest."""
+    from .scale import SIZES, run_scale_bench
+
+    run_scale_bench(chunks or SIZES, json_out, workdir=workdir, real_limit=real_limit, queries=queries, ingest=ingest)
+
+
+@bench_app.command("stores")
+def stores(sizes: Annotated[list[int] | None, typer.Option("--sizes")] = None,
+           pg_url: Annotated[str | None, typer.Option("--pg-url")] = None,
+           queries: Annotated[int, typer.Option("--queries")] = 200,
+           incremental_max: Annotated[int, typer.Option("--incremental-max")] = 10**9) -> None:
+    """SQLite vs PostgreSQL: ingest throughput, lexical/dense/hybrid p50/p99, HNSW recall."""
+    from .stores import run_store_bench
+
+    run_store_bench(sizes or [10_000, 100_000], pg_url=pg_url, queries=queries, incremental_max=incremental_max)
+
+
+@bench_app.command("crash")
+def crash(trials: Annotated[int, typer.Option("--trials")] = 10, seed: Annotated[int, typer.Option("--seed")] = 0,
+          kb: Annotated[Path | None, typer.Option("--kb", help="Knowledge-base folder (default: a temp dir).")] = None
+          ) -> None:
+    """SIGKILL a real server during acknowledged writes, restart, verify nothing acknowledged was lost."""
+    import tempfile
+
+    from .crash import run_crash_trials
+
+    folder = kb or Path(tempfile.mkdtemp(prefix="cv-crash-")) / "kb"
+    reports = run_crash_trials(folder, trials, seed=seed)
+    lost = sum(len(r.lost) for r in reports)
+    half = sum(len(r.half_written) for r in reports)
+    broken = sum(len(r.integrity) for r in reports)
+    print(f"trials {len(reports)}, acknowledged writes {sum(r.acknowledged for r in reports)}, "
+          f"lost {lost}, half-written {half}, integrity problems {broken}")
+    if lost or half or broken:
+        raise typer.Exit(1)
