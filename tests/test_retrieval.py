@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from chapterverse.store import SQLiteStore
 from conftest import shared_path
 
 from chapterverse.embeddings import Embedder, load_embedder
@@ -131,21 +133,17 @@ def test_lexical_index_follows_new_documents(tmp_path: Path, embedder: Embedder)
     assert [library.store.chunks_by_ids([hits[0][0]])[hits[0][0]].doc_id] == [ids["new"]]
 
 
-class _StoreWithoutTerms:
+class _StoreWithoutTerms(SQLiteStore):
     """A store that keeps BM25 to itself (like PostgreSQL): no ``lexical_rows``."""
 
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        if name == "lexical_rows":
-            raise AttributeError(name)
-        return getattr(self._store, name)
+    @property
+    def lexical_rows(self) -> Any:
+        raise AttributeError("lexical_rows")
 
 
 def test_stores_without_term_rows_fall_back_to_their_own_bm25(english: tuple[Library, dict[str, int]]) -> None:
     library, ids = english
-    retriever = Retriever(_StoreWithoutTerms(library.store), library.embedder)  # type: ignore[arg-type]
+    retriever = Retriever(_StoreWithoutTerms(library.store.path), library.embedder)
     hits = retriever.search("Which team won Super Bowl 50?", k=3)
     assert hits[0].chunk.doc_id == ids["Super_Bowl_50"]
     assert set(hits[0].extras) == set(FEATURES) and hits[0].extras["pre"] == 0.0

@@ -37,6 +37,7 @@ import numpy as np
 from .analysis import content_words, query_terms
 from .embeddings import Embedder
 from .store import ChunkRecord, SQLiteStore
+from .vectorindex import VectorIndex
 
 __all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS"]
 
@@ -113,30 +114,6 @@ class ScoredChunk:
     """Cosine similarity of query and passage."""
     extras: dict[str, float] = field(default_factory=dict)
     """Every feature the fusion saw, by name (see :data:`FEATURES`)."""
-
-
-class _DenseIndex:
-    """All vectors in one matrix, reloaded when the store's generation moves (any chunk write)."""
-
-    def __init__(self) -> None:
-        self.generation = -1
-        self.ids = np.zeros(0, np.int64)
-        self.docs = np.zeros(0, np.int64)
-        self.matrix = np.zeros((0, 0), np.float32)
-        self.row_of: dict[int, int] = {}
-        self._lock = threading.Lock()
-
-    def refresh(self, store: SQLiteStore) -> None:
-        generation = store.generation()
-        if generation == self.generation:
-            return
-        with self._lock:
-            if generation == self.generation:
-                return
-            ids, docs, matrix = store.load_vectors()
-            self.ids, self.docs, self.matrix = ids, docs, matrix
-            self.row_of = {int(cid): row for row, cid in enumerate(ids)}
-            self.generation = generation
 
 
 class _Postings:
@@ -243,10 +220,20 @@ class Retriever:
         self.weights = weights or FusionWeights()
         if len(self.weights.weights) != len(FEATURES):
             raise ValueError(f"FusionWeights.weights needs {len(FEATURES)} numbers, one per feature: {FEATURES}")
-        self._dense = _DenseIndex()
+        self._index: VectorIndex | None = None
+        self._index_lock = threading.Lock()
         self._lexical = _LexicalIndex()
         self._in_database = callable(getattr(store, "dense_search", None))
         """PostgreSQL searches vectors itself (pgvector HNSW): no process holds the whole matrix."""
+
+    @property
+    def index(self) -> VectorIndex:
+        """The memory-mapped dense index beside the SQLite file, opened on first use (milliseconds when current)."""
+        if self._index is None:
+            with self._index_lock:
+                if self._index is None:
+                    self._index = VectorIndex.open(self.store)
+        return self._index
 
     # -- single methods -----------------------------------------------------------------------
     def lexical(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None) -> list[tuple[int, float]]:
@@ -263,18 +250,8 @@ class Retriever:
         if self._in_database:
             vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
             return self.store.dense_search(vector, k=k, doc_ids=doc_ids)  # type: ignore[attr-defined,no-any-return]
-        self._dense.refresh(self.store)
-        index = self._dense
-        if not len(index.ids):
-            return []
         vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
-        scores = index.matrix @ vector
-        if doc_ids is not None:
-            scores = np.where(np.isin(index.docs, np.asarray(doc_ids, np.int64)), scores, -np.inf)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top])]
-        return [(int(index.ids[i]), float(scores[i])) for i in top if np.isfinite(scores[i])]
+        return self.index.search(vector, k, doc_ids)
 
     # -- fusion -------------------------------------------------------------------------------
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
@@ -414,9 +391,7 @@ class Retriever:
         """The vectors of some chunks: asked from the store when it searches in the database, else from the matrix."""
         if self._in_database:
             return self.store.vectors_by_ids(chunk_ids)  # type: ignore[attr-defined,no-any-return]
-        self._dense.refresh(self.store)
-        rows = self._dense.row_of
-        return {c: self._dense.matrix[rows[c]] for c in chunk_ids if c in rows}
+        return self.index.vectors(chunk_ids)
 
 
 def _relative(ranking: list[tuple[int, float]], ids: Sequence[int]) -> np.ndarray:
