@@ -506,16 +506,7 @@ class SQLiteStore:
 
     def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, doc ids, float32 matrix) of every stored vector, in chunk id order."""
-        rows = self.db.execute(
-            "SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id ORDER BY v.chunk_id"
-        ).fetchall()
-        dim = int(self.get_meta("embedding_dim") or 0)
-        if not rows:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        return ids, docs, matrix
+        return self.vectors_since(0)
 
     # -- embedding cache --------------------------------------------------------------------
     def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
