@@ -3,7 +3,8 @@
 Two real OS processes each open their own ``Library`` over the same ``postgresql://`` URL (as two
 ``chapterverse serve`` processes do) and are driven line by line over stdin/stdout, so the test decides
 exactly when each one writes and reads. ``test_two_serve_processes`` does the same through the HTTP API
-of two ``chapterverse serve`` processes once the server accepts ``--store``; until then it skips.
+of two ``chapterverse serve --store`` processes, and the startup tests check that a server starting on a
+shared database neither races another's folder sync nor drops another's acknowledged writes.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -153,61 +155,136 @@ def test_concurrent_ingests_from_two_processes(pg_schema_url: str, tmp_path: Pat
 # ------------------------------------------------------------------------------------------------ servers
 
 
-def _serve_accepts_store() -> bool:
-    from chapterverse.server.config import ServeSettings
-
-    return "store" in ServeSettings.model_fields
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-@contextmanager
-def _serve(url: str, kb: Path, log: Path) -> Iterator[str]:
-    port = _free_port()
-    command = [str(Path(sys.executable).with_name("chapterverse")), "serve", "--rag_enabled", "--rag_kb_path",
-               str(kb), "--store", url, "--port", str(port), "--log_level", "warning"]
-    with log.open("w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
+@dataclass
+class Served:
+    """One ``chapterverse serve --store`` process."""
+
+    process: subprocess.Popen[bytes]
+    base: str
+    log: Path
+
+    def wait_until_up(self) -> None:
         import httpx
 
         deadline = time.monotonic() + 180
         while True:
             try:
-                if httpx.get(f"{base}/v1/rag/status", timeout=5).status_code == 200:
-                    break
+                if httpx.get(f"{self.base}/v1/rag/status", timeout=5).status_code == 200:
+                    return
             except httpx.HTTPError:
                 pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"chapterverse serve did not start: {log.read_text()[-3000:]}")
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"chapterverse serve did not start: {self.log.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield base
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        import httpx
+
+        response = httpx.post(f"{self.base}{path}", json=body, timeout=60)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def status(self) -> Any:
+        import httpx
+
+        return httpx.get(f"{self.base}/v1/rag/status", timeout=60).json()
+
+
+@contextmanager
+def _servers(url: str, tmp_path: Path, *folders: Path) -> Iterator[list[Served]]:
+    """A server per folder, all launched at once (so their startups overlap); yielded once every one answers."""
+    started: list[Served] = []
+    try:
+        for kb in folders:
+            port = _free_port()
+            log = tmp_path / f"serve-{port}.log"
+            command = [str(Path(sys.executable).with_name("chapterverse")), "serve", "--rag_enabled",
+                       "--rag_kb_path", str(kb), "--store", url, "--port", str(port), "--log_level", "info"]
+            with log.open("w") as out:
+                process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            started.append(Served(process, f"http://127.0.0.1:{port}", log))
+        for served in started:
+            served.wait_until_up()
+        yield started
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        for served in started:
+            served.process.terminate()
+        for served in started:
+            served.process.wait(timeout=30)
+
+
+def _library_sources(url: str) -> dict[str, list[bool]]:
+    """Each source of the shared library with the ``ephemeral`` flag of each of its documents."""
+    from chapterverse.store import open_store
+
+    store = open_store(url)
+    try:
+        found: dict[str, list[bool]] = {}
+        for doc in store.documents():
+            found.setdefault(doc.source, []).append(doc.ephemeral)
+        return found
+    finally:
+        store.close()
 
 
 def test_two_serve_processes(pg_schema_url: str, tmp_path: Path) -> None:  # noqa: F811
-    if not _serve_accepts_store():
-        pytest.skip("chapterverse serve has no --store option yet (server work in progress)")
-    import httpx
-
     kb = tmp_path / "kb"  # one shared folder: each server syncs the folder into the shared library
     kb.mkdir()
-    with _serve(pg_schema_url, kb, tmp_path / "a.log") as a, _serve(pg_schema_url, kb, tmp_path / "b.log") as b:
-        added = httpx.post(f"{a}/v1/rag/add/document", json={"text": "The supply boat brought paraffin every "
-                                                               "second Thursday to Gull Rock.", "source": "boat"},
-                           timeout=60).json()
+    with _servers(pg_schema_url, tmp_path, kb, kb) as (a, b):
+        added = a.post("/v1/rag/add/document", {"text": "The supply boat brought paraffin every second Thursday "
+                                                        "to Gull Rock.", "source": "boat"})
         assert added["added"] >= 1
-        found = httpx.post(f"{b}/v1/rag/search", json={"query": "paraffin supply boat", "threshold": 0},
-                           timeout=60).json()
+        found = b.post("/v1/rag/search", {"query": "paraffin supply boat", "threshold": 0})
         assert found["count"] >= 1 and found["results"][0]["source"] == "boat"
-        httpx.post(f"{b}/v1/rag/remove", json={"source_prefix": "boat", "exact": True}, timeout=60)
-        after = httpx.post(f"{a}/v1/rag/search", json={"query": "paraffin supply boat", "threshold": 0},
-                           timeout=60).json()
-        assert after["count"] == 0
+        b.post("/v1/rag/remove", {"source_prefix": "boat", "exact": True})
+        assert a.post("/v1/rag/search", {"query": "paraffin supply boat", "threshold": 0})["count"] == 0
+
+
+def test_servers_starting_together_index_a_shared_folder_once(pg_schema_url: str,  # noqa: F811
+                                                               tmp_path: Path) -> None:
+    """Startups (and their folder syncs) take turns: one server indexes each file, the others find it indexed."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    for n in range(4):
+        (kb / f"note{n}.md").write_text(f"# Note {n}\n\nThe keeper logged {n * 3 + 1} ships passing the reef.\n",
+                                        encoding="utf-8")
+    with _servers(pg_schema_url, tmp_path, kb, kb, kb) as servers:
+        syncs = [served.status()["last_sync"] for served in servers]
+        assert sorted(source for sync in syncs for source in sync["indexed"]) == [f"note{n}.md" for n in range(4)]
+        assert all(len(sync["indexed"]) + sync["unchanged"] == 4 and not sync["removed"] for sync in syncs)
+        assert _library_sources(pg_schema_url) == {f"note{n}.md": [False] for n in range(4)}
+
+
+def test_a_starting_server_keeps_the_writes_of_running_servers(pg_schema_url: str,  # noqa: F811
+                                                               tmp_path: Path) -> None:
+    """persist: false documents live as long as the server that added them: another server's start keeps them
+    while it runs, and the first start after it died (SIGKILL: no shutdown ran) drops them."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "faq.md").write_text("# FAQ\n\nThe lighthouse opens to visitors on Sundays.\n", encoding="utf-8")
+    with _servers(pg_schema_url, tmp_path, kb) as (a,):
+        a.post("/v1/rag/upsert/document", {"source": "api/kept", "text": "Kept: the lamp is trimmed at dawn."})
+        a.post("/v1/rag/upsert/document", {"source": "api/a-temp", "text": "Temporary: the fog bell is broken.",
+                                           "persist": False})
+        a.post("/v1/rag/add/chunks", {"items": [{"text": "Temporary: the boat is late.", "source": "api/a-temp2"}],
+                                      "persist": False})
+        with _servers(pg_schema_url, tmp_path, kb) as (b,):
+            assert _library_sources(pg_schema_url) == {"faq.md": [False], "api/kept": [False], "api/a-temp": [True],
+                                                       "api/a-temp2": [True]}
+            found = b.post("/v1/rag/search", {"query": "fog bell broken", "threshold": 0})
+            assert found["results"][0]["source"] == "api/a-temp"
+            b.post("/v1/rag/upsert/document", {"source": "api/b-temp", "text": "Temporary: gulls nest on the "
+                                                                                "gallery.", "persist": False})
+            a.process.kill()
+            a.process.wait(timeout=30)
+            with _servers(pg_schema_url, tmp_path, kb) as (c,):
+                assert _library_sources(pg_schema_url) == {"faq.md": [False], "api/kept": [False],
+                                                           "api/b-temp": [True]}
+                found = c.post("/v1/rag/search", {"query": "fog bell broken", "threshold": 0})
+                assert "api/a-temp" not in {r["source"] for r in found["results"]}

@@ -314,6 +314,23 @@ def test_restart_keeps_persistent_drops_ephemeral_and_skips_unchanged_files(tmp_
         assert ok(client.get("/v1/rag/status"))["last_sync"]["indexed"] == ["faq.md", "products.jsonl"]
 
 
+def test_ephemeral_documents_live_as_long_as_the_server_that_added_them(tmp_path: Path) -> None:
+    """Two servers on one library (here one SQLite file): the second's start keeps the first's persist: false
+    documents while the first runs; the first start after it stopped drops them."""
+    settings = settings_for(tmp_path, rag_enabled=True)
+
+    def sources(client: httpx.Client) -> set[str]:
+        return {i["source"] for i in ok(client.get("/v1/rag/sources"))["items"]}
+
+    with running_server(settings) as first, first.client() as client:
+        ok(client.post("/v1/rag/upsert/document", json={"source": "api/temp", "text": "Until the first server stops.",
+                                                        "persist": False}))
+        with running_server(settings) as second, second.client() as other:
+            assert "api/temp" in sources(other)
+    with running_server(settings) as third, third.client() as client:
+        assert "api/temp" not in sources(client)
+
+
 def test_watch_reindexes_changed_files(tmp_path: Path) -> None:
     write_kb(tmp_path / "kb")
     settings = settings_for(tmp_path, rag_enabled=True, rag_watch=True, rag_watch_interval=0.1)
@@ -413,6 +430,24 @@ def test_flag_errors_and_api_key_from_env(tmp_path: Path) -> None:
     settings = parse_serve_args([], env={"CHAPTERVERSE_API_KEY": "from-env-key"})
     assert isinstance(settings, ServeSettings) and settings.secret("api_key") == "from-env-key"
     assert parse_serve_args(["--api-key", "flag-key"], env={"CHAPTERVERSE_API_KEY": "env"}).secret("api_key") == "flag-key"
+
+
+def test_store_url_from_flag_or_env_never_shows_its_password(tmp_path: Path) -> None:
+    url = "postgresql://app:pw%zz-123@127.0.0.1:1/lib"  # a malformed escape: libpq quotes the password back
+    settings = parse_serve_args(["--store", url], env={})
+    assert settings.secret("store") == url and "pw%zz" not in repr(settings)
+    assert parse_serve_args([], env={"CHAPTERVERSE_STORE_URL": url}).secret("store") == url
+    assert parse_serve_args(["--store", "sqlite:///x.sqlite3"], env={"CHAPTERVERSE_STORE_URL": url}).secret(
+        "store") == "sqlite:///x.sqlite3"
+    with pytest.raises(InputError, match="expected a URL starting with postgresql://") as refused:
+        parse_serve_args(["--store", "mysql://app:pw-123@db/lib"], env={})
+    assert "pw-123" not in str(refused.value)
+    pytest.importorskip("psycopg")
+    done = subprocess.run([sys.executable, "-c", "from chapterverse.cli import main; main()", "serve", "--store", url,
+                           "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
+                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, check=False)
+    assert done.returncode == 1 and "postgresql://app:***@127.0.0.1:1/lib: cannot connect" in done.stderr
+    assert "pw%zz" not in done.stderr + done.stdout
 
 
 def test_non_loopback_without_key_refuses_to_start(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import hashlib
 import inspect
 import re
+import subprocess
+import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -234,15 +237,15 @@ def test_failing_add_leaves_nothing_behind(store: Any) -> None:
     assert snapshot(store) == before
 
 
-def test_remove_documents_and_ephemeral(store: Any) -> None:
+def test_remove_documents(store: Any) -> None:
     keep = store.add_document(make_doc("keep.txt"))
     gone = store.add_document(make_doc("gone.txt", seed=1))
     temp = store.add_document(make_doc("temp.txt", seed=2, ephemeral=True))
-    assert store.document(temp).ephemeral
+    assert store.document(temp).ephemeral and not store.document(keep).ephemeral
     generation = store.generation()
     assert store.remove_documents([gone, gone, 10**9]) == 1 and store.generation() == generation + 1
     assert store.remove_documents([10**9]) == 0 and store.generation() == generation + 1
-    assert store.remove_ephemeral() == 1 and store.remove_ephemeral() == 0
+    assert store.remove_documents([temp]) == 1
     assert [d.id for d in store.documents()] == [keep]
     assert {c.doc_id for c in store.chunks()} == {keep} and len(store.load_vectors()[0]) == 5
     hits = store.lexical_search(query_terms("keeper lamp", ["english"]), k=10)
@@ -357,6 +360,33 @@ def test_vector_feed(store: Any) -> None:
     assert store.max_chunk_id() == seen and len(store.vectors_since(seen)[0]) == 0
 
 
+def test_nul_characters_are_stored_as_replacement_characters(store: Any) -> None:
+    """NUL (which PostgreSQL text cannot hold) reads back as U+FFFD from both stores, at the same offsets."""
+    files = ["Text with a \x00 inside. More text.", "\x00Leading NUL; trailing\x00"]
+    doc = make_doc("nul\x00.txt", files=files)
+    doc.toc[0] = (1, "Chapter\x00 1", 0, 0)
+    doc.metadata = {"note": "kept\x00as JSON"}
+    doc_id = store.add_document(doc)
+    clean = [f.replace("\x00", "\ufffd") for f in files]
+    stored = store.document(doc_id)
+    assert (stored.source, stored.title) == ("nul\ufffd.txt", "Title of nul\ufffd.txt")
+    assert stored.metadata == {"note": "kept\x00as JSON"}  # JSON escapes NUL; both stores keep it
+    assert store.documents_by_source("nul\x00.txt") == store.documents_by_source("nul\ufffd.txt") == [stored]
+    file_ids = [f.id for f in store.files(doc_id)]
+    assert [store.file(i).text for i in file_ids] == clean
+    assert store.file_slice(file_ids[0], 12, 13) == "\ufffd" and store.toc(doc_id)[0].title == "Chapter\ufffd 1"
+    chunks = store.chunks(doc_id=doc_id)
+    assert [(c.start, c.end) for c in chunks] == [(c.start, c.end) for c in doc.chunks]
+    assert all(c.text == clean[file_ids.index(c.file_id)][c.start:c.end] for c in chunks)
+    assert store.count_chunks(source_exact="nul\x00.txt") == len(chunks) == len(store.chunks(source_prefix="nul\x00"))
+    chat = store.create_chat(doc_id, "about\x00it")
+    store.add_message(chat, "user", "why\x00?")
+    store.put_summary("s1", "model", "v1", "sum\x00mary", 0)
+    assert store.chat(chat).title == "about\ufffdit" and store.messages(chat)[0].content == "why\ufffd?"
+    assert store.summaries(["s1"], "model", "v1") == {"s1": "sum\ufffdmary"}
+    assert store.integrity_problems() == []
+
+
 def test_embedding_model_mismatch_is_refused(store: Any) -> None:
     store.check_embedding_model("model-a", DIM)
     store.check_embedding_model("model-a", DIM)
@@ -417,8 +447,9 @@ def test_chats_and_messages(store: Any) -> None:
         (first, 2, "user", "", None)]
     assert list(messages[1].result or {}) == ["answer", "citations", "nested"]
     assert store.messages(second) == []
-    with pytest.raises(Exception):  # noqa: B017  (SQLite: IntegrityError; PostgreSQL: NotFoundError)
+    with pytest.raises(NotFoundError, match="no chat with id 1000000000"):
         store.add_message(10**9, "user", "orphan")
+    assert len(store.messages(first)) == 3
 
 
 # ------------------------------------------------------------------------------------------------ integrity
@@ -452,6 +483,52 @@ def test_a_write_through_one_handle_is_seen_by_another(location: str) -> None:
     assert writer.documents() == [] and writer.generation() == 2
     writer.close()
     reader.close()
+
+
+HOLDER = """
+import sys, time
+from chapterverse.store import open_store
+store = open_store(sys.argv[1])
+with store.lock("server/crashed"):
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_locks_exclude_every_handle_and_die_with_their_holder(location: str) -> None:
+    """lock(name) excludes every other handle (another server), locked(name) sees it, a killed holder frees it."""
+    first, second = open_store(location), open_store(location)
+    assert not second.locked("knowledge-base")
+    order: list[str] = []
+
+    def contend() -> None:
+        with second.lock("knowledge-base"):
+            order.append("second")
+
+    with first.lock("knowledge-base"):
+        assert first.locked("knowledge-base") and second.locked("knowledge-base")
+        assert not second.locked("server/other")
+        waiting = threading.Thread(target=contend)
+        waiting.start()
+        waiting.join(0.5)
+        order.append("first")
+    waiting.join(30)
+    assert order == ["first", "second"] and not first.locked("knowledge-base")
+    with first.lock("server/a"), second.lock("server/b"):  # names are independent locks
+        assert second.locked("server/a") and first.locked("server/b")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, location], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert first.locked("server/crashed")
+    finally:
+        holder.kill()
+        holder.wait()
+    deadline = time.monotonic() + 30
+    while first.locked("server/crashed") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not first.locked("server/crashed")
+    first.close()
+    second.close()
 
 
 def test_concurrent_writers_keep_invariants(location: str) -> None:
@@ -501,6 +578,17 @@ def test_library_pipeline_over_the_store(location: str, tmp_path: Path) -> None:
     assert library.store.integrity_problems() == []
     library.remove(first.document.id)
     assert library.documents() == [] and library.search("storm", k=3) == []
+
+
+def test_library_reads_nul_as_a_replacement_character(location: str, tmp_path: Path) -> None:
+    """A file with NUL ingests on both stores; the canonical text has U+FFFD there, so tags resolve exactly."""
+    path = tmp_path / "nul.txt"
+    path.write_bytes(b"The keeper\x00 lit the lamp at dusk.\n\nGulls circled the tower.\n")
+    library = _library(location, tmp_path)
+    library.ingest([path])
+    hit = library.search("keeper lamp dusk", k=1)[0]
+    assert "keeper\ufffd lit" in hit.text and library.resolve(hit.tag).text == hit.text
+    assert library.store.integrity_problems() == []
 
 
 @pytest.mark.postgres
@@ -622,11 +710,17 @@ def test_pg_reads_survive_a_dropped_connection(pg_schema_url: str, pg_url: str) 
 
 
 @pytest.mark.postgres
-def test_pg_refuses_nul_characters_cleanly(pg_schema_url: str) -> None:  # noqa: F811
+def test_pg_a_held_lock_pins_no_snapshot(pg_schema_url: str, pg_url: str) -> None:  # noqa: F811
+    """A server holds its lock for its whole life in an open transaction: that must never hold back VACUUM."""
+    import psycopg
+
     store = open_store(pg_schema_url)
-    with pytest.raises(StoreError, match="NUL"):
-        store.add_document(make_doc("nul.txt", files=["Text with a \x00 inside. More text."]))
-    assert store.documents() == [] and store.generation() == 0
+    with store.lock("server/long-lived"), psycopg.connect(pg_url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT a.state, a.backend_xmin FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid"
+            " WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.objid = hashtext('server/long-lived')::oid"
+        ).fetchall()
+        assert rows == [("idle in transaction", None)]
     store.close()
 
 
@@ -666,3 +760,7 @@ def test_pg_url_password_is_masked() -> None:
     assert _redact("postgresql://app:s3cret@db:5432/lib?sslmode=require") == \
         "postgresql://app:***@db:5432/lib?sslmode=require"
     assert _redact("postgresql://app@db/lib") == "postgresql://app@db/lib"
+    with pytest.raises(StoreError) as refused:  # libpq quotes the malformed part of a URL, password included
+        open_store("postgresql://app:s3cr%zzet@127.0.0.1:1/lib")
+    assert "s3cr" not in str(refused.value) and "app:***@" in str(refused.value)
+    assert refused.value.__cause__ is None and refused.value.__suppress_context__

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import TagError
 
-__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "defang_tags", "paragraph_spans"]
+__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "defang_tags", "paragraph_spans", "without_nul"]
 
 TAG_PATTERN = re.compile(r"\[f(\d{1,15})-(\d{1,15})-(\d{1,15})\]")
 _BARE_TAG = re.compile(r"^\[?f(\d{1,15})-(\d{1,15})-(\d{1,15})\]?$")
@@ -80,3 +80,12 @@ def paragraph_spans(text: str) -> list[tuple[int, int]]:
         if end > start:
             spans.append((start, end))
     return spans
+
+
+def without_nul(text: str) -> str:
+    """``text`` with every NUL (U+0000) replaced by U+FFFD, the replacement character.
+
+    PostgreSQL text cannot hold NUL, and a library must read the same on every store, so no store keeps it.
+    U+FFFD is one code point, as NUL is: every offset into the text, hence every tag, stays valid.
+    """
+    return text.replace("\x00", "\ufffd")

@@ -3,11 +3,16 @@
 Libraries: the knowledge base's index lives in ``<rag_kb_path>/.chapterverse/`` (a hidden folder,
 so the folder scan skips it). The reader uses that same Library unless ``--library`` names another
 directory: by default, books uploaded in the reader are searchable by the chat proxy too, and
-knowledge-base documents can be opened in the reader (citations resolve in both).
+knowledge-base documents can be opened in the reader (citations resolve in both). With ``--store``
+both libraries live in that store (a PostgreSQL database several servers share) and the directories
+only hold uploads and the reader's config.json.
 
-Startup (in ``create_app``, before serving): create a missing KB folder, drop ``persist: false``
-documents, sync the folder (hashes only when nothing changed: no model is loaded). Serving: the
-embedding model warms up in a background thread, ``--rag_watch`` polls the folder in another.
+Startup (in ``create_app``, before serving): create a missing KB folder, then, as one critical
+section among the servers sharing the library (``KnowledgeBase.start``), drop the ``persist: false``
+documents of servers no longer running and sync the folder (hashes only when nothing changed: no
+model is loaded). Serving: the embedding model warms up in a background thread, ``--rag_watch``
+polls the folder in another. Shutdown releases this server's hold on its ``persist: false``
+documents, so the next server to start drops them.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 from fastapi import FastAPI
@@ -30,16 +36,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..embeddings import Embedder, load_embedder
 from ..library import Library
 from ..llm.summaries import SummaryJobs
-from ..store import open_store
+from ..store import SQLiteStore, open_store
 from . import kb as kb_routes
 from . import proxy as proxy_routes
 from . import reader as reader_routes
 from .config import ServeSettings
 from .errors import install_error_handlers
 from .jobs import JobManager
-from .knowledge import KnowledgeBase, ensure_folder
+from .knowledge import KnowledgeBase, drop_orphaned_ephemeral, ensure_folder
 from .security import RequestGuard, check_bind, is_loopback
 from .upstream import UpstreamSettings
+
+if TYPE_CHECKING:
+    from ..store import PostgresStore
 
 __all__ = ["create_app", "ServerState", "open_state"]
 
@@ -59,9 +68,19 @@ class ServerState:
     http: httpx.AsyncClient = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
 
+    def close(self) -> None:
+        """Let go of what this server holds in a library other servers may share (see ``KnowledgeBase.close``)."""
+        if self.kb is not None:
+            self.kb.close()
 
-def _stored_model(location: Path) -> str | None:
-    probe = open_store(location)
+
+def _open_store(settings: ServeSettings, directory: Path) -> SQLiteStore | PostgresStore:
+    """The store of the library in ``directory``: ``--store`` when given (it overrides the directory), as in the CLI."""
+    return open_store(settings.secret("store") or directory)
+
+
+def _stored_model(settings: ServeSettings) -> str | None:
+    probe = _open_store(settings, settings.kb_library_dir)
     try:
         return probe.get_meta("embedding_model")
     finally:
@@ -71,16 +90,12 @@ def _stored_model(location: Path) -> str | None:
 def _open_kb(settings: ServeSettings, embedder: Embedder | None) -> KnowledgeBase:
     ensure_folder(settings.rag_kb_path)
     if embedder is None:
-        spec = settings.rag_embedding_model or _stored_model(settings.kb_library_dir)
+        spec = settings.rag_embedding_model or _stored_model(settings)
         embedder = load_embedder(spec, device=settings.rag_device, batch_size=settings.rag_embedding_batch_size)
     library = Library(settings.kb_library_dir, embedder=embedder, chunk_size=settings.rag_chunk_size,
-                      chunk_overlap=settings.rag_chunk_overlap)
+                      chunk_overlap=settings.rag_chunk_overlap, store=_open_store(settings, settings.kb_library_dir))
     kb = KnowledgeBase(library, settings.rag_kb_path)
-    kb.ensure_embedding_model(force_rebuild=settings.rag_force_rebuild)
-    dropped = library.store.remove_ephemeral()
-    if dropped:
-        log.info("RAG: dropped %d documents added with persist: false", dropped)
-    kb.sync(force_rebuild=settings.rag_force_rebuild)
+    kb.start(force_rebuild=settings.rag_force_rebuild)
     return kb
 
 
@@ -94,8 +109,9 @@ def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
     if kb is not None and settings.library is None:
         reader = kb.library
     else:
-        reader = Library(settings.reader_library_dir, embedder=embedder)
-        reader.store.remove_ephemeral()
+        reader = Library(settings.reader_library_dir, embedder=embedder,
+                         store=_open_store(settings, settings.reader_library_dir))
+        drop_orphaned_ephemeral(reader.store)
     upstream = UpstreamSettings(reader.location, base_url=settings.llm_base_url, model=settings.llm_model,
                                 api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s)
     return ServerState(settings=settings, kb=kb, reader=reader, upstream=upstream)
@@ -163,6 +179,7 @@ def create_app(settings: ServeSettings, *, embedder: Embedder | None = None,
             state.stop.set()
             await asyncio.to_thread(state.jobs.shutdown)
             await state.http.aclose()
+            state.close()
 
     app = FastAPI(title="chapterverse", version=_version(), lifespan=lifespan,
                   description="Knowledge-base API (`/v1/rag`), OpenAI-compatible chat with retrieved context "

@@ -3,7 +3,9 @@
 Compatible with the existing RAG server's users: every flag is spelled as before (``--rag_top_k 3``)
 and also hyphenated (``--rag-top-k 3``); a JSON file with the same keys may be the only argument
 (``chapterverse serve config.json``). Precedence, lowest first: defaults, the JSON file, the
-environment (``CHAPTERVERSE_API_KEY``), flags. Booleans accept ``--flag``, ``--flag true|false``.
+environment (``CHAPTERVERSE_API_KEY``, ``CHAPTERVERSE_STORE_URL``), flags. Booleans accept ``--flag``,
+``--flag true|false``. Secrets (keys, the store URL, which may hold a password) are ``SecretStr``: never
+in a repr, a log line or an error message.
 
 The argparse parser is generated from the model, so a setting exists in exactly one place.
 """
@@ -19,14 +21,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
 from ..library import default_home
+from ..store import POSTGRES_SCHEMES
 
-__all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "settings_from_mapping"]
+__all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "ENV_STORE_URL", "settings_from_mapping"]
 
 ENV_API_KEY = "CHAPTERVERSE_API_KEY"
+ENV_STORE_URL = "CHAPTERVERSE_STORE_URL"
+_FROM_ENV = {"api_key": ENV_API_KEY, "store": ENV_STORE_URL}
+"""Settings the environment may give (between the JSON file and the flags)."""
+_STORE_SCHEMES = (*POSTGRES_SCHEMES, "sqlite:///")
 _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
 _FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
 
@@ -73,12 +80,25 @@ class ServeSettings(BaseModel):
     llm_model: str | None = Field(None, description="Upstream model; replaces the client's model when set.")
     llm_api_key: SecretStr | None = Field(None, description="Upstream API key (env CHAPTERVERSE_LLM_API_KEY).")
     llm_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for the upstream model.")
-    # -- reader
+    # -- libraries
+    store: SecretStr | None = Field(None, description=f"Store URL (postgresql://...) holding the knowledge base and "
+                                                      f"the reader library instead of SQLite files in their "
+                                                      f"folders; every server on one database serves one library "
+                                                      f"(see docs/DEPLOY.md); env {ENV_STORE_URL}.")
     library: Path | None = Field(None, description="Reader library directory (default: the knowledge base's own "
                                                    "library in <rag_kb_path>/.chapterverse; with RAG off, the "
-                                                   "CLI's library).")
+                                                   "CLI's library); with --store, where uploads and the reader's "
+                                                   "config.json live.")
     max_upload_mb: float = Field(200.0, gt=0, description="Largest upload the reader accepts, in MB.")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+
+    @field_validator("store")
+    @classmethod
+    def _check_store(cls, value: SecretStr | None) -> SecretStr | None:
+        """A URL naming its store, so a typo never becomes a SQLite file named after it (the URL is not echoed)."""
+        if value is not None and not value.get_secret_value().strip().startswith(_STORE_SCHEMES):
+            raise ValueError(f"expected a URL starting with {', '.join(_STORE_SCHEMES)}")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> ServeSettings:
@@ -104,7 +124,7 @@ class ServeSettings(BaseModel):
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
 
-    def secret(self, name: Literal["api_key", "llm_api_key"]) -> str | None:
+    def secret(self, name: Literal["api_key", "llm_api_key", "store"]) -> str | None:
         value: SecretStr | None = getattr(self, name)
         text = value.get_secret_value().strip() if value is not None else ""
         return text or None
@@ -203,7 +223,6 @@ def parse_serve_args(argv: Sequence[str], env: Mapping[str, str] = os.environ) -
         if config_file.suffix.lower() != ".json":
             raise InputError(f"{config_file}: the only positional argument is a JSON config file")
         values.update({str(k).replace("-", "_"): v for k, v in _read_json(config_file).items()})
-    if env_key := env.get(ENV_API_KEY, "").strip():
-        values["api_key"] = env_key
+    values.update({name: value for name, var in _FROM_ENV.items() if (value := env.get(var, "").strip())})
     values.update(given)
     return settings_from_mapping(values)

@@ -8,13 +8,18 @@ files embeds nothing and loads no model.
 
 API text becomes ordinary documents (format ``kb``): ``add_document`` is one auto-chunked file,
 ``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
-documents are stored ``ephemeral`` and dropped at the next start. Editing or removing single chunks
-rewrites their document as a pre-chunked one with the edit applied, in one transaction that
-replaces the old document; a rewritten folder document keeps its file's hash, so the edit lasts
-until the file itself changes.
+documents are stored ``ephemeral`` with the id of the server that added them, and live as long as
+that server runs: a server holds the store lock ``server/<id>`` while it runs, and every server's
+start drops the ephemeral documents of servers that no longer hold theirs. Editing or removing
+single chunks rewrites their document as a pre-chunked one with the edit applied, in one
+transaction that replaces the old document; a rewritten folder document keeps its file's hash, so
+the edit lasts until the file itself changes.
 
-Compound writes (look up, then replace) hold one lock so two of them never interleave; searches
-take no lock.
+Several servers may share one library (a PostgreSQL database). Compound writes (look up, then
+replace), folder syncs and the whole startup hold a lock in this process and the store's
+``knowledge-base`` lock, which every process on the library shares, so two of them never
+interleave, not even in different servers: a server that starts while another syncs waits, then
+finds the folder indexed. Searches take no lock.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,8 +53,12 @@ __all__ = [
     "AmbiguousSourceError",
     "ORIGIN_KEY",
     "USER_METADATA_KEY",
+    "SERVER_KEY",
+    "LOCK_NAME",
     "README_NAME",
     "ensure_folder",
+    "server_lock",
+    "drop_orphaned_ephemeral",
 ]
 
 log = logging.getLogger(__name__)
@@ -56,6 +67,10 @@ ORIGIN_KEY = "kb_origin"
 """Document metadata key: "folder" (a file of the folder) or "api" (added through /v1/rag)."""
 USER_METADATA_KEY = "kb_metadata"
 """Document metadata key holding the metadata an API caller gave for the whole document."""
+SERVER_KEY = "kb_server"
+"""Metadata key of a ``persist: false`` document: the id of the server process that added it."""
+LOCK_NAME = "knowledge-base"
+"""The store lock that knowledge-base writes, syncs and startups hold, across every server on the library."""
 README_NAME = "README"
 """The scaffold written into a new folder; without an extension, so it is never indexed."""
 README_TEXT = """\
@@ -133,26 +148,91 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def server_lock(server_id: str) -> str:
+    """The store lock a server holds while it runs; its ``persist: false`` documents live as long."""
+    return f"server/{server_id}"
+
+
+def drop_orphaned_ephemeral(store: SQLiteStore | PostgresStore) -> int:
+    """Remove the ``persist: false`` documents whose server no longer runs; return how many went.
+
+    Those of a server still running (this one, or another on a shared database) are acknowledged writes it
+    serves, so they stay. Documents without a server id (written before ids were recorded) count as orphaned.
+    """
+    ephemeral = [(d.id, str(d.metadata.get(SERVER_KEY, ""))) for d in store.documents() if d.ephemeral]
+    running = {owner for owner in {o for _, o in ephemeral if o} if store.locked(server_lock(owner))}
+    orphans = [doc_id for doc_id, owner in ephemeral if owner not in running]
+    return store.remove_documents(orphans) if orphans else 0
+
+
 class KnowledgeBase:
     """A folder and a Library kept in step; every method is blocking (call it from a worker thread)."""
 
     def __init__(self, library: Library, folder: str | Path) -> None:
         self.library = library
         self.folder = Path(folder)
+        self.server_id = uuid.uuid4().hex
+        """Recorded on this server's ``persist: false`` documents; see ``start``."""
         self.last_sync: SyncReport | None = None
         self._lock = threading.RLock()
+        self._store_locked = False
         self._snapshot: dict[str, tuple[int, int]] = {}
+        self._running: ExitStack | None = None
 
     @property
     def store(self) -> SQLiteStore | PostgresStore:
         return self.library.store
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold this process's lock and, once per thread (outermost call only), the store's ``knowledge-base`` lock.
+
+        The flag is only ever read under ``self._lock``, an RLock: when it is set there, it was set by this
+        thread's outer call, so an inner call must not ask the store again (its lock is not reentrant).
+        """
+        with self._lock:
+            if self._store_locked:
+                yield
+                return
+            with self.store.lock(LOCK_NAME):
+                self._store_locked = True
+                try:
+                    yield
+                finally:
+                    self._store_locked = False
+
+    # -- the server's lifetime ----------------------------------------------------------------------
+    def start(self, *, force_rebuild: bool = False) -> SyncReport:
+        """Before serving: announce this server, then check the embedding model, drop orphaned ``persist: false``
+        documents and sync the folder, as one critical section among all the servers on the library."""
+        self._running = ExitStack()
+        self._running.enter_context(self.store.lock(server_lock(self.server_id)))
+        try:
+            if self.store.locked(LOCK_NAME):
+                log.info("RAG: another server is writing to the knowledge base (a sync?); waiting for it")
+            with self._exclusive():
+                self.ensure_embedding_model(force_rebuild=force_rebuild)
+                dropped = drop_orphaned_ephemeral(self.store)
+                if dropped:
+                    log.info("RAG: dropped %d documents added with persist: false by servers no longer running",
+                             dropped)
+                return self.sync(force_rebuild=force_rebuild)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """This server stops: its ``persist: false`` documents become orphans, dropped at the next server's start."""
+        if self._running is not None:
+            self._running.close()
+            self._running = None
 
     # -- the folder ---------------------------------------------------------------------------------
     def sync(self, *, force_rebuild: bool = False) -> SyncReport:
         """Index new and changed files, drop documents of deleted files; one bad file never stops the rest."""
         started = time.perf_counter()
         report = SyncReport(force_rebuild=force_rebuild)
-        with self._lock:
+        with self._exclusive():
             self._snapshot = self._scan()
             present: set[str] = set()
             for path, source in iter_folder(self.folder):
@@ -228,7 +308,7 @@ class KnowledgeBase:
             raise EmbeddingMismatchError(
                 f"the knowledge base in {self.folder} was indexed with {stored}, not {embedder.name}; restart with "
                 f"--rag_force_rebuild to re-embed it with {embedder.name} (or drop --rag_embedding_model)")
-        with self._lock:
+        with self._exclusive():
             chunks = self.store.chunks()
             vectors: dict[int, np.ndarray] = {}
             for i in range(0, len(chunks), _EMBED_STEP):
@@ -310,11 +390,11 @@ class KnowledgeBase:
         metadata = dict(metadata or {})
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
-        with self._lock:
+        with self._exclusive():
             return self.library.add_parsed(
                 parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
                 replace=replace, dynamic=dynamic, ephemeral=not persist,
-                metadata={ORIGIN_KEY: "api", USER_METADATA_KEY: metadata})
+                metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
 
     def add_chunks(self, items: Sequence[ChunkItem], *, dynamic: bool = False,
                    persist: bool = True) -> list[DocumentRecord]:
@@ -328,7 +408,7 @@ class KnowledgeBase:
         for item in items:
             groups.setdefault(_clean_source(item.source), []).append(item)
         added = []
-        with self._lock:
+        with self._exclusive():
             for source, group in groups.items():
                 first = 1 + max((c.chunk_index for c in self.store.chunks(source_exact=source)), default=-1)
                 pieces = [_Piece(item.text, source, first + i, dict(item.metadata)) for i, item in enumerate(group)]
@@ -336,14 +416,18 @@ class KnowledgeBase:
                 parsed = _prechunked(source, "kb", pieces)
                 added.append(self.library.add_parsed(
                     parsed, source=source, content_hash=_digest(joined), size_bytes=len(joined), dynamic=dynamic,
-                    ephemeral=not persist, metadata={ORIGIN_KEY: "api"}))
+                    ephemeral=not persist, metadata=self._api_metadata(persist)))
         return added
+
+    def _api_metadata(self, persist: bool) -> dict[str, Any]:
+        """Document metadata of API text; a ``persist: false`` document also names its server (see ``start``)."""
+        return {ORIGIN_KEY: "api"} if persist else {ORIGIN_KEY: "api", SERVER_KEY: self.server_id}
 
     def upsert(self, source: str, text: str, *, metadata: dict[str, Any] | None = None, dynamic: bool = False,
                persist: bool = True) -> tuple[int, int]:
         """Replace every document of ``source`` with ``text`` atomically (empty text deletes); (removed, added)."""
         source = _clean_source(source)
-        with self._lock:
+        with self._exclusive():
             existing = self.store.documents_by_source(source)
             removed = sum(d.chunks for d in existing)
             if not text.strip():
@@ -381,7 +465,7 @@ class KnowledgeBase:
             raise InputError("nothing to update: give new_text, new_metadata or new_source")
         if new_text is not None and not new_text.strip():
             raise InputError("new_text is empty (remove the chunk instead)")
-        with self._lock:
+        with self._exclusive():
             current = self.store.chunks_by_ids([target.id]).get(target.id)
             if current is None:
                 raise ChunkNotFoundError(f"no chunk with index {target.id}")
@@ -404,7 +488,7 @@ class KnowledgeBase:
         """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources)."""
         if not source:
             raise InputError("source_prefix is empty; name what to remove")
-        with self._lock:
+        with self._exclusive():
             matched = self.store.chunks(source_exact=source) if exact else self.store.chunks(source_prefix=source)
             by_doc: dict[int, set[int]] = {}
             for chunk in matched:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..positions import without_nul
+
 __all__ = ["ParsedFile", "TocEntry", "PreChunk", "ParsedDocument"]
 
 
@@ -16,7 +18,9 @@ __all__ = ["ParsedFile", "TocEntry", "PreChunk", "ParsedDocument"]
 class ParsedFile:
     """One file of a document: an EPUB spine item, a PDF page, a whole Markdown file, one JSONL line.
 
-    ``text`` is the canonical text that positions point into; blocks are separated by a blank line.
+    ``text`` is the canonical text that positions point into; blocks are separated by a blank line. It never
+    holds NUL (replaced by U+FFFD, see ``without_nul``), so what is chunked, embedded and hashed is exactly
+    what every store keeps.
     """
 
     text: str
@@ -25,6 +29,9 @@ class ParsedFile:
     """EPUB: the spine item's href. PDF: the page label ("iv", "12"), else the 1-based page number."""
     has_text: bool = True
     """False for a PDF page without a text layer (scanned image)."""
+
+    def __post_init__(self) -> None:
+        self.text = without_nul(self.text)
 
 
 @dataclass(slots=True)

@@ -38,11 +38,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
+from ..positions import without_nul
 from .records import (
     ChatRecord,
     ChunkRecord,
@@ -52,11 +53,13 @@ from .records import (
     NewDocument,
     SegmentRecord,
     TocRecord,
+    nul_free,
 )
 
 try:
     import psycopg
     from pgvector.psycopg import register_vector
+    from psycopg import sql
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise StoreError(
         "PostgreSQL support needs psycopg and pgvector: pip install 'chapterverse[postgres]'"
@@ -177,6 +180,8 @@ MIGRATIONS: list[tuple[str, str]] = [("m001_initial", _M001_INITIAL)]
 """(name, SQL script); each is applied in one transaction together with its ``schema_migrations`` row."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
+_NAMED_LOCK = "hashtext(current_schema() || '/chapterverse'), hashtext({})"
+"""The key of ``PostgresStore.lock(name)``: two int4, a key space apart from the one-bigint chunk-write lock."""
 _HNSW_MAX_DIM = 2000
 """pgvector indexes ``vector`` up to 2,000 dimensions and ``halfvec`` up to 4,000."""
 _TOKEN = re.compile(r"[^\W_]+")
@@ -216,6 +221,19 @@ def _redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
+def _without_password(text: str, url: str) -> str:
+    """``text``, a driver's message about ``url``, with the URL's password masked wherever it is quoted.
+
+    libpq quotes the offending part of a malformed URL ("invalid percent-encoded token"), password included.
+    """
+    password = urlsplit(url).password
+    if not password:
+        return text
+    for form in (password, unquote(password)):
+        text = text.replace(form, "***")
+    return text
+
+
 class _ConnectionLost(StoreError):
     """The connection died under a statement (server restart, failover): a read may be retried once."""
 
@@ -235,12 +253,6 @@ def _relation(conn: psycopg.Connection[Any], name: str) -> int | None:
     """The oid of table or index ``name`` in the store's own schema (never one further down the search_path)."""
     row = conn.execute("SELECT to_regclass(format('%%I.%%I', current_schema(), %s::text))::oid", (name,)).fetchone()
     return row[0] if row else None
-
-
-def _no_nul(text: str, what: str) -> str:
-    if "\x00" in text:
-        raise StoreError(f"{what}: contains NUL characters, which PostgreSQL text cannot hold")
-    return text
 
 
 def _could_reach(rest: Sequence[tuple[float, int, str]], threshold: float, extra: float) -> str | None:
@@ -315,8 +327,8 @@ class PostgresStore:
     def _open(self) -> psycopg.Connection[Any]:
         try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=30)
-        except psycopg.Error as exc:
-            raise StoreError(f"{self._where}: cannot connect: {exc}") from exc
+        except psycopg.Error as exc:  # not chained: the driver's own message may quote the password
+            raise StoreError(f"{self._where}: cannot connect: {_without_password(str(exc), self.url)}") from None
 
     def _connect(self) -> psycopg.Connection[Any]:
         conn = self._open()
@@ -390,6 +402,38 @@ class PostgresStore:
     def _lock_chunks(self, tx: psycopg.Connection[Any]) -> None:
         """Serialize writes that change chunks, per schema, like SQLite's single writer."""
         tx.execute("SELECT pg_advisory_xact_lock(hashtext(current_schema() || '/chapterverse/chunks'))")
+
+    # -- locks between processes ------------------------------------------------------------
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the library-wide lock ``name`` for the block: every process on this schema waits for it.
+
+        An advisory lock (two 32-bit hashes: schema, name) in a transaction of its own connection: transaction-
+        scoped, so PgBouncer's transaction pooling keeps it, and released if the process or its connection dies.
+        The transaction writes nothing and, idle, holds no snapshot, so even one held for a server's lifetime
+        never holds back VACUUM: the name goes in as a literal over the simple query protocol, because a
+        statement with parameters leaves a portal that pins the transaction's xmin until the next statement.
+        Not reentrant.
+        """
+        statement = sql.SQL(f"SELECT pg_advisory_xact_lock({_NAMED_LOCK})").format(sql.Literal(name))
+        conn = self._pool.get()
+        try:
+            with conn.transaction():
+                conn.execute(statement, prepare=False)
+                yield
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: lock {name!r}: {exc}") from exc
+        finally:
+            self._pool.put(conn)
+
+    def locked(self, name: str) -> bool:
+        """Whether a process (this one included) holds ``lock(name)`` now; read from ``pg_locks``, taking nothing."""
+        row = self._one(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = hashtext(current_schema() || '/chapterverse')::oid AND objid = hashtext(%s)::oid)",
+            (name,))  # the same key as _NAMED_LOCK
+        return bool(row[0])
 
     def _migrate(self) -> None:
         conn = self._open()
@@ -533,8 +577,7 @@ class PostgresStore:
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         if len(doc.vectors) != len(doc.chunks):
             raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
-        for f in doc.files:
-            _no_nul(f.text, doc.source)
+        doc = nul_free(doc)
         dim = int(self.get_meta("embedding_dim") or 0)
         with self.transaction() as tx:
             self._lock_chunks(tx)
@@ -633,11 +676,6 @@ class PostgresStore:
                 self._bump(tx)
         return removed
 
-    def remove_ephemeral(self) -> int:
-        """Drop documents added with ``persist: false``: they live only until the next start."""
-        ids = [r[0] for r in self._rows("SELECT id FROM documents WHERE ephemeral")]
-        return self.remove_documents(ids)
-
     # -- document reads ---------------------------------------------------------------------
     _DOC_COLUMNS = (
         "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
@@ -665,7 +703,8 @@ class PostgresStore:
         return self._document(row)
 
     def documents_by_source(self, source: str) -> list[DocumentRecord]:
-        rows = self._rows(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=%s ORDER BY d.id", (source,))
+        rows = self._rows(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=%s ORDER BY d.id",
+                          (without_nul(source),))
         return [self._document(r) for r in rows]
 
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
@@ -746,10 +785,10 @@ class PostgresStore:
             args.append(doc_id)
         if exact is not None:
             clauses.append("c.source=%s")
-            args.append(exact)
+            args.append(without_nul(exact))
         if prefix:
             clauses.append("starts_with(c.source, %s)")
-            args.append(prefix)
+            args.append(without_nul(prefix))
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def source_counts(self) -> list[tuple[str, int, bool]]:
@@ -953,14 +992,14 @@ class PostgresStore:
             tx.execute(
                 "INSERT INTO summaries VALUES (%s,%s,%s,%s,%s,%s) ON CONFLICT (segment_hash, model, prompt_version)"
                 " DO UPDATE SET text=excluded.text, dropped_tags=excluded.dropped_tags, created_at=excluded.created_at",
-                (segment_hash, model, prompt_version, _no_nul(text, "summary"), dropped_tags, _now()),
+                (segment_hash, model, prompt_version, without_nul(text), dropped_tags, _now()),
             )
 
     # -- chats ------------------------------------------------------------------------------
     def create_chat(self, doc_id: int | None, title: str) -> int:
         with self.transaction() as tx:
             row = tx.execute("INSERT INTO chats(doc_id, title, created_at) VALUES (%s,%s,%s) RETURNING id",
-                             (doc_id, title, _now())).fetchone()
+                             (doc_id, without_nul(title), _now())).fetchone()
         return int(row[0])  # type: ignore[index]
 
     def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
@@ -983,7 +1022,7 @@ class PostgresStore:
             tx.execute(
                 "INSERT INTO messages SELECT %s, coalesce(max(seq), -1) + 1, %s, %s, %s, %s FROM messages"
                 " WHERE chat_id=%s",
-                (chat_id, role, _no_nul(content, "message"),
+                (chat_id, role, without_nul(content),
                  json.dumps(result, ensure_ascii=False) if result else None, _now(), chat_id),
             )
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+
+from ..positions import without_nul
 
 __all__ = [
     "DocumentRecord",
@@ -19,6 +21,7 @@ __all__ = [
     "NewDocument",
     "ChatRecord",
     "MessageRecord",
+    "nul_free",
 ]
 
 
@@ -143,6 +146,30 @@ class NewDocument:
     metadata: dict[str, Any] = field(default_factory=dict)
     dynamic: bool = False
     ephemeral: bool = False
+
+
+def _nul_free_path(path: list[str]) -> list[str]:
+    return [without_nul(part) for part in path]
+
+
+def nul_free(doc: NewDocument) -> NewDocument:
+    """``doc`` with NUL replaced by U+FFFD in every text column it fills (JSON metadata keeps its escapes).
+
+    Both stores write what this returns, so a document reads back the same from either, and PostgreSQL, whose
+    text cannot hold NUL, accepts it; the replacement is one code point, so spans and offsets stay valid.
+    """
+    return replace(
+        doc, source=without_nul(doc.source), title=without_nul(doc.title), format=without_nul(doc.format),
+        content_hash=without_nul(doc.content_hash), language=without_nul(doc.language),
+        files=[replace(f, text=without_nul(f.text), title=without_nul(f.title), label=without_nul(f.label))
+               for f in doc.files],
+        toc=[(level, without_nul(title), ordinal, offset) for level, title, ordinal, offset in doc.toc],
+        segments=[replace(s, title_path=_nul_free_path(s.title_path), content_hash=without_nul(s.content_hash))
+                  for s in doc.segments],
+        chunks=[replace(c, source=without_nul(c.source), terms=without_nul(c.terms),
+                        heading_terms=without_nul(c.heading_terms), title_path=_nul_free_path(c.title_path))
+                for c in doc.chunks],
+    )
 
 
 @dataclass(slots=True)

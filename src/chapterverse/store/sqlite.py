@@ -11,17 +11,20 @@ model and dimension made them and refuses to mix.
 from __future__ import annotations
 
 import json
+import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
+from ..positions import without_nul
 from .records import (
     ChatRecord,
     ChunkRecord,
@@ -31,7 +34,13 @@ from .records import (
     NewDocument,
     SegmentRecord,
     TocRecord,
+    nul_free,
 )
+
+try:  # POSIX; elsewhere (Windows) lock() and locked() coordinate nothing
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
@@ -151,6 +160,23 @@ def _vector_blob(vector: np.ndarray) -> bytes:
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
+def _hold(path: Path) -> IO[bytes]:
+    """An open handle of ``path`` holding its exclusive ``flock``.
+
+    A holder removes the file when it lets go, so after the lock is granted the path must still name the file
+    that was locked; otherwise the lock is on a removed file and the next holder would not see it: try again.
+    """
+    while True:
+        handle = open(path, "a+b")  # noqa: SIM115 - returned open, or closed below
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()
+
+
 class SQLiteStore:
     """A library in one SQLite file."""
 
@@ -199,6 +225,43 @@ class SQLiteStore:
         if conn is not None:
             conn.close()
             self._local.db = None
+
+    # -- locks between processes ------------------------------------------------------------
+    def _lock_path(self, name: str) -> Path:
+        return self.path.with_name(f"{self.path.name}.lock-{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}")
+
+    @contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """Hold the library-wide lock ``name`` for the block: every process using this file waits for it.
+
+        ``flock`` of ``<database>.lock-<name>``, a file that exists only while the lock is held (the kernel
+        releases the lock if the process dies). Not reentrant.
+        """
+        if fcntl is None:  # pragma: no cover - Windows
+            yield
+            return
+        path = self._lock_path(name)
+        handle = _hold(path)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            handle.close()
+
+    def locked(self, name: str) -> bool:
+        """Whether a process (this one included) holds ``lock(name)`` now."""
+        if fcntl is None:  # pragma: no cover - Windows
+            return False
+        try:
+            handle = open(self._lock_path(name), "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return False
+        with handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            return False
 
     def _migrate(self) -> None:
         db = self.db
@@ -264,6 +327,7 @@ class SQLiteStore:
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         if len(doc.vectors) != len(doc.chunks):
             raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        doc = nul_free(doc)
         with self.transaction() as tx:
             for old in replace:
                 tx.execute("DELETE FROM documents WHERE id=?", (old,))
@@ -316,11 +380,6 @@ class SQLiteStore:
                 self._bump(tx)
         return removed
 
-    def remove_ephemeral(self) -> int:
-        """Drop documents added with ``persist: false``: they live only until the next start."""
-        ids = [r[0] for r in self.db.execute("SELECT id FROM documents WHERE ephemeral=1")]
-        return self.remove_documents(ids)
-
     # -- document reads ---------------------------------------------------------------------
     _DOC_COLUMNS = (
         "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
@@ -350,7 +409,7 @@ class SQLiteStore:
 
     def documents_by_source(self, source: str) -> list[DocumentRecord]:
         rows = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=? ORDER BY d.id",
-                               (source,)).fetchall()
+                               (without_nul(source),)).fetchall()
         return [self._document(r) for r in rows]
 
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
@@ -451,10 +510,10 @@ class SQLiteStore:
             args.append(doc_id)
         if exact is not None:
             clauses.append("c.source=?")
-            args.append(exact)
+            args.append(without_nul(exact))
         if prefix:
             clauses.append("substr(c.source, 1, ?)=?")
-            args += [len(prefix), prefix]
+            args += [len(prefix), without_nul(prefix)]
         return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def source_counts(self) -> list[tuple[str, int, bool]]:
@@ -548,14 +607,14 @@ class SQLiteStore:
         with self.transaction() as tx:
             tx.execute(
                 "INSERT OR REPLACE INTO summaries VALUES (?,?,?,?,?,?)",
-                (segment_hash, model, prompt_version, text, dropped_tags, _now()),
+                (segment_hash, model, prompt_version, without_nul(text), dropped_tags, _now()),
             )
 
     # -- chats ------------------------------------------------------------------------------
     def create_chat(self, doc_id: int | None, title: str) -> int:
         with self.transaction() as tx:
             return int(tx.execute("INSERT INTO chats(doc_id, title, created_at) VALUES (?,?,?)",
-                                  (doc_id, title, _now())).lastrowid or 0)
+                                  (doc_id, without_nul(title), _now())).lastrowid or 0)
 
     def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
         sql, args = "SELECT id, doc_id, title, created_at FROM chats", []
@@ -571,10 +630,14 @@ class SQLiteStore:
 
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:
+            # Checked, not left to the foreign key: an unknown chat is the caller's NotFoundError, as on PostgreSQL.
+            if tx.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone() is None:
+                raise NotFoundError(f"no chat with id {chat_id}")
             seq = tx.execute("SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
             tx.execute(
                 "INSERT INTO messages VALUES (?,?,?,?,?,?)",
-                (chat_id, seq, role, content, json.dumps(result, ensure_ascii=False) if result else None, _now()),
+                (chat_id, seq, role, without_nul(content), json.dumps(result, ensure_ascii=False) if result else None,
+                 _now()),
             )
 
     def messages(self, chat_id: int) -> list[MessageRecord]:
