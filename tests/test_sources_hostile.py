@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote
 
+import pypdf
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pypdf.generic import NameObject
 
 from chapterverse.errors import BadLinesError, SourceError, SourceTooLargeError
 from chapterverse.positions import paragraph_spans
 from chapterverse.sources import read_source
+from chapterverse.sources.jsonl import MAX_CHUNK_INDEX, read_jsonl
 from chapterverse.sources.epub import resolve_href
+from chapterverse.sources.pdf import _pypdf_outline
 from chapterverse.sources.xhtml import html_to_text, xhtml_to_text
 
 XHTML = ('<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml" '
@@ -294,6 +302,35 @@ def test_html_file(tmp_path: Path) -> None:
     assert [(e.title, e.level, e.offset) for e in document.toc] == [("Top", 0, 0), ("Low", 2, 11)]
 
 
+# --- PDF outlines -----------------------------------------------------------------------------
+
+def _cyclic_outline_pdf(path: Path) -> Path:
+    """Three pages whose outline loops: the last top-level item's /Next is the first, and the one child's
+    own child is its parent."""
+    writer = pypdf.PdfWriter()
+    for _ in range(3):
+        writer.add_blank_page(200, 200)
+    one = writer.add_outline_item(title="One", page_number=0)
+    two = writer.add_outline_item(title="Two", page_number=1)
+    three = writer.add_outline_item(title="Three", page_number=2, parent=two)
+    two.get_object()[NameObject("/Next")] = one
+    three.get_object()[NameObject("/Next")] = one
+    three.get_object()[NameObject("/First")] = three.get_object()[NameObject("/Last")] = two
+    with path.open("wb") as out:
+        writer.write(out)
+    return path
+
+
+def test_cyclic_pdf_outline_is_walked_once(tmp_path: Path) -> None:
+    path = _cyclic_outline_pdf(tmp_path / "cyclic.pdf")
+    started = time.monotonic()
+    document = read_source(path)
+    assert time.monotonic() - started < 5
+    assert [(e.title, e.level, e.file_index) for e in document.toc] == [("One", 0, 0), ("Two", 0, 1), ("Three", 1, 2)]
+    fallback = list(_pypdf_outline(pypdf.PdfReader(path), 3))
+    assert [(e.title, e.file_index) for e in fallback] == [("One", 0), ("Two", 1), ("Three", 2)]
+
+
 # --- JSONL ------------------------------------------------------------------------------------
 
 def test_jsonl_records_and_defaults(tmp_path: Path) -> None:
@@ -322,3 +359,93 @@ def test_jsonl_reports_every_bad_line(tmp_path: Path) -> None:
     (tmp_path / "empty.jsonl").write_text("\n\n", encoding="utf-8")
     with pytest.raises(SourceError, match="no JSON lines"):
         read_source(tmp_path / "empty.jsonl")
+
+
+def test_regression_jsonl_lines_no_store_can_hold_are_bad_lines(tmp_path: Path) -> None:
+    """Found by fuzzing: each of these used to raise RecursionError, or to pass the reader and then fail the
+    store's write (unpaired surrogate, NaN, a chunk_index beyond PostgreSQL's integer)."""
+    rows = [b'{"text": "ok"}', b'{"text": "x", "m": ' + b"[" * 5000 + b"]" * 5000 + b"}", b"[" * 100_000,
+            b'{"text": "a\\ud800b"}', b'{"text": "a", "source": "\\udc00"}', b'{"text": "a", "m": {"\\udfff": 1}}',
+            b'{"text": "a", "x": NaN}', b'{"text": "a", "x": -Infinity}', b'{"text": "a", "chunk_index": 2147483648}',
+            b'{"text": "a", "chunk_index": 1' + b"0" * 5000 + b"}", b'{"text": "\\ud83d\\ude00 paired is fine"}']
+    (tmp_path / "hostile.jsonl").write_bytes(b"\n".join(rows))
+    with pytest.raises(BadLinesError) as caught:
+        read_source(tmp_path / "hostile.jsonl")
+    assert list(caught.value.bad_lines) == list(range(2, 11))
+    assert "nested too deeply" in caught.value.bad_lines[2] and "surrogate" in caught.value.bad_lines[4]
+    assert "NaN" in caught.value.bad_lines[7] and str(MAX_CHUNK_INDEX) in caught.value.bad_lines[9]
+
+
+# --- JSONL, fuzzed: any bytes give chunks or BadLinesError/SourceError; bad lines are named exactly --------------
+
+_JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.text(max_size=8),
+                          st.floats(allow_nan=False, allow_infinity=False))
+_JSON_VALUES = st.recursive(_JSON_SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=3),
+                                                                    st.dictionaries(st.text(max_size=5), inner,
+                                                                                    max_size=3)), max_leaves=8)
+_TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\x00"), min_size=1, max_size=30).filter(str.strip)
+_GOOD = st.fixed_dictionaries({"text": _TEXT}, optional={
+    "source": _TEXT, "chunk_index": st.integers(0, MAX_CHUNK_INDEX),
+    "meta": _JSON_VALUES, "page": st.integers(0, 10_000)})
+_BAD_LINES = [b"not json", b"{", b'["a list"]', b"42", b'"text"', b'{"source": "no text"}', b'{"text": ""}',
+              b'{"text": " \\n "}', b'{"text": 5}', b'{"text": null}', b'{"text": ["a"]}',
+              b'{"text": "a", "source": 5}', b'{"text": "a", "source": ""}', b'{"text": "a", "chunk_index": -1}',
+              b'{"text": "a", "chunk_index": true}', b'{"text": "a", "chunk_index": 1.5}',
+              b'{"text": "a", "chunk_index": "3"}', b'{"text": "caf\xe9"}', b'{"text": "a\\udc00"}',
+              b'{"text": "a", "x": NaN}', b"[" * 3000, b'{"text": "a"} trailing',
+              b'{"text": "a", "chunk_index": 9999999999}', b"\xff\xfe{}"]
+
+
+def _read(data: bytes) -> Any:
+    """read_jsonl on ``data`` written to a fresh file named ``f.jsonl``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "f.jsonl"
+        path.write_bytes(data)
+        return read_jsonl(path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(lines=st.lists(st.one_of(st.tuples(st.just("good"), _GOOD, st.booleans()),
+                                st.tuples(st.just("bad"), st.sampled_from(_BAD_LINES), st.just(False)),
+                                st.tuples(st.just("blank"), st.sampled_from([b"", b"  ", b"\t", b"\r"]),
+                                          st.just(False))), min_size=1, max_size=8),
+       newline=st.sampled_from([b"\n", b"\r\n"]))
+def test_jsonl_names_exactly_the_bad_lines_or_keeps_every_good_one(lines: list[tuple[str, Any, bool]],
+                                                                   newline: bytes) -> None:
+    raws = [json.dumps(v, ensure_ascii=ascii).encode() if kind == "good" else v for kind, v, ascii in lines]
+    bad = [n + 1 for n, (kind, _, _) in enumerate(lines) if kind == "bad"]
+    good = [(n, v) for n, (kind, v, _) in enumerate(lines) if kind == "good"]
+    try:
+        document = _read(newline.join(raws))
+    except BadLinesError as exc:
+        assert list(exc.bad_lines) == bad
+        return
+    except SourceError as exc:
+        assert not good and not bad and "no JSON lines" in str(exc)
+        return
+    assert not bad
+    assert [f.text for f in document.files] == [record["text"] for _, record in good]
+    expected = [(i, r.get("source", f"f.jsonl#line{n}"), r.get("chunk_index", n)) for i, (n, r) in enumerate(good)]
+    assert [(c.file_index, c.source, c.chunk_index) for c in document.prechunked] == expected
+    assert [c.metadata for c in document.prechunked] == [
+        {k: v for k, v in record.items() if k not in ("text", "source", "chunk_index")} for _, record in good]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=200),
+                 st.lists(st.sampled_from([b"{", b"}", b"[", b"]", b'"text"', b'"source"', b'"chunk_index"', b":",
+                                           b",", b"\n", b'"a"', b"1", b"-1", b"1e400", b"NaN", b"null", b"true",
+                                           b'"\\ud800"', b'"\\udc00"', b"\xef\xbb\xbf", b"\xff", b"\x00", b" "]),
+                          max_size=40).map(b"".join)))
+def test_jsonl_any_bytes_give_storable_chunks_or_a_source_error(data: bytes) -> None:
+    try:
+        document = _read(data)
+    except SourceError as exc:
+        assert "f.jsonl" in str(exc)
+        if isinstance(exc, BadLinesError):
+            assert exc.bad_lines and all(n >= 1 for n in exc.bad_lines)
+        return
+    assert len(document.files) == len(document.prechunked) >= 1
+    for file, chunk in zip(document.files, document.prechunked):
+        assert file.text.strip() and 0 <= chunk.chunk_index <= MAX_CHUNK_INDEX and chunk.source.strip()
+        json.dumps([file.text, chunk.source, chunk.metadata], ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -1,7 +1,8 @@
 """The readers against corpora built to break parsers: never crash, never hang, fail only typed.
 
-Each file is read in a worker subprocess with a 20 s budget, so a hang or a crash in native code
-(libxml2, pdfium) fails the test with the file's name instead of blocking or killing the run.
+Each file is read in a worker subprocess with a 20 s budget and a 2 GiB address-space limit, so a hang, a
+memory blow-up or a crash in native code (libxml2, pdfium) fails the test with the file's name instead of
+blocking, swapping or killing the run.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from chapterverse.errors import EncryptedSourceError
 from chapterverse.sources import read_source
 
 PER_FILE_SECONDS = 20.0
+PER_WORKER_BYTES = 2 * 1024**3
 WORKERS = 2
 
 _WORKER = r"""
-import json, os, sys
+import json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), int(sys.argv[1])))
 results = os.fdopen(os.dup(1), "w")
 os.dup2(2, 1)  # library chatter on stdout must not corrupt the result stream
 from chapterverse.errors import SourceError
@@ -55,7 +58,7 @@ class _Worker:
     """One reader subprocess, fed one job at a time so each job gets its own deadline."""
 
     def __init__(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-c", _WORKER, str(PER_WORKER_BYTES)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
     def run(self, job: dict[str, Any]) -> dict[str, Any]:

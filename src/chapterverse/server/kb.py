@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 
+from .bodies import require_text_body
 from .errors import ApiError
 from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
 
@@ -33,7 +34,7 @@ def _kb(request: Request) -> KnowledgeBase:
     return kb
 
 
-router = APIRouter(prefix="/v1/rag", tags=["rag"], dependencies=[Depends(_kb)])
+router = APIRouter(prefix="/v1/rag", tags=["rag"], dependencies=[Depends(_kb), Depends(require_text_body)])
 KB = Annotated[KnowledgeBase, Depends(_kb)]
 Metadata = dict[str, Any]
 

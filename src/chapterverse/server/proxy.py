@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -35,6 +35,7 @@ from ..errors import ChapterverseError, TagError
 from ..library import Hit
 from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..positions import Span
+from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
 from .upstream import Upstream
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
 __all__ = ["router", "SSERelay"]
 
 log = logging.getLogger(__name__)
-router = APIRouter(tags=["openai"])
+router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
 _turns = itertools.count(1)
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -57,6 +58,8 @@ def _state(request: Request) -> ServerState:
 async def _json_body(request: Request) -> dict[str, Any]:
     try:
         body = json.loads(await request.body())
+    except RecursionError as exc:
+        raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
     except ValueError as exc:
         raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):

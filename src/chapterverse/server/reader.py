@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -33,6 +33,7 @@ from ..llm.summaries import EXTRACTIVE_MODEL, summary_status
 from ..positions import paragraph_spans, parse_tag
 from ..sources import SUPPORTED_SUFFIXES, iter_folder
 from ..store import DocumentRecord
+from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
 
@@ -205,7 +206,8 @@ class PathRequest(BaseModel):
     path: str = Field(..., min_length=1, description="A file or folder on the server (folders: recursively).")
 
 
-@router.post("/documents/path", status_code=202, summary="Add a file or folder on the server; answers a Job")
+@router.post("/documents/path", status_code=202, summary="Add a file or folder on the server; answers a Job",
+             dependencies=[Depends(require_text_body)])
 def add_path(request: Request, body: PathRequest) -> JSONResponse:
     state = _state(request)
     path = Path(body.path).expanduser()
@@ -276,7 +278,8 @@ def _sse(event: str, data: Any) -> str:
     return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-@router.post("/documents/{doc_id}/ask", summary="Ask about a document; answers Server-Sent Events")
+@router.post("/documents/{doc_id}/ask", summary="Ask about a document; answers Server-Sent Events",
+             dependencies=[Depends(require_text_body)])
 def ask(request: Request, doc_id: int, body: AskRequest) -> StreamingResponse:
     state = _state(request)
     library = state.reader
@@ -377,7 +380,8 @@ def get_settings(request: Request) -> dict[str, Any]:
     return _settings(_state(request))
 
 
-@router.put("/settings", summary="Change the chat model (\"\" clears a value); kept in the library's config.json")
+@router.put("/settings", summary="Change the chat model (\"\" clears a value); kept in the library's config.json",
+            dependencies=[Depends(require_text_body)])
 def put_settings(request: Request, body: SettingsRequest) -> dict[str, Any]:
     state = _state(request)
     state.upstream.update({"base_url": body.llm_base_url, "model": body.llm_model, "api_key": body.llm_api_key})

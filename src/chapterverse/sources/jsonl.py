@@ -18,7 +18,10 @@ from ..errors import BadLinesError, SourceError
 from .base import ParsedDocument, ParsedFile, PreChunk
 from .text import read_bytes
 
-__all__ = ["read_jsonl"]
+__all__ = ["read_jsonl", "MAX_CHUNK_INDEX"]
+
+MAX_CHUNK_INDEX = 2**31 - 1
+"""The largest ``chunk_index`` both stores hold (PostgreSQL ``integer``)."""
 
 
 def read_jsonl(path: str | Path) -> ParsedDocument:
@@ -54,9 +57,12 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise ValueError(f"invalid UTF-8 at byte {exc.start}") from exc
     try:
-        record = json.loads(line)
+        record = json.loads(line, parse_constant=_reject_constant)
+        _require_encodable(record)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON ({exc.msg} at column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
     if not isinstance(record, dict):
         raise ValueError(f"expected a JSON object, got {type(record).__name__}")
     text = record.get("text")
@@ -65,6 +71,20 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
     if "source" in record and (not isinstance(record["source"], str) or not record["source"].strip()):
         raise ValueError('"source" must be a non-empty string')
     chunk_index = record.get("chunk_index", 0)
-    if isinstance(chunk_index, bool) or not isinstance(chunk_index, int) or chunk_index < 0:
-        raise ValueError('"chunk_index" must be a non-negative integer')
+    if isinstance(chunk_index, bool) or not isinstance(chunk_index, int) or not 0 <= chunk_index <= MAX_CHUNK_INDEX:
+        raise ValueError(f'"chunk_index" must be an integer from 0 to {MAX_CHUNK_INDEX}')
     return record
+
+
+def _reject_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON: PostgreSQL's json type refuses them, so they are refused here."""
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _require_encodable(record: Any) -> None:
+    """A ``\\ud800``-style escape decodes to an unpaired surrogate that no store can write as UTF-8;
+    finding it here makes it a bad line instead of a failed write after the whole file was embedded."""
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"unpaired surrogate escape (\\u{ord(exc.object[exc.start]):04x}) cannot be stored") from exc
