@@ -52,6 +52,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from .astlock import AST_LOCK
 from .errors import StoreError
 from .store import SQLiteStore
 
@@ -227,7 +228,8 @@ def _save_npy(path: Path, array: np.ndarray) -> None:
 def _load_npy(path: Path, rows: int, dtype: str, width: int | None = None) -> np.ndarray:
     """Memory-map ``path`` and check its shape and dtype; any mismatch is a corrupt index."""
     try:
-        array = np.load(path, mmap_mode="r", allow_pickle=False)
+        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.astlock
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise _Corrupt(f"{path.name}: {exc}") from exc
     shape = (rows,) if width is None else (rows, width)

@@ -16,6 +16,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..astlock import AST_LOCK
+
 __all__ = ["Selection", "SelectionParseError", "parse_selection"]
 
 _HINT = 'Reply with only {"Thinking": "...", "answer": ["<id>", ...]}.'
@@ -89,7 +91,8 @@ def _python_literal(text: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            return ast.literal_eval(text)
+            with AST_LOCK:
+                return ast.literal_eval(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None
 
