@@ -62,7 +62,8 @@ class UpsertRequest(BaseModel):
     text: str = Field("", description="The new text; empty deletes the source.")
     metadata: Metadata = Field(default_factory=dict)
     dynamic: bool = True
-    persist: bool = Field(True, description="false: kept until the server restarts.")
+    persist: bool = Field(True, description="false: kept only while the server that added it runs "
+                                             "(dropped when it stops or crashes).")
 
 
 class SearchRequest(BaseModel):
