@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..library import Library, Progress
-from ..retrieval import FEATURES, FusionWeights
+from ..retrieval import FusionWeights
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 __all__ = ["Group", "collect_groups", "fit_fusion", "evaluate_weights"]
@@ -63,7 +63,8 @@ def collect_groups(bench: BenchSet, library: Library, doc_ids: dict[str, int], *
 
 def fit_fusion(groups: Sequence[Group], *, l2: float = 1e-3, steps: int = 2000,
                rate: float = 0.05) -> tuple[np.ndarray, float]:
-    """Weights (one per feature) and bias; groups without a gold candidate teach nothing and are skipped."""
+    """Weights (one per feature column, so extra candidate features can be tried) and bias; groups without a
+    gold candidate teach nothing and are skipped."""
     usable = [g for g in groups if g.gold.any()]
     if not usable:
         raise ValueError("no question has a gold passage among its candidates")
@@ -72,7 +73,7 @@ def fit_fusion(groups: Sequence[Group], *, l2: float = 1e-3, steps: int = 2000,
         sizes[g.set_name] = sizes.get(g.set_name, 0) + 1
     share = np.array([1.0 / (len(sizes) * sizes[g.set_name]) for g in usable])
     stacked = _Stacked(usable, share)
-    weights = _adam(lambda w: stacked.listwise(w, l2), np.zeros(len(FEATURES)), steps, rate)
+    weights = _adam(lambda w: stacked.listwise(w, l2), np.zeros(stacked.features.shape[1]), steps, rate)
     scores = stacked.features @ weights
     scale, bias = _adam(lambda p: _pointwise(p, scores, stacked.gold, stacked.row_share), np.array([1.0, 0.0]),
                         steps, rate)
