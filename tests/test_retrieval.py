@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -131,6 +132,33 @@ def test_lexical_index_follows_new_documents(tmp_path: Path, embedder: Embedder)
     _, ids = _library(tmp_path, embedder, {"new": "Zanzibarian quokkas are a made-up species of marsupial."})
     hits = library.retriever.lexical("zanzibarian quokkas", k=5)
     assert [library.store.chunks_by_ids([hits[0][0]])[hits[0][0]].doc_id] == [ids["new"]]
+
+
+def test_a_missing_index_of_a_large_library_is_built_while_the_store_answers(tmp_path: Path,
+                                                                             embedder: Embedder) -> None:
+    library, ids = _library(tmp_path, embedder, {"warsaw": _paragraphs("en", "Warsaw"),
+                                                 "tesla": _paragraphs("en", "Nikola_Tesla")})
+    query = "What is the Saxon Garden called in Polish?"
+    retriever = Retriever(library.store, embedder, FusionWeights(max_memory_chunks=1))
+    meanwhile = retriever.search(query, k=3)  # FTS5 answers: no prefix ranking
+    assert meanwhile[0].chunk.doc_id == ids["warsaw"] and all(h.extras["pre"] == 0.0 for h in meanwhile)
+    deadline = time.monotonic() + 60
+    while retriever.lexical_index.building and time.monotonic() < deadline:
+        time.sleep(0.01)
+    built = retriever.search(query, k=3)
+    assert [(h.chunk.id, h.score) for h in built] == [(h.chunk.id, h.score) for h in library.search(query, k=3)]
+    assert any(h.extras["pre"] > 0 for h in built)
+
+
+def test_the_lexical_index_is_persisted_beside_the_library(english: tuple[Library, dict[str, int]]) -> None:
+    library, _ = english
+    query = "Which Polish garden is named after Saxony?"
+    expected = library.retriever.search(query, k=5)
+    fresh = Retriever(SQLiteStore(library.store.path), library.embedder)
+    assert [(h.chunk.id, h.score, h.extras) for h in fresh.search(query, k=5)] == \
+        [(h.chunk.id, h.score, h.extras) for h in expected]
+    assert fresh.lexical_index.last_refresh == "loaded"
+    assert fresh.lexical_index.directory == library.store.path.with_name("library.lexical")
 
 
 class _StoreWithoutTerms(SQLiteStore):

@@ -271,9 +271,14 @@ def test_scale_bench_measures_a_small_synthetic_library(tmp_path: Path) -> None:
                         "questions": [f"where did whale {i} swim?" for i in range(12)],
                         "query_vectors": str(tmp_path / "q.npy")})
     assert row["exact_agrees_with_brute_force"] == 1.0 and row["dense_recall_at_10"] == 1.0
-    for key in ("startup_s", "lexical_p50_ms", "dense_p50_ms", "hybrid_p99_ms", "brute_force_p50_ms", "rss_mb",
-                "bytes_per_chunk"):
+    for key in ("startup_s", "lexical_open_s", "first_hybrid_ms", "lexical_p50_ms", "fts5_p50_ms", "dense_p50_ms",
+                "hybrid_p99_ms", "brute_force_p50_ms", "rss_mb", "bytes_per_chunk", "lexical_bytes_per_chunk",
+                "lexical_build_s", "lexical_refresh_after_append_s", "hybrid_after_remove_ms"):
         assert row[key] > 0, key
+    assert row["lexical_refresh"] == "rebuilt" and row["lexical_segments"] == 1
+    again = measure_size({"directory": str(tmp_path / "lib"), "chunks": 2_000, "vectors": "random",
+                          "questions": ["where did the whale swim?"], "query_vectors": str(tmp_path / "q.npy")})
+    assert again["lexical_refresh"] == again["index_refresh"] == "loaded", "the write was undone and followed"
     machine = {"cpu": "test", "cores": 2, "memory_gb": 1, "python": "3", "numpy": "2"}
     assert "| 2,000 | random |" in format_report({"machine": machine, "sizes": [row]})
 

@@ -17,11 +17,13 @@ Why these parts:
 - *Learned, not hand-set, weights*: normalised-score fusion with a hand-set weight was 3-10 points of
   hit@5 behind on every set; reciprocal-rank fusion throws magnitudes away and loses to BM25 alone.
 
-BM25 runs in process over postings built from the store's ``terms`` column (numpy, cached until the
-store's generation moves): FTS5's ``bm25()`` took 20-35 ms a query for this on a 2,700-chunk library,
-the in-process scoring well under 1 ms. Stores that cannot list their terms (PostgreSQL), and libraries
-above :attr:`FusionWeights.max_memory_chunks`, fall back to the store's own BM25 over stems; the prefix
-features are then constant, which leaves the ranking to the other features.
+BM25 runs in process over postings of the store's ``terms`` column (:mod:`chapterverse.lexicalindex`):
+FTS5's ``bm25()`` took 20-35 ms a query for this on a 2,700-chunk library and 120 ms at 1 M chunks, the
+in-process scoring well under 1 ms and about 10 ms. Beside a SQLite file the postings are memory-mapped
+files that follow the store's writes incrementally (opened in milliseconds, any size); other stores get
+them in memory, rebuilt when the store's generation moves, up to :attr:`FusionWeights.max_memory_chunks`.
+Stores that cannot list their terms, and larger in-memory ones, fall back to the store's own BM25 over
+stems; the prefix features are then constant, which leaves the ranking to the other features.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 
 from .analysis import content_words, query_terms
 from .embeddings import Embedder
+from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView
 from .store import ChunkRecord, SQLiteStore
 from .vectorindex import VectorIndex
 
@@ -98,8 +101,11 @@ class FusionWeights:
     k1: float = 1.2
     b: float = 0.75
     max_memory_chunks: int = 200_000
-    """Above this many chunks BM25 stays in the store. In memory it costs ~8 bytes per posting (~800 bytes
-    a chunk, stems and prefixes) and a build of ~0.1 ms a chunk at the first search after each write."""
+    """Above this many chunks a store without a memory-mapped lexical index (PostgreSQL) keeps BM25 to itself:
+    in memory the postings cost ~8 bytes each (~1 KB a chunk, stems and prefixes) and a build of ~0.1 ms a
+    chunk at the first search after each write. SQLite libraries map theirs from disk at any size; one whose
+    index must be built from scratch (first start, damage) above this size is built in the background while
+    the store's BM25 answers."""
 
 
 @dataclass(slots=True)
@@ -114,91 +120,6 @@ class ScoredChunk:
     """Cosine similarity of query and passage."""
     extras: dict[str, float] = field(default_factory=dict)
     """Every feature the fusion saw, by name (see :data:`FEATURES`)."""
-
-
-class _Postings:
-    """BM25 term weights, term by term: ``rows[ptr[t]:ptr[t+1]]`` hold term ``t`` (pairs come sorted by term)."""
-
-    def __init__(self, term_ids: np.ndarray, rows: np.ndarray, tf: np.ndarray, lengths: np.ndarray,
-                 vocabulary: int, k1: float, b: float) -> None:
-        self.rows = rows.astype(np.int32)
-        df = np.bincount(term_ids, minlength=vocabulary)
-        self.ptr = np.concatenate([[0], np.cumsum(df)]).astype(np.int64)
-        n = max(len(lengths), 1)
-        idf = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene's BM25 idf: never negative
-        average = float(lengths.mean()) if len(lengths) else 1.0
-        norm = k1 * (1 - b + b * lengths[rows] / max(average, 1e-9))
-        self.weights = (idf[term_ids] * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
-
-    def score(self, term_ids: Sequence[int], size: int) -> np.ndarray:
-        scores = np.zeros(size, np.float32)
-        for t in term_ids:
-            lo, hi = self.ptr[t], self.ptr[t + 1]
-            scores[self.rows[lo:hi]] += self.weights[lo:hi]  # a term occurs once per row: no np.add.at needed
-        return scores
-
-
-class _LexicalIndex:
-    """BM25 over stems and over stem prefixes, in memory, rebuilt when the store's generation moves."""
-
-    def __init__(self) -> None:
-        self.generation = -1
-        self.ids = np.zeros(0, np.int64)
-        self.docs = np.zeros(0, np.int64)
-        self.files = np.zeros(0, np.int64)
-        self.vocabulary: dict[str, int] = {}
-        self.prefixes: dict[str, int] = {}
-        self.stems: _Postings | None = None
-        self.prefixed: _Postings | None = None
-        self._lock = threading.Lock()
-
-    def refresh(self, store: Any, weights: FusionWeights) -> None:
-        generation = store.generation()
-        if generation == self.generation:
-            return
-        with self._lock:
-            if generation != self.generation:
-                self._build(store.lexical_rows(), weights)
-                self.generation = generation
-
-    def _build(self, rows: Sequence[tuple[int, int, int, str, str]], weights: FusionWeights) -> None:
-        self.ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        self.docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
-        self.files = np.fromiter((r[2] for r in rows), np.int64, len(rows))
-        # Terms are single-space-joined stems (analysis.index_terms): one split of everything, ids by dict lookup.
-        body = " ".join(r[3] for r in rows).split()
-        heading = " ".join(r[4] for r in rows).split()
-        counts = np.fromiter((r[3].count(" ") + 1 if r[3] else 0 for r in rows), np.int64, len(rows))
-        heading_counts = np.fromiter((r[4].count(" ") + 1 if r[4] else 0 for r in rows), np.int64, len(rows))
-        vocabulary = {t: i for i, t in enumerate(dict.fromkeys(body + heading))}
-        tokens = np.fromiter(map(vocabulary.__getitem__, body + heading), np.int64, len(body) + len(heading))
-        prefixes: dict[str, int] = {}
-        prefix_of = np.fromiter((prefixes.setdefault(t[:weights.prefix], len(prefixes)) for t in vocabulary),
-                                np.int64, len(vocabulary))
-        order = np.arange(len(rows))
-        token_rows = np.concatenate([np.repeat(order, counts), np.repeat(order, heading_counts)])
-        token_weight = np.concatenate([np.ones(len(body)), np.full(len(heading), weights.heading)])
-        lengths = counts + weights.heading * heading_counts
-        self.stems = _collapse(tokens, token_rows, token_weight, lengths, len(vocabulary), weights)
-        self.prefixed = _collapse(prefix_of[tokens], token_rows, token_weight, lengths, len(prefixes), weights)
-        self.vocabulary, self.prefixes = vocabulary, prefixes
-
-    def scores(self, terms: Sequence[str], *, prefix: bool) -> np.ndarray:
-        lookup = self.prefixes if prefix else self.vocabulary
-        postings = self.prefixed if prefix else self.stems
-        if postings is None:
-            return np.zeros(len(self.ids), np.float32)
-        return postings.score([lookup[t] for t in dict.fromkeys(terms) if t in lookup], len(self.ids))
-
-
-def _collapse(terms: np.ndarray, rows: np.ndarray, weight: np.ndarray, lengths: np.ndarray, vocabulary: int,
-              weights: FusionWeights) -> _Postings:
-    """Sum the (weighted) occurrences of each (term, row) pair into postings, sorted by term then row."""
-    n = max(len(lengths), 1)
-    keys = terms * n + rows
-    unique, inverse = np.unique(keys, return_inverse=True)
-    tf = np.bincount(inverse, weights=weight, minlength=len(unique))
-    return _Postings(unique // n, unique % n, tf, lengths.astype(np.float64), vocabulary, weights.k1, weights.b)
 
 
 @dataclass(slots=True)
@@ -222,7 +143,7 @@ class Retriever:
             raise ValueError(f"FusionWeights.weights needs {len(FEATURES)} numbers, one per feature: {FEATURES}")
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()
-        self._lexical = _LexicalIndex()
+        self._lexical: LexicalIndex | None = None
         self._in_database = callable(getattr(store, "dense_search", None))
         """PostgreSQL searches vectors itself (pgvector HNSW): no process holds the whole matrix."""
 
@@ -321,18 +242,30 @@ class Retriever:
         return _Candidates(ids, features, lex, cos)
 
     # -- helpers ------------------------------------------------------------------------------
-    def _memory_index(self) -> _LexicalIndex | None:
-        """The in-memory BM25 index, or None where the store keeps BM25 to itself."""
-        if not callable(getattr(self.store, "lexical_rows", None)):
-            return None
-        if self._lexical.generation != self.store.generation():
-            if self.store.count_chunks() > self.weights.max_memory_chunks:
-                return None
-            self._lexical.refresh(self.store, self.weights)
+    @property
+    def lexical_index(self) -> LexicalIndex:
+        """The BM25 index: memory-mapped beside a SQLite file (milliseconds to open when current), else in memory."""
+        if self._lexical is None:
+            with self._index_lock:
+                if self._lexical is None:
+                    w = self.weights
+                    settings = LexicalSettings(heading=w.heading, prefix=w.prefix, k1=w.k1, b=w.b)
+                    self._lexical = LexicalIndex(self.store, settings=settings)
         return self._lexical
 
+    def _memory_index(self) -> LexicalView | None:
+        """The current snapshot of the in-process BM25 index, or None where the store keeps BM25 to itself."""
+        if not callable(getattr(self.store, "lexical_rows", None)):
+            return None
+        index = self.lexical_index
+        if index.incremental:
+            return index.view_or_build(self.weights.max_memory_chunks)
+        if not index.is_current() and self.store.count_chunks() > self.weights.max_memory_chunks:
+            return None
+        return index.view()
+
     @staticmethod
-    def _top(index: _LexicalIndex, scores: np.ndarray, k: int,
+    def _top(index: LexicalView, scores: np.ndarray, k: int,
              doc_ids: Sequence[int] | None) -> list[tuple[int, float]]:
         if doc_ids is not None:
             scores = np.where(np.isin(index.docs, np.asarray(doc_ids, np.int64)), scores, 0.0)
@@ -343,7 +276,7 @@ class Retriever:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(int(index.ids[i]), float(scores[i])) for i in top]
 
-    def _following(self, ids: Sequence[int], index: _LexicalIndex | None) -> list[int | None]:
+    def _following(self, ids: Sequence[int], index: LexicalView | None) -> list[int | None]:
         """The id of the chunk after each one in the same file, where known."""
         if index is None or not len(index.ids):
             return [None] * len(ids)
@@ -354,7 +287,7 @@ class Retriever:
             out.append(int(index.ids[r + 1]) if ok else None)
         return out
 
-    def _documents(self, ids: Sequence[int], index: _LexicalIndex | None) -> np.ndarray:
+    def _documents(self, ids: Sequence[int], index: LexicalView | None) -> np.ndarray:
         """The document id of each chunk (-1 where unknown)."""
         if index is not None and len(index.ids):
             rows = np.minimum(np.searchsorted(index.ids, np.asarray(ids, np.int64)), len(index.ids) - 1)
@@ -362,7 +295,7 @@ class Retriever:
         records = self.store.chunks_by_ids(ids)
         return np.array([records[c].doc_id if c in records else -1 for c in ids], np.int64)
 
-    def _coverage(self, query: str, languages: Sequence[str], index: _LexicalIndex | None) -> float:
+    def _coverage(self, query: str, languages: Sequence[str], index: LexicalView | None) -> float:
         """Share of the query's content words that occur in the library at all (0..1)."""
         stems_of = {w: query_terms(w, languages) for w in content_words(query, languages) if len(w) > 1}
         if not stems_of:

@@ -8,10 +8,14 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
   ``<workdir>/embedding-cache.sqlite3``) up to ``real_limit`` chunks and **random unit vectors** above it,
   where only speed is measured: random vectors have no neighbourhood structure, so no approximate index
   can reach a useful recall on them and the index (correctly) searches them exactly unless forced.
-- **startup**: opening the store and the up-to-date :class:`~chapterverse.vectorindex.VectorIndex`, against
-  the ways it used to be done: ``store.load_vectors()`` (the old ``_DenseIndex``) and ``np.load`` of an NPZ.
+- **startup**: what a starting server needs before its first answer: opening the store, the up-to-date
+  :class:`~chapterverse.vectorindex.VectorIndex` and :class:`~chapterverse.lexicalindex.LexicalIndex` (both
+  memory-mapped), against the ways it used to be done: ``store.load_vectors()`` (the old ``_DenseIndex``),
+  ``np.load`` of an NPZ, and BM25 postings built in memory from ``lexical_rows()`` (the index's own build
+  from the store is that work, done once). Then the first hybrid search, with nothing paged in yet.
 - **search** with real English questions (XQuAD), query vectors embedded once and cached, so the latencies
-  are the search alone (the query embedding is reported on its own): lexical (FTS5 BM25, k = 60), dense
+  are the search alone (the query embedding is reported on its own): lexical (the in-process BM25 over the
+  memory-mapped postings, k = 60; FTS5 ``bm25()`` through ``store.lexical_search`` for comparison), dense
   (the index as configured, k = 60), dense exact, dense IVF at a fixed probe share, hybrid
   (``Retriever.search`` with the index wired in, k = 5) and the baseline: ``matrix @ q`` + ``argpartition``
   over the whole matrix in RAM.
@@ -19,6 +23,8 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
   chunk of the SQLite file and of the index directory.
 - **ingest**: store write + index refresh rate without embedding (chunks/s), and ``embed_share``: the share
   embedding would take of ingesting those chunks at the default embedder's rate measured on Moby-Dick.
+- **after a write**: one 1,000-chunk document added, then removed again: how long each index takes to follow
+  (the first search after a write pays it). The library keeps its content; both indexes keep the masked rows.
 
 Separately: Moby-Dick ingested end to end through ``Library.ingest`` (embedding time vs everything else),
 the throughput of each embedder that is installed, and the memory bandwidth the scans run against.
@@ -43,8 +49,9 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import index_terms
+from ..analysis import index_terms, query_terms
 from ..embeddings import Embedder, load_embedder
+from ..lexicalindex import LexicalIndex
 from ..retrieval import Retriever
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, open_store
 from ..vectorindex import IndexSettings, VectorIndex
@@ -245,13 +252,14 @@ def _rss_anon_mb() -> float:
 
 
 class IndexedRetriever(Retriever):
-    """``Retriever`` with the vector index wired in the way proposed for retrieval.py (see docs/BENCHMARKS.md)."""
+    """``Retriever`` over the indexes the bench opened (timed on their own), with a fixed ``nprobe`` if asked."""
 
     def __init__(self, store: SQLiteStore, embedder: Embedder, index: VectorIndex, *,
-                 nprobe: int | None = None) -> None:
+                 lexical: LexicalIndex | None = None, nprobe: int | None = None) -> None:
         super().__init__(store, embedder)
         self.vector_index = index
-        self._index = index  # what the wired Retriever's ``index`` property returns, once retrieval.py is patched
+        self._index = index  # what the Retriever's ``index`` property returns
+        self._lexical = lexical  # likewise ``lexical_index``: one opened index shared by the retrievers of a run
         self.nprobe = nprobe
 
     def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
@@ -275,32 +283,35 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     n = task["chunks"]
     out: dict[str, Any] = {"chunks": n, "vectors": task["vectors"]}
     settings = IndexSettings()
-    # index build (not part of startup: it happens once, after ingest)
-    store = open_store(directory)
-    t = time.perf_counter()
-    index = VectorIndex.open(store, settings=settings)
-    out["index_refresh"] = index.last_refresh
-    out["index_build_s"] = round(time.perf_counter() - t, 3) if index.last_refresh != "loaded" else None
-    store.close()
-    del index
+    _build_indexes(directory, settings, out)
     gc.collect()
     # startup: a fresh process opening an unchanged library
     base_rss = _rss_mb()
     t = time.perf_counter()
     store = open_store(directory)
     index = VectorIndex.open(store, settings=settings)
+    out["vector_open_s"] = round(time.perf_counter() - t, 4)
+    lexical = LexicalIndex.open(store)
     out["startup_s"] = round(time.perf_counter() - t, 4)
-    assert index.last_refresh == "loaded", index.last_refresh
+    out["lexical_open_s"] = round(out["startup_s"] - out["vector_open_s"], 4)
+    assert index.last_refresh == lexical.last_refresh == "loaded", (index.last_refresh, lexical.last_refresh)
+    embedder = load_embedder(None)  # never called: every search gets its query vector
+    retriever = IndexedRetriever(store, embedder, index, lexical=lexical)
     t = time.perf_counter()
-    index.search(qvecs[0], CANDIDATES)
+    retriever.search(questions[0], k=5, query_vector=qvecs[0])
+    out["first_hybrid_ms"] = round((time.perf_counter() - t) * 1000, 2)
+    t = time.perf_counter()
+    index.search(qvecs[1], CANDIDATES)
     out["first_search_ms"] = round((time.perf_counter() - t) * 1000, 2)
     stats = index.stats()
     out.update(nlist=stats.nlist, nprobe=stats.nprobe, calibrated_recall_at_10=stats.recall_at_10)
-    embedder = load_embedder(None)  # never called: every search gets its query vector
-    retriever = IndexedRetriever(store, embedder, index)
     count = len(questions)
     p50, p99, runs = _latency(lambda i: retriever.lexical(questions[i], k=CANDIDATES), count)
     out.update(lexical_p50_ms=round(p50, 2), lexical_p99_ms=round(p99, 2), lexical_queries=runs)
+    languages = store.languages()
+    p50, p99, _ = _latency(lambda i: store.lexical_search(query_terms(questions[i], languages), k=CANDIDATES),
+                           count, budget_s=45.0)
+    out.update(fts5_p50_ms=round(p50, 2), fts5_p99_ms=round(p99, 2))
     p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES), count)
     out.update(dense_p50_ms=round(p50, 2), dense_p99_ms=round(p99, 2))
     p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES, exact=True), count)
@@ -333,9 +344,7 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     p50, p99, runs = _latency(hybrid, count)
     out.update(hybrid_p50_ms=round(p50, 2), hybrid_p99_ms=round(p99, 2), hybrid_queries=runs)
     if "ivf_nprobe" in out:  # the same hybrid search with the dense side probing 5 % of the lists
-        probing = IndexedRetriever(store, embedder, index, nprobe=out["ivf_nprobe"])
-        if hasattr(retriever, "_lexical"):  # share the in-memory BM25 index instead of building it twice
-            probing._lexical = retriever._lexical
+        probing = IndexedRetriever(store, embedder, index, lexical=lexical, nprobe=out["ivf_nprobe"])
         p50, p99, _ = _latency(lambda i: probing.search(questions[i], k=5, query_vector=qvecs[i]), count)
         out.update(hybrid_ivf_p50_ms=round(p50, 2), hybrid_ivf_p99_ms=round(p99, 2))
     out["rss_mb"] = round(_rss_mb(), 1)
@@ -343,8 +352,11 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
     sqlite_bytes = sum(p.stat().st_size for p in directory.glob("library.sqlite3*"))
     index_bytes = _dir_bytes(index.directory)
-    out["bytes_per_chunk"] = round((sqlite_bytes + index_bytes) / n)
+    lexical_bytes = _dir_bytes(lexical.directory)
+    out["bytes_per_chunk"] = round((sqlite_bytes + index_bytes + lexical_bytes) / n)
     out["index_bytes_per_chunk"] = round(index_bytes / n)
+    out["lexical_bytes_per_chunk"] = round(lexical_bytes / n)
+    out["sqlite_bytes_per_chunk"] = round(sqlite_bytes / n)
     # baselines: the whole matrix loaded into RAM
     t = time.perf_counter()
     ids, docs, matrix = store.load_vectors()
@@ -371,6 +383,55 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     agree = sum(len({c for c, _ in brute(i)[:10]} & {c for c, _ in index.search(qvecs[i], 10, exact=True)})
                 for i in range(min(20, len(qvecs))))
     out["exact_agrees_with_brute_force"] = round(agree / (10 * min(20, len(qvecs))), 3)
+    del matrix, ids
+    out.update(_after_a_write(store, index, lexical, retriever, questions[0], qvecs[0]))
+    return out
+
+
+def _build_indexes(directory: Path, settings: IndexSettings, out: dict[str, Any]) -> None:
+    """Open (building when missing) both indexes once: a build happens once after ingest, not at startup."""
+    store = open_store(directory)
+    t = time.perf_counter()
+    index = VectorIndex.open(store, settings=settings)
+    out["index_refresh"] = index.last_refresh
+    out["index_build_s"] = round(time.perf_counter() - t, 3) if index.last_refresh != "loaded" else None
+    t = time.perf_counter()
+    lexical = LexicalIndex.open(store)
+    out["lexical_refresh"] = lexical.last_refresh
+    out["lexical_build_s"] = round(time.perf_counter() - t, 3) if lexical.last_refresh != "loaded" else None
+    lexical_stats = lexical.stats()
+    out.update(lexical_segments=lexical_stats.segments, lexical_postings=lexical_stats.postings,
+               lexical_keys=lexical_stats.keys)
+    store.close()
+
+
+def _after_a_write(store: SQLiteStore, index: VectorIndex, lexical: LexicalIndex, retriever: Retriever,
+                   question: str, vector: np.ndarray) -> dict[str, Any]:
+    """Seconds each index takes to follow one 1,000-chunk document added, then removed (content unchanged)."""
+    records = store.chunks(doc_id=int(store.document_ids()[0]))  # a copy of the first document, as built
+    vectors = index.vectors([r.id for r in records])
+    chunks, at = [], 0
+    for i, record in enumerate(records):
+        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(record.text), source="bench-write",
+                               chunk_index=i, terms=index_terms(record.text, "english")))
+        at += len(record.text) + 2
+    body = "\n\n".join(r.text for r in records)
+    doc = NewDocument(source="bench-write", title="bench write", format="txt", content_hash="bench-write",
+                      size_bytes=len(body), language="english", files=[NewFile(body)], toc=[], segments=[],
+                      chunks=chunks, vectors=np.stack([vectors[r.id] for r in records]))
+    out: dict[str, Any] = {}
+    for step, write in (("append", lambda: store.add_document(doc)), ("remove", lambda: store.remove_documents(
+            [d.id for d in store.documents_by_source("bench-write")]))):
+        write()
+        t = time.perf_counter()
+        index.refresh()
+        out[f"vector_refresh_after_{step}_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        lexical.refresh()
+        out[f"lexical_refresh_after_{step}_s"] = round(time.perf_counter() - t, 3)
+        t = time.perf_counter()
+        retriever.search(question, k=5, query_vector=vector)
+        out[f"hybrid_after_{step}_ms"] = round((time.perf_counter() - t) * 1000, 2)
     return out
 
 
@@ -551,14 +612,29 @@ def format_report(report: dict[str, Any]) -> str:
             f"| {r['brute_force_p50_ms'] / max(r['dense_p50_ms'], 1e-9):.1f}x | {r['rss_mb']} | {r['bytes_per_chunk']} "
             f"| {r.get('index_build_s') or '-'} |")
     lines.append("")
-    lines.append("| chunks | startup: index s | old load_vectors s | NPZ load s | first search ms | dense recall@10 "
-                 "| calibrated nprobe/nlist (recall@10) | store write chunks/s | ingest chunks/s | embed share |")
-    lines.append("|" + "---|" * 10)
+    lines.append("| chunks | startup s: vector + lexical index | old load_vectors s | NPZ load s | first hybrid ms "
+                 "| first dense ms | dense recall@10 | calibrated nprobe/nlist (recall@10) | store write chunks/s "
+                 "| ingest chunks/s | embed share |")
+    lines.append("|" + "---|" * 11)
     for r in report["sizes"]:
         lines.append(
-            f"| {r['chunks']:,} | {r['startup_s']} | {r['load_vectors_s']} | {r['npz_startup_s']} | {r['first_search_ms']} "
+            f"| {r['chunks']:,} | {r['startup_s']} ({r['vector_open_s']} + {r['lexical_open_s']}) "
+            f"| {r['load_vectors_s']} | {r['npz_startup_s']} | {r['first_hybrid_ms']} | {r['first_search_ms']} "
             f"| {r['dense_recall_at_10']} | {r['nprobe']}/{r['nlist']} ({r['calibrated_recall_at_10']}) "
             f"| {r.get('store_write_chunks_per_s', '-')} | {r.get('ingest_chunks_per_s', '-')} | {r.get('embed_share', '-')} |")
+    lines.append("")
+    lines.append("| chunks | FTS5 p50/p99 ms | lexical index build s | bytes/chunk: SQLite + vectors + lexical "
+                 "| after a 1,000-chunk write: vector + lexical refresh s | then hybrid ms "
+                 "| after removing it: refresh s | then hybrid ms |")
+    lines.append("|" + "---|" * 8)
+    for r in report["sizes"]:
+        lines.append(
+            f"| {r['chunks']:,} | {r['fts5_p50_ms']} / {r['fts5_p99_ms']} | {r.get('lexical_build_s') or '-'} "
+            f"| {r['sqlite_bytes_per_chunk']} + {r['index_bytes_per_chunk']} + {r['lexical_bytes_per_chunk']} "
+            f"| {r['vector_refresh_after_append_s']} + {r['lexical_refresh_after_append_s']} "
+            f"| {r['hybrid_after_append_ms']} "
+            f"| {r['vector_refresh_after_remove_s']} + {r['lexical_refresh_after_remove_s']} "
+            f"| {r['hybrid_after_remove_ms']} |")
     if "ingest" in report:
         i = report["ingest"]
         lines += ["", f"ingest {i['document']} ({i['embedder']}): {i['chunks']} chunks in {i['seconds']} s = "
