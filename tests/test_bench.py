@@ -61,3 +61,20 @@ def test_bench_retrieval_table_and_bad_input(xquad_slice: Path, tmp_path: Path) 
     assert neither.exit_code == 2 and "exactly one of" in neither.output
     missing = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(tmp_path / "nope.json")])
     assert missing.exit_code == 2
+
+
+def test_bench_latency_on_an_existing_library(xquad_slice: Path, tmp_path: Path) -> None:
+    built = CliRunner().invoke(app, ["bench", "retrieval", "--squad", str(xquad_slice), "--limit", "1", "--json",
+                                     "--library", str(tmp_path)])
+    assert built.exit_code == 0, built.output
+    library = next(p for p in tmp_path.iterdir() if p.is_dir())
+    result = CliRunner().invoke(app, ["bench", "latency", "--library", str(library), "--squad", str(xquad_slice),
+                                      "--per-file", "12", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["queries"] == 12 and report["chunks"] > 0
+    assert 0 < report["search_p50_ms"] <= report["search_p99_ms"]
+    assert report["total_p50_ms"] >= report["search_p50_ms"] * 0.5
+    missing = CliRunner().invoke(app, ["bench", "latency", "--library", str(library), "--squad",
+                                       str(tmp_path / "nope.json")])
+    assert missing.exit_code == 2 and "nope.json" in missing.output

@@ -154,6 +154,37 @@ def fit_fusion_command(
     stdout.print(weights_source(weights, bias), markup=False, highlight=False)
 
 
+@bench_app.command("latency")
+def latency(
+    library: Annotated[Path, typer.Option("--library", help="An existing library directory.")],
+    squad: Annotated[list[Path], typer.Option("--squad", help="SQuAD file whose questions are asked (repeatable).")],
+    per_file: Annotated[int, typer.Option("--per-file", min=1, help="Questions taken from each file.")] = 100,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Query latency (embedding and search, p50/p99) on an existing library, e.g. one of all the shared books."""
+    from .latency import measure_latency, squad_questions
+
+    try:
+        questions = squad_questions(squad, per_file)
+        lib = Library(library)
+        try:
+            report = measure_latency(lib, questions)
+        finally:
+            lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json()) + "\n")
+        return
+    table = Table("chunks", "queries", "first search s", "embed p50 ms", "search p50 ms", "search p99 ms",
+                  "total p50 ms")
+    table.add_row(f"{report.chunks:,}", str(report.queries), f"{report.first_search_s:.2f}",
+                  f"{report.embed_p50_ms:.1f}", f"{report.search_p50_ms:.1f}", f"{report.search_p99_ms:.1f}",
+                  f"{report.total_p50_ms:.1f}")
+    stdout.print(table)
+
+
 @bench_app.command("scale")
 def scale(chunks: Annotated[list[int] | None, typer.Option("--chunks", help="Sizes; default 10000 100000 1000000.")] = None,
           workdir: Annotated[Path | None, typer.Option("--workdir")] = None,
