@@ -261,11 +261,11 @@ def _read_snapshot(store: SQLiteStore) -> Iterator[None]:
 # numeric core
 
 
-SPLIT_SCAN_ROWS = 262_144
+SPLIT_SCAN_ROWS = 65_536
 """From this many rows an exact scan runs in two halves on two threads (one of them the caller's). One core
-streams about 13 GB/s; on an idle two-core machine the second half on the other core took a 1 M x 512 scan
-from 99 to 69 ms (BLAS ``matrix @ vector``, the brute-force baseline, used both cores and took 120 ms).
-Below it, starting the second thread costs more than it saves."""
+streams about 13 GB/s; on an idle two-core machine the second core took a 100 k x 512 scan from 8.0 to 6.8 ms
+and a 1 M one from 99 to 69 ms (BLAS ``matrix @ vector``, the brute-force baseline, used both cores and took
+10.2 and 120 ms). Below it, handing half to another thread saves too little to matter."""
 
 _scan_helper: ThreadPoolExecutor | None = None
 _scan_helper_lock = threading.Lock()
