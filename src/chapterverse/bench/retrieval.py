@@ -186,16 +186,20 @@ def load_financebench(directory: str | Path) -> BenchSet:
 
 
 def open_bench_library(bench: BenchSet, location: Path, *, progress: Progress | None = None,
-                       chunking: tuple[int, int] | None = None) -> tuple[Library, dict[str, int]]:
+                       chunking: tuple[int, int] | None = None,
+                       embedding_model: str | None = None) -> tuple[Library, dict[str, int]]:
     """The set's library at ``location`` (reusing documents and vectors already there); source -> doc id.
 
     Documents of other sets at ``location`` are removed, so every question is asked against exactly
-    this set. ``chunking`` is (chunk_size, overlap); None keeps the Library's defaults.
+    this set. ``chunking`` is (chunk_size, overlap); None keeps the Library's defaults. A different
+    ``embedding_model`` than the library's re-embeds it (keep one location per model).
     """
     if chunking is None:
-        library = Library(location)
+        library = Library(location, embedding_model=embedding_model)
     else:
-        library = Library(location, chunk_size=chunking[0], chunk_overlap=chunking[1])
+        library = Library(location, embedding_model=embedding_model, chunk_size=chunking[0],
+                          chunk_overlap=chunking[1])
+    library.reembed_if_model_changed()
     layout = f"{library.chunk_size}/{library.chunk_overlap}"
     wanted = {d.source for d in bench.documents}
     rechunk = library.store.get_meta("bench_chunking") not in (None, layout)
