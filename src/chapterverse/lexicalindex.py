@@ -51,7 +51,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -62,7 +61,15 @@ from typing import Any
 import numpy as np
 
 from .store import SQLiteStore
-from .vectorindex import _Corrupt, _fsync_dir, _load_npy, _read_snapshot, _save_npy
+from .vectorindex import (
+    _collect_garbage,
+    _Corrupt,
+    _load_npy,
+    _manifest_moved_on,
+    _read_snapshot,
+    _save_npy,
+    _write_manifest_file,
+)
 
 try:  # POSIX; elsewhere writers in one process are still serialized by the in-process lock
     import fcntl
@@ -557,13 +564,7 @@ class LexicalIndex:
                 return self._apply_changes(snap, state)
 
     def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        if not self.persistent:
-            return False
-        try:
-            raw = json.loads((self.directory / _MANIFEST).read_text("utf-8"))
-            return snap is None or int(raw.get("generation", -1)) != snap.generation
-        except (OSError, ValueError, TypeError, AttributeError):
-            return False
+        return self.persistent and _manifest_moved_on(self.directory, None if snap is None else snap.generation)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, compact or merge where worthwhile."""
@@ -699,32 +700,13 @@ class LexicalIndex:
             "segments": [{"name": s.name, **_shape_of(_arrays_of(s))} for s in snap.segments],
             "dead_docs": snap.dead_docs.tolist(),
         }
-        path = self.directory / _MANIFEST
-        tmp = path.with_name(f"{_MANIFEST}.tmp-{os.getpid()}")
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(manifest, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(self.directory)
+            _write_manifest_file(self.directory, manifest)
         except OSError as exc:
             _LOG.warning("%s: cannot write the lexical index manifest (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
             return
-        self._collect_garbage({s.name for s in snap.segments})
-
-    def _collect_garbage(self, keep: set[str]) -> None:
-        """Delete files of segments the manifest no longer names and leftovers of interrupted writes."""
-        for path in self.directory.iterdir():
-            name = path.name
-            if name in (_MANIFEST, ".lock"):
-                continue
-            if ".tmp" in name or name.split(".", 1)[0] not in keep:
-                try:
-                    path.unlink()
-                except OSError:  # mapped elsewhere on a platform that forbids it: next time
-                    pass
+        _collect_garbage(self.directory, {s.name for s in snap.segments})
 
     def _load(self) -> _Snapshot | None:
         """The index on disk, if it is complete, of this format and these settings; None otherwise."""

@@ -216,6 +216,41 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _write_manifest_file(directory: Path, manifest: dict[str, Any]) -> None:
+    """Replace ``directory/manifest.json`` atomically and durably (temporary name, fsync, rename, fsync the
+    directory): the manifest is written last, so a crash leaves the previous index whole. Raises OSError."""
+    path = directory / _MANIFEST
+    tmp = path.with_name(f"{_MANIFEST}.tmp-{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(directory)
+
+
+def _collect_garbage(directory: Path, keep: set[str]) -> None:
+    """Delete files of segments the manifest no longer names and leftovers of interrupted writes."""
+    for path in directory.iterdir():
+        name = path.name
+        if name in (_MANIFEST, ".lock"):
+            continue
+        if ".tmp" in name or name.split(".", 1)[0] not in keep:
+            try:
+                path.unlink()
+            except OSError:  # mapped elsewhere on a platform that forbids it: next time
+                pass
+
+
+def _manifest_moved_on(directory: Path, generation: int | None) -> bool:
+    """True when a readable manifest on disk is of another generation than ``generation`` (None: any is news)."""
+    try:
+        raw = json.loads((directory / _MANIFEST).read_text("utf-8"))
+        return generation is None or int(raw.get("generation", -1)) != generation
+    except (OSError, ValueError, TypeError, AttributeError):
+        return False
+
+
 def _save_npy(path: Path, array: np.ndarray) -> None:
     """Write ``array`` to ``path`` atomically: temporary name, fsync, rename."""
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
@@ -609,13 +644,7 @@ class VectorIndex:
                 return self._apply_changes(snap, state)
 
     def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        if not self.persistent:
-            return False
-        try:
-            raw = json.loads((self.directory / _MANIFEST).read_text("utf-8"))
-            return snap is None or int(raw.get("generation", -1)) != snap.generation
-        except (OSError, ValueError, TypeError, AttributeError):
-            return False
+        return self.persistent and _manifest_moved_on(self.directory, None if snap is None else snap.generation)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, merge or compact when worthwhile."""
@@ -853,32 +882,13 @@ class VectorIndex:
             "dead_docs": snap.dead_docs.tolist(),
             "ann": {"nprobe": snap.nprobe, "recall_at_10": snap.recall},
         }
-        path = self.directory / _MANIFEST
-        tmp = path.with_name(f"{_MANIFEST}.tmp-{os.getpid()}")
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(manifest, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            _fsync_dir(self.directory)
+            _write_manifest_file(self.directory, manifest)
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index manifest (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
             return
-        self._collect_garbage({s.name for s in snap.segments})
-
-    def _collect_garbage(self, keep: set[str]) -> None:
-        """Delete files of segments the manifest no longer names and leftovers of interrupted writes."""
-        for path in self.directory.iterdir():
-            name = path.name
-            if name in (_MANIFEST, ".lock"):
-                continue
-            if ".tmp" in name or name.split(".", 1)[0] not in keep:
-                try:
-                    path.unlink()
-                except OSError:  # mapped elsewhere on a platform that forbids it: next time
-                    pass
+        _collect_garbage(self.directory, {s.name for s in snap.segments})
 
     def _load(self, model: str, dim: int) -> _Snapshot | None:
         """The index on disk, if it is complete, of this format and this model; None otherwise."""
