@@ -40,6 +40,7 @@ from .analysis import content_words, query_terms
 from .embeddings import Embedder
 from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView
 from .store import ChunkRecord, SQLiteStore
+from .topk import top_k
 from .vectorindex import VectorIndex
 
 __all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS"]
@@ -269,11 +270,7 @@ class Retriever:
              doc_ids: Sequence[int] | None) -> list[tuple[int, float]]:
         if doc_ids is not None:
             scores = np.where(np.isin(index.docs, np.asarray(doc_ids, np.int64)), scores, 0.0)
-        k = min(k, int(np.count_nonzero(scores)))
-        if k <= 0:
-            return []
-        top = np.argpartition(-scores, k - 1)[:k]
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = top_k(scores, k, positive=True)
         return [(int(index.ids[i]), float(scores[i])) for i in top]
 
     def _following(self, ids: Sequence[int], index: LexicalView | None) -> list[int | None]:

@@ -56,6 +56,7 @@ import numpy as np
 from .astlock import AST_LOCK
 from .errors import StoreError
 from .store import SQLiteStore
+from .topk import top_k
 
 try:  # POSIX; elsewhere writers in one process are still serialized by the in-process lock
     import fcntl
@@ -329,18 +330,6 @@ def _helper() -> ThreadPoolExecutor:
         return _scan_helper
 
 
-def _top(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` largest finite scores, best first (ties broken by position, deterministically)."""
-    finite = np.flatnonzero(np.isfinite(scores)) if not np.isfinite(scores).all() else None
-    values = scores if finite is None else scores[finite]
-    if not len(values):
-        return np.zeros(0, np.int64)
-    k = min(k, len(values))
-    part = np.argpartition(-values, k - 1)[:k] if k < len(values) else np.arange(len(values))
-    part = part[np.lexsort((part, -values[part]))]
-    return part if finite is None else finite[part]
-
-
 def _kmeans(matrix: np.ndarray, nlist: int, rng: np.random.Generator, *, iters: int = 10,
             sample_per_list: int = 40) -> np.ndarray:
     """Spherical k-means on a sample of rows: unit centroids that maximize the summed inner product."""
@@ -407,7 +396,7 @@ def _probe(segment: _Segment, vector: np.ndarray, nprobe: int, dead: np.ndarray 
            allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(rows, scores) of every row in the ``nprobe`` lists nearest to ``vector``, scored exactly."""
     assert segment.centroids is not None and segment.offsets is not None
-    lists = _top(_dot(segment.centroids, vector), nprobe)
+    lists = top_k(_dot(segment.centroids, vector), nprobe)
     offsets = segment.offsets
     rows_parts: list[np.ndarray] = []
     score_parts: list[np.ndarray] = []
@@ -486,14 +475,14 @@ class VectorIndex:
         found_scores: list[np.ndarray] = []
         for seg, dead in zip(snap.segments, snap.dead):
             rows, scores = self._search_segment(snap, seg, dead, q, k, want)
-            top = _top(scores, k)
-            found_ids.append(seg.ids[rows[top]])
+            top = top_k(scores, k)
+            found_ids.append(seg.ids[top if rows is None else rows[top]])
             found_scores.append(scores[top])
         if not found_ids:
             return []
         ids = np.concatenate(found_ids)
         scores = np.concatenate(found_scores)
-        top = _top(scores, k)
+        top = top_k(scores, k)
         return [(int(i), float(s)) for i, s in zip(ids[top], scores[top])]
 
     def cosines(self, chunk_ids: Sequence[int], vector: np.ndarray) -> dict[int, float]:
@@ -543,8 +532,9 @@ class VectorIndex:
         return q
 
     def _search_segment(self, snap: _Snapshot, seg: _Segment, dead: np.ndarray | None, q: np.ndarray, k: int,
-                        want: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(rows, scores) of the candidates of one segment: all rows, one doc filter's rows, or probed lists."""
+                        want: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+        """(rows, scores) of the candidates of one segment: one doc filter's rows, probed lists, or every row
+        (rows None: a million-row ``arange`` per query costs milliseconds)."""
         use_ivf = seg.centroids is not None and snap.nprobe is not None
         if want is not None:
             allowed = np.isin(seg.docs, want)
@@ -564,7 +554,7 @@ class VectorIndex:
         scores = _dot(seg.matrix, q)
         if dead is not None:
             scores[dead] = -np.inf
-        return np.arange(seg.rows), scores
+        return None, scores
 
     @staticmethod
     def _locate(snap: _Snapshot, chunk_ids: list[int]) -> Iterator[tuple[_Segment, np.ndarray, np.ndarray]]:
@@ -972,6 +962,6 @@ class _Calibrator:
         hits = total = 0
         for q, truth in zip(self.queries, self.truth):
             rows, scores = _probe(self.segment, q, nprobe, self.dead)
-            hits += len(truth.intersection(rows[_top(scores, 10)].tolist()))
+            hits += len(truth.intersection(rows[top_k(scores, 10)].tolist()))
             total += len(truth)
         return hits / total if total else 1.0
