@@ -96,13 +96,14 @@ def test_incremental_append_mask_compact_and_reopen(store: SQLiteStore) -> None:
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert index.last_refresh == "appended" and index.stats().segments == 2
-    store.remove_documents([second])
+    store.remove_documents([second])  # its segment holds nothing else: dropped, nothing rewritten
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.last_refresh == "appended" and len(index) == 100
+    assert index.last_refresh == "appended" and len(index) == 100 and index.stats().segments == 1
     assert all(c not in index.vectors([c]) for c in range(101, 161))
     third = add_doc(store, rng.standard_normal((30, DIM)), "c")
-    assert len(index) == 130
-    store.remove_documents([first])  # 160 of 190 rows dead: compaction into one segment
+    fourth = add_doc(store, rng.standard_normal((90, DIM)), "d")
+    assert len(index) == 220 and index.stats().segments == 2  # one refresh appends both as one segment
+    store.remove_documents([first, fourth])  # "a" goes whole; 90 of the other 120 rows dead: compaction
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert index.last_refresh == "compacted" and index.stats().segments == 1 and len(index) == 30
     # a second opener (another process, a restart) maps the files without reading SQLite vectors
@@ -272,7 +273,7 @@ def test_scale_bench_measures_a_small_synthetic_library(tmp_path: Path) -> None:
                         "query_vectors": str(tmp_path / "q.npy")})
     assert row["exact_agrees_with_brute_force"] == 1.0 and row["dense_recall_at_10"] == 1.0
     for key in ("startup_s", "lexical_open_s", "first_hybrid_ms", "lexical_p50_ms", "fts5_p50_ms", "dense_p50_ms",
-                "hybrid_p99_ms", "brute_force_p50_ms", "rss_mb", "bytes_per_chunk", "lexical_bytes_per_chunk",
+                "hybrid_p99_ms", "brute_force_p50_ms", "paired_dense_p50_ms", "paired_brute_force_p50_ms", "rss_mb", "bytes_per_chunk", "lexical_bytes_per_chunk",
                 "lexical_build_s", "lexical_refresh_after_append_s", "hybrid_after_remove_ms"):
         assert row[key] > 0, key
     assert row["lexical_refresh"] == "rebuilt" and row["lexical_segments"] == 1
@@ -294,10 +295,10 @@ def test_vectors_written_without_a_recorded_model_are_indexed(tmp_path: Path) ->
 
 
 def test_large_scans_split_across_two_threads_score_exactly_like_one() -> None:
-    from chapterverse.vectorindex import CACHED_SCAN_ROWS, _dot
+    from chapterverse.vectorindex import CACHED_SCAN_BYTES, _dot
 
     rng = np.random.default_rng(7)
-    matrix = rng.standard_normal((CACHED_SCAN_ROWS + 1001, 64)).astype(np.float32)
+    matrix = rng.standard_normal((CACHED_SCAN_BYTES // 256 + 1001, 64)).astype(np.float32)
     vector = rng.standard_normal(64).astype(np.float32)
     assert np.array_equal(_dot(matrix, vector), np.vecdot(matrix, vector))
     assert np.allclose(_dot(matrix[:1000], vector), np.vecdot(matrix[:1000], vector), rtol=1e-5, atol=1e-5)

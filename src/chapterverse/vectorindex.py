@@ -297,12 +297,24 @@ def _read_snapshot(store: SQLiteStore) -> Iterator[None]:
 # numeric core
 
 
-CACHED_SCAN_ROWS = 8_192
-"""Below this many rows (16 MB at 512 float32 dimensions) the matrix stays in the CPU cache between queries and
-the scan is compute-bound: BLAS ``matrix @ vector`` is the fastest kernel there (5,000 x 512: 0.09 ms against
-0.17 ms for ``np.vecdot``). From this size on the scan streams from memory and runs in two halves on two
-threads (one of them the caller's): 10,000 rows 0.36 ms split against 0.40 on one core and 0.26-0.94 ms in
-BLAS (the cache edge), 24,000 rows 1.4 / 1.9 / 2.1 ms, 1 M rows about 69 / 99 / 120 ms on an idle machine."""
+def _last_level_cache_bytes(default: int = 16 << 20) -> int:
+    """Size of the CPU's last-level cache (Linux sysfs), ``default`` where it cannot be read."""
+    caches = Path("/sys/devices/system/cpu/cpu0/cache")
+    sizes = []
+    for entry in caches.glob("index*/size"):
+        text = entry.read_text(errors="replace").strip().upper()
+        if text[:-1].isdigit() and text[-1] in "KM":
+            sizes.append(int(text[:-1]) << (10 if text[-1] == "K" else 20))
+    return max(sizes, default=default)
+
+
+CACHED_SCAN_BYTES = _last_level_cache_bytes() * 5 // 8
+"""A matrix up to this size (5/8 of the last-level cache: 20 MiB, about 10,000 vectors of 512 float32, on the
+32 MiB L3 here) stays in the cache between queries, so its scan is compute-bound and BLAS ``matrix @ vector`` is
+the fastest kernel (10,000 x 512: 0.21 ms against 0.36 ms in two threads and 0.63 ms in ``np.vecdot``). A
+larger one streams from memory and runs in two halves on two threads (one of them the caller's): 12,000 rows
+0.57 ms split against 1.0 on one core and 0.94 in BLAS, past the cache edge; 24,000 rows 1.4 / 1.9 / 2.1 ms;
+1 M rows about 69 / 99 / 120 ms on an idle machine."""
 
 _scan_helper: ThreadPoolExecutor | None = None
 _scan_helper_lock = threading.Lock()
@@ -311,8 +323,8 @@ _scan_helper_lock = threading.Lock()
 def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """Row-wise inner products. ``np.vecdot`` streams the rows at memory bandwidth on one core (about 13 GB/s
     here), where BLAS ``matrix @ vector`` reached 6 GB/s under load and spends milliseconds starting threads
-    on matrices that spill the cache; those scans add the second core (see :data:`CACHED_SCAN_ROWS`)."""
-    if len(matrix) < CACHED_SCAN_ROWS:
+    on matrices that spill the cache; those scans add the second core (see :data:`CACHED_SCAN_BYTES`)."""
+    if matrix.nbytes <= CACHED_SCAN_BYTES:
         return matrix @ vector
     out = np.empty(len(matrix), np.result_type(matrix.dtype, vector.dtype))
     half = len(matrix) // 2
@@ -649,6 +661,8 @@ class VectorIndex:
         if len(ids):
             segments.append(self._write_segment(f"s{next_segment:06d}", ids, docs, matrix))
             next_segment += 1
+        # a segment of removed documents only (a book added, then removed) goes at once: nothing to rewrite
+        segments = [seg for seg in segments if not (len(dead_docs) and np.isin(seg.docs, dead_docs).all())]
         masks, dead_rows = _dead_masks(segments, dead_docs)
         live = sum(s.rows for s in segments) - dead_rows
         chunks = store.count_chunks()
