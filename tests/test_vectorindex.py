@@ -271,9 +271,9 @@ def test_scale_bench_measures_a_small_synthetic_library(tmp_path: Path) -> None:
     row = measure_size({"directory": str(tmp_path / "lib"), "chunks": 2_000, "vectors": "random",
                         "questions": [f"where did whale {i} swim?" for i in range(12)],
                         "query_vectors": str(tmp_path / "q.npy")})
-    assert row["exact_agrees_with_brute_force"] == 1.0 and row["dense_recall_at_10"] == 1.0
+    assert row["exact_agrees_with_brute_force"] == 1.0 and row["dense_recall_at_10"] == 1.0 and row["resident"]
     for key in ("startup_s", "lexical_open_s", "first_hybrid_ms", "lexical_p50_ms", "fts5_p50_ms", "dense_p50_ms",
-                "hybrid_p99_ms", "brute_force_p50_ms", "paired_dense_p50_ms", "paired_brute_force_p50_ms", "rss_mb", "bytes_per_chunk", "lexical_bytes_per_chunk",
+                "hybrid_p99_ms", "brute_force_p50_ms", "resident_after_open_s", "paired_dense_p50_ms", "paired_brute_force_p50_ms", "rss_mb", "bytes_per_chunk", "lexical_bytes_per_chunk",
                 "lexical_build_s", "lexical_refresh_after_append_s", "hybrid_after_remove_ms"):
         assert row[key] > 0, key
     assert row["lexical_refresh"] == "rebuilt" and row["lexical_segments"] == 1
@@ -302,3 +302,24 @@ def test_large_scans_split_across_two_threads_score_exactly_like_one() -> None:
     vector = rng.standard_normal(64).astype(np.float32)
     assert np.array_equal(_dot(matrix, vector), np.vecdot(matrix, vector))
     assert np.allclose(_dot(matrix[:1000], vector), np.vecdot(matrix[:1000], vector), rtol=1e-5, atol=1e-5)
+
+
+def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(13)
+    add_doc(store, rng.standard_normal((80, DIM)), "a")
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=10) and index.stats().resident
+    assert index._current().segments[0].matrix.base is None, "the snapshot scans the copy, which owns its memory"
+    second = add_doc(store, rng.standard_normal((40, DIM)), "b")
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))  # the new segment is scanned mapped or copied
+    assert index.wait_resident(timeout=10) and index.stats().segments == 2
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    store.remove_documents([second])
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert index.wait_resident(timeout=10) and set(index._resident) == {s.name for s in index._current().segments}
+
+    mapped = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
+    assert not mapped.wait_resident(timeout=10) and not mapped.stats().resident
+    assert mapped._current().segments[0].matrix.base is not None, "a view of the map"
+    assert_same(mapped.search(q, 10), brute_force(store, q, 10))

@@ -26,6 +26,11 @@ store: when in doubt, rebuild.
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
 they are named; a half-written or mismatched file fails validation on open and the index is rebuilt.
 
+*Resident copies.* The maps let a process open any size in milliseconds, but a scan of the page cache's 4 KB
+pages ran about a fifth slower here than of anonymous (huge-page) memory. So after each load or write a
+background thread copies the matrices into process memory, up to ``resident_bytes``, and swaps each copy
+into the snapshot when it is complete; searches scan the map until then.
+
 *Concurrency.* Searches read an immutable snapshot (one attribute read), so any number of threads search
 while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory.
 
@@ -102,6 +107,10 @@ class IndexSettings:
     """More appended segments than this are merged (each is one more scan per query)."""
     page_rows: int = 65_536
     """Rows read from SQLite per page during a rebuild."""
+    resident_bytes: int = 4 << 30
+    """Vectors up to this total are copied into process memory after each load or write (see the module
+    docstring): 100 k x 512 scanned in 7.9 ms from memory against 9.9 ms from the map, on two threads. Larger
+    indexes, and 0, keep every scan on the map (memory the kernel can reclaim and processes share)."""
     seed: int = 0
 
 
@@ -119,6 +128,8 @@ class IndexStats:
     """Measured at build time on held-out stored vectors, for the calibrated (or forced) nprobe."""
     bytes_on_disk: int
     persistent: bool
+    resident: bool
+    """Every matrix is a copy in process memory (see ``IndexSettings.resident_bytes``)."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -454,6 +465,10 @@ class VectorIndex:
         self._snap: _Snapshot | None = None
         self._lock = threading.Lock()
         self.persistent = True
+        self._resident: dict[str, np.ndarray] = {}
+        """Copies of segment matrices in process memory, by segment name (files never change once named)."""
+        self._copying = threading.Event()
+        self._copied = threading.Condition(self._lock)
         self.last_refresh: str = "none"
         """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``rebuilt`` (for tests and benches)."""
 
@@ -529,7 +544,15 @@ class VectorIndex:
             clustered_rows=sum(s.rows for s in clustered),
             nlist=sum(len(s.centroids) for s in clustered if s.centroids is not None),
             nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=size, persistent=self.persistent,
+            resident=all(s.name in self._resident for s in snap.segments),
         )
+
+    def wait_resident(self, timeout: float | None = None) -> bool:
+        """Wait until every matrix of the current snapshot is a copy in memory (benchmarks, tests); False when
+        they stay mapped (too large, not persistent) or ``timeout`` passed."""
+        with self._copied:
+            return self._copied.wait_for(lambda: self._snap is not None and not self._copying.is_set(), timeout) \
+                and all(s.name in self._resident for s in self._snap.segments)
 
     def _current(self) -> _Snapshot:
         self.refresh()
@@ -601,13 +624,49 @@ class VectorIndex:
             snap = self._snap
             if snap is not None and snap.generation == self.store.generation():
                 return
-            self._snap = self._update(snap)
+            self._snap = self._with_resident(self._update(snap))
+            self._copy_in_background()
 
     def rebuild(self) -> None:
         """Discard the files and rebuild from the store."""
         with self._lock, _read_snapshot(self.store), self._writing():
             self._snap = self._rebuild_from_store(self._snap, "asked")
+            self._copy_in_background()
 
+    def _with_resident(self, snap: _Snapshot) -> _Snapshot:
+        """``snap`` with every segment that has a copy in memory scanning the copy."""
+        if not any(seg.name in self._resident for seg in snap.segments):
+            return snap
+        return replace(snap, segments=tuple(replace(seg, matrix=self._resident.get(seg.name, seg.matrix))
+                                            for seg in snap.segments))
+
+    def _copy_in_background(self) -> None:
+        """Called with the lock held: forget copies of replaced segments, start copying new ones."""
+        snap = self._snap
+        assert snap is not None
+        names = {seg.name for seg in snap.segments}
+        for name in set(self._resident) - names:
+            del self._resident[name]
+        wanted = [seg for seg in snap.segments if seg.name not in self._resident]
+        total = sum(seg.matrix.nbytes for seg in snap.segments)
+        if not wanted or not self.persistent or total > self.settings.resident_bytes or self._copying.is_set():
+            self._copied.notify_all()
+            return
+        self._copying.set()
+        threading.Thread(target=self._copy, args=(wanted,), name="chapterverse-resident", daemon=True).start()
+
+    def _copy(self, segments: list[_Segment]) -> None:
+        try:
+            for seg in segments:
+                copy = np.array(seg.matrix)  # numpy asks for huge pages on large allocations
+                with self._lock:
+                    self._resident[seg.name] = copy
+                    if self._snap is not None:
+                        self._snap = self._with_resident(self._snap)
+        finally:
+            with self._lock:
+                self._copying.clear()
+                self._copy_in_background()  # segments that arrived while copying
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""

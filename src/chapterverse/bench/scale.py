@@ -307,7 +307,7 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     gc.collect()
     # startup: a fresh process opening an unchanged library
     base_rss = _rss_mb()
-    t = time.perf_counter()
+    t = start = time.perf_counter()
     store = open_store(directory)
     index = VectorIndex.open(store, settings=settings)
     out["vector_open_s"] = round(time.perf_counter() - t, 4)
@@ -323,6 +323,8 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     index.search(qvecs[1], CANDIDATES)
     out["first_search_ms"] = round((time.perf_counter() - t) * 1000, 2)
+    out["resident"] = index.wait_resident(timeout=600)  # steady state: matrices copied into memory (or too large)
+    out["resident_after_open_s"] = round(time.perf_counter() - start, 2)
     stats = index.stats()
     out.update(nlist=stats.nlist, nprobe=stats.nprobe, calibrated_recall_at_10=stats.recall_at_10)
     count = len(questions)
@@ -636,13 +638,14 @@ def format_report(report: dict[str, Any]) -> str:
             f"| {r.get('index_build_s') or '-'} |")
     lines.append("")
     lines.append("| chunks | startup s: vector + lexical index | old load_vectors s | NPZ load s | first hybrid ms "
-                 "| first dense ms | dense recall@10 | calibrated nprobe/nlist (recall@10) | store write chunks/s "
-                 "| ingest chunks/s | embed share |")
-    lines.append("|" + "---|" * 11)
+                 "| first dense ms | resident after s | anonymous RSS MB | dense recall@10 "
+                 "| calibrated nprobe/nlist (recall@10) | store write chunks/s | ingest chunks/s | embed share |")
+    lines.append("|" + "---|" * 13)
     for r in report["sizes"]:
         lines.append(
             f"| {r['chunks']:,} | {r['startup_s']} ({r['vector_open_s']} + {r['lexical_open_s']}) "
             f"| {r['load_vectors_s']} | {r['npz_startup_s']} | {r['first_hybrid_ms']} | {r['first_search_ms']} "
+            f"| {r['resident_after_open_s'] if r['resident'] else 'mapped'} | {r['rss_anon_mb']} "
             f"| {r['dense_recall_at_10']} | {r['nprobe']}/{r['nlist']} ({r['calibrated_recall_at_10']}) "
             f"| {r.get('store_write_chunks_per_s', '-')} | {r.get('ingest_chunks_per_s', '-')} | {r.get('embed_share', '-')} |")
     lines.append("")
