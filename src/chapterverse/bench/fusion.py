@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..library import Library, Progress
+from ..embeddings import USEEmbedder
 from ..retrieval import FusionWeights
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
@@ -31,20 +32,12 @@ class Group:
     set_name: str
 
 
-def embed_queries(library: Library, texts: Sequence[str]) -> np.ndarray:
-    """Query vectors, batched where the embedder treats queries and passages alike (USE does)."""
-    embedder = library.embedder
-    if embedder.passage_prefix == embedder.query_prefix:
-        return embedder.embed(list(texts))
-    return np.stack([embedder.embed_query(t) for t in texts])
-
-
 def collect_groups(bench: BenchSet, library: Library, doc_ids: dict[str, int], *, limit: int | None = None,
                    vectors: np.ndarray | None = None, progress: Progress | None = None) -> list[Group]:
     """Candidates and features of every question (the first ``limit``), as the default search sees them."""
     questions: list[BenchQuestion] = [q for q in bench.questions if q.source in doc_ids][:limit]
     if vectors is None:
-        vectors = embed_queries(library, [q.text for q in questions])
+        vectors = library.embedder.embed_queries([q.text for q in questions])
     passages = _passages(library, sorted(set(doc_ids.values())))
     retriever = library.retriever
     groups: list[Group] = []
@@ -135,12 +128,18 @@ def evaluate_weights(groups: Sequence[Group], weights: np.ndarray, bias: float =
             "misses": int(len(r) - ((r >= 0) & (r < k)).sum())}
 
 
-def weights_source(weights: np.ndarray, bias: float) -> str:
-    """The ``LEARNED_WEIGHTS`` literal for retrieval.py."""
+DEFAULT_EMBEDDER = USEEmbedder.name
+
+
+def weights_source(weights: np.ndarray, bias: float, embedder: str = "") -> str:
+    """The literal for retrieval.py: ``LEARNED_WEIGHTS`` (the default embedder) or a ``WEIGHTS_BY_EMBEDDER`` entry."""
     body = ", ".join(f"{w:.3f}" for w in weights)
+    if embedder not in ("", DEFAULT_EMBEDDER):
+        return f'    "{embedder}": (\n        ({body}),\n        {bias:.3f},\n    ),'
     return f"LEARNED_WEIGHTS: tuple[tuple[float, ...], float] = (\n    ({body}),\n    {bias:.3f},\n)"
 
 
-def default_weights() -> tuple[np.ndarray, float]:
-    w = FusionWeights()
+def default_weights(embedder: str = "") -> tuple[np.ndarray, float]:
+    """The fusion model the retriever uses today for ``embedder``."""
+    w = FusionWeights.for_embedder(embedder)
     return np.asarray(w.weights), w.bias
