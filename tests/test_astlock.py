@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chapterverse.vectorindex import _load_npy
+from chapterverse.indexfiles import load_npy
 
 THREADS = 8
 LOADS = 1200
@@ -44,4 +44,4 @@ def _hammer(load: Callable[[], object], database: Path) -> list[str]:
 def test_concurrent_index_loads_take_turns_parsing_headers(tmp_path: Path) -> None:
     path = tmp_path / "ids.npy"
     np.save(path, np.arange(10, dtype="<i8"))
-    assert _hammer(lambda: _load_npy(path, 10, "<i8"), tmp_path / "gc.db") == []
+    assert _hammer(lambda: load_npy(path, 10, "<i8"), tmp_path / "gc.db") == []

@@ -143,6 +143,7 @@ def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteS
     rng = np.random.default_rng(6)
     add_doc(store, rng.standard_normal((80, DIM)))
     index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=10)  # damage the files only once nothing is still copying from the map
     directory = index.directory
     vectors = next(directory.glob("*.vectors.npy"))
     if damage == "truncate":  # a crash (or full disk) mid-write would leave a short file

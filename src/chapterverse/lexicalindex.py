@@ -49,7 +49,6 @@ Stores that are not SQLite files (PostgreSQL) get the same structure in memory, 
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import threading
 from collections.abc import Iterator, Sequence
@@ -61,26 +60,22 @@ from typing import Any
 import numpy as np
 
 from .store import SQLiteStore
-from .vectorindex import (
-    _collect_garbage,
-    _Corrupt,
-    _load_npy,
-    _manifest_moved_on,
-    _read_snapshot,
-    _save_npy,
-    _write_manifest_file,
+from .indexfiles import (
+    CorruptIndex,
+    collect_garbage,
+    load_npy,
+    manifest_moved_on,
+    read_manifest,
+    read_snapshot,
+    save_npy,
+    write_manifest,
+    writer_lock,
 )
-
-try:  # POSIX; elsewhere writers in one process are still serialized by the in-process lock
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "default_directory", "FORMAT"]
 
 FORMAT = 1
 """Version of the on-disk layout; another version is rebuilt, never read."""
-_MANIFEST = "manifest.json"
 _STEM, _PREFIX = "s:", "p:"
 _ROW_ARRAYS = {"ids": "<i8", "docs": "<i8", "files": "<i8", "lengths": "<f8"}
 _LOG = logging.getLogger(__name__)
@@ -523,24 +518,16 @@ class LexicalIndex:
 
     def _consistent(self) -> Any:
         """One read transaction (SQLite), so the generation and the rows are read from the same state."""
-        return _read_snapshot(self.store) if self.incremental else nullcontext()
+        return read_snapshot(self.store) if self.incremental else nullcontext()
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""
-        if self.persistent:
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                handle = open(self.directory / ".lock", "a+b")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                _LOG.warning("%s: cannot write the lexical index (%s); keeping it in memory", self.directory, exc)
-                self.persistent = False
         if not self.persistent:
             yield
             return
-        with handle:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with writer_lock(self.directory, "lexical index") as writable:
+            self.persistent = writable
             yield
 
     def _update(self, snap: _Snapshot | None) -> _Snapshot:
@@ -564,7 +551,7 @@ class LexicalIndex:
                 return self._apply_changes(snap, state)
 
     def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        return self.persistent and _manifest_moved_on(self.directory, None if snap is None else snap.generation)
+        return self.persistent and manifest_moved_on(self.directory, None if snap is None else snap.generation)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, compact or merge where worthwhile."""
@@ -661,7 +648,7 @@ class LexicalIndex:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
                 for kind, array in arrays.items():
-                    _save_npy(self.directory / f"{name}.{kind}.npy", array)
+                    save_npy(self.directory / f"{name}.{kind}.npy", array)
             except OSError as exc:
                 _LOG.warning("%s: cannot write the lexical index (%s); keeping it in memory", self.directory, exc)
                 self.persistent = False
@@ -673,20 +660,20 @@ class LexicalIndex:
         """Memory-map one segment's files, checking each against the shape the manifest recorded."""
         rows, keys, postings = int(shape["rows"]), int(shape["keys"]), int(shape["postings"])
         base = self.directory / name
-        arrays = {kind: _load_npy(Path(f"{base}.{kind}.npy"), rows, dtype) for kind, dtype in _ROW_ARRAYS.items()}
-        arrays["keys"] = _load_npy(Path(f"{base}.keys.npy"), keys, "<u8")
-        arrays["offsets"] = _load_npy(Path(f"{base}.offsets.npy"), keys + 1, "<i8")
-        arrays["ptr"] = _load_npy(Path(f"{base}.ptr.npy"), keys + 1, "<i8")
-        arrays["text"] = _load_npy(Path(f"{base}.text.npy"), int(shape["text"]), "|u1")
+        arrays = {kind: load_npy(Path(f"{base}.{kind}.npy"), rows, dtype) for kind, dtype in _ROW_ARRAYS.items()}
+        arrays["keys"] = load_npy(Path(f"{base}.keys.npy"), keys, "<u8")
+        arrays["offsets"] = load_npy(Path(f"{base}.offsets.npy"), keys + 1, "<i8")
+        arrays["ptr"] = load_npy(Path(f"{base}.ptr.npy"), keys + 1, "<i8")
+        arrays["text"] = load_npy(Path(f"{base}.text.npy"), int(shape["text"]), "|u1")
         if shape["row_type"] not in ("<u2", "<i4") or shape["tf"] not in ("<u2", "<f4", "<f8"):
-            raise _Corrupt(f"{name}: unknown posting types {shape['row_type']}, {shape['tf']}")
-        arrays["rows"] = _load_npy(Path(f"{base}.rows.npy"), postings, str(shape["row_type"]))
-        arrays["tf"] = _load_npy(Path(f"{base}.tf.npy"), postings, str(shape["tf"]))
+            raise CorruptIndex(f"{name}: unknown posting types {shape['row_type']}, {shape['tf']}")
+        arrays["rows"] = load_npy(Path(f"{base}.rows.npy"), postings, str(shape["row_type"]))
+        arrays["tf"] = load_npy(Path(f"{base}.tf.npy"), postings, str(shape["tf"]))
         segment = _Segment(name=name, **arrays)
         if int(segment.ids.sum()) != int(shape["id_sum"]):
-            raise _Corrupt(f"{name}: chunk ids do not match the manifest")
+            raise CorruptIndex(f"{name}: chunk ids do not match the manifest")
         if segment.ptr[-1] != postings or segment.offsets[-1] != len(segment.text):
-            raise _Corrupt(f"{name}: postings do not match the manifest")
+            raise CorruptIndex(f"{name}: postings do not match the manifest")
         return segment
 
     # -- manifest ---------------------------------------------------------------------------------------
@@ -701,27 +688,21 @@ class LexicalIndex:
             "dead_docs": snap.dead_docs.tolist(),
         }
         try:
-            _write_manifest_file(self.directory, manifest)
+            write_manifest(self.directory, manifest)
         except OSError as exc:
             _LOG.warning("%s: cannot write the lexical index manifest (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
             return
-        _collect_garbage(self.directory, {s.name for s in snap.segments})
+        collect_garbage(self.directory, {s.name for s in snap.segments})
 
     def _load(self) -> _Snapshot | None:
         """The index on disk, if it is complete, of this format and these settings; None otherwise."""
-        if not self.persistent:
-            return None
-        try:
-            raw = json.loads((self.directory / _MANIFEST).read_text("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            _LOG.warning("%s: unreadable manifest (%s); rebuilding", self.directory, exc)
+        raw = read_manifest(self.directory, "lexical index") if self.persistent else None
+        if raw is None:
             return None
         try:
             return self._from_manifest(raw)
-        except (_Corrupt, KeyError, TypeError, ValueError) as exc:
+        except (CorruptIndex, KeyError, TypeError, ValueError) as exc:
             _LOG.warning("%s: the lexical index does not match its manifest (%s); rebuilding", self.directory, exc)
             return None
 
@@ -733,7 +714,7 @@ class LexicalIndex:
                          max_chunk_id=int(raw["max_chunk_id"]), segments=segments,
                          dead_docs=np.asarray(raw["dead_docs"], np.int64), next_segment=int(raw["next_segment"]))
         if _live_rows(snap) != int(raw["live"]):
-            raise _Corrupt(f"{_live_rows(snap)} live rows, manifest says {raw['live']}")
+            raise CorruptIndex(f"{_live_rows(snap)} live rows, manifest says {raw['live']}")
         return snap
 
 

@@ -45,7 +45,6 @@ lowered silently. The unclustered tail and doc-filtered searches over few rows a
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -58,21 +57,25 @@ from typing import Any, Literal
 
 import numpy as np
 
-from .astlock import AST_LOCK
 from .errors import StoreError
+from .indexfiles import (
+    CorruptIndex,
+    collect_garbage,
+    load_npy,
+    manifest_moved_on,
+    read_manifest,
+    read_snapshot,
+    save_npy,
+    write_manifest,
+    writer_lock,
+)
 from .store import SQLiteStore
 from .topk import top_k
-
-try:  # POSIX; elsewhere writers in one process are still serialized by the in-process lock
-    import fcntl
-except ImportError:  # pragma: no cover - Windows
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
 
 FORMAT = 1
 """Version of the on-disk layout; another version is rebuilt, never read."""
-_MANIFEST = "manifest.json"
 _LOG = logging.getLogger(__name__)
 
 
@@ -209,99 +212,6 @@ def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tu
         dead_rows += int(mask.sum()) if mask is not None else 0
         masks.append(mask)
     return tuple(masks), dead_rows
-
-
-# ----------------------------------------------------------------------------------------------------------
-# files
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def _write_manifest_file(directory: Path, manifest: dict[str, Any]) -> None:
-    """Replace ``directory/manifest.json`` atomically and durably (temporary name, fsync, rename, fsync the
-    directory): the manifest is written last, so a crash leaves the previous index whole. Raises OSError."""
-    path = directory / _MANIFEST
-    tmp = path.with_name(f"{_MANIFEST}.tmp-{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(directory)
-
-
-def _collect_garbage(directory: Path, keep: set[str]) -> None:
-    """Delete files of segments the manifest no longer names and leftovers of interrupted writes."""
-    for path in directory.iterdir():
-        name = path.name
-        if name in (_MANIFEST, ".lock"):
-            continue
-        if ".tmp" in name or name.split(".", 1)[0] not in keep:
-            try:
-                path.unlink()
-            except OSError:  # mapped elsewhere on a platform that forbids it: next time
-                pass
-
-
-def _manifest_moved_on(directory: Path, generation: int | None) -> bool:
-    """True when a readable manifest on disk is of another generation than ``generation`` (None: any is news)."""
-    try:
-        raw = json.loads((directory / _MANIFEST).read_text("utf-8"))
-        return generation is None or int(raw.get("generation", -1)) != generation
-    except (OSError, ValueError, TypeError, AttributeError):
-        return False
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` to ``path`` atomically: temporary name, fsync, rename."""
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        np.save(f, np.ascontiguousarray(array), allow_pickle=False)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _load_npy(path: Path, rows: int, dtype: str, width: int | None = None) -> np.ndarray:
-    """Memory-map ``path`` and check its shape and dtype; any mismatch is a corrupt index."""
-    try:
-        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.astlock
-            array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError) as exc:
-        raise _Corrupt(f"{path.name}: {exc}") from exc
-    shape = (rows,) if width is None else (rows, width)
-    if array.shape != shape or array.dtype != np.dtype(dtype):
-        raise _Corrupt(f"{path.name}: expected {dtype} {shape}, found {array.dtype} {array.shape}")
-    return np.asarray(array)  # a plain ndarray view of the map: BLAS and fancy indexing without memmap overhead
-
-
-class _Corrupt(Exception):
-    """The files on disk do not form a valid index (rebuilt, never surfaced)."""
-
-
-@contextmanager
-def _read_snapshot(store: SQLiteStore) -> Iterator[None]:
-    """One read transaction, so generation, documents and vectors are read from the same state (WAL)."""
-    db = store.db
-    if db.in_transaction:
-        yield
-        return
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        db.execute("COMMIT")
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -629,7 +539,7 @@ class VectorIndex:
 
     def rebuild(self) -> None:
         """Discard the files and rebuild from the store."""
-        with self._lock, _read_snapshot(self.store), self._writing():
+        with self._lock, read_snapshot(self.store), self._writing():
             self._snap = self._rebuild_from_store(self._snap, "asked")
             self._copy_in_background()
 
@@ -670,24 +580,16 @@ class VectorIndex:
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""
-        if self.persistent:
-            try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                handle = open(self.directory / ".lock", "a+b")  # noqa: SIM115 - closed below
-            except OSError as exc:
-                _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
-                self.persistent = False
         if not self.persistent:
             yield
             return
-        with handle:
-            if fcntl is not None:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with writer_lock(self.directory, "vector index") as writable:
+            self.persistent = writable
             yield
 
     def _update(self, snap: _Snapshot | None) -> _Snapshot:
         store = self.store
-        with _read_snapshot(store):
+        with read_snapshot(store):
             state = _StoreState.read(store)
             if snap is None or self._newer_on_disk(snap):
                 snap = self._load(state.model, state.dim) or snap
@@ -706,7 +608,7 @@ class VectorIndex:
                 return self._apply_changes(snap, state)
 
     def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        return self.persistent and _manifest_moved_on(self.directory, None if snap is None else snap.generation)
+        return self.persistent and manifest_moved_on(self.directory, None if snap is None else snap.generation)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, merge or compact when worthwhile."""
@@ -852,13 +754,13 @@ class VectorIndex:
         try:
             self._write_vectors(self.directory / f"{name}.vectors.npy", matrix, row_order, dim)
             for kind, array in arrays.items():
-                _save_npy(self.directory / f"{name}.{kind}.npy", array)
+                save_npy(self.directory / f"{name}.{kind}.npy", array)
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
             return self._write_segment(name, ids, docs, matrix, row_order=row_order, centroids=centroids,
                                        offsets=offsets)
-        vectors = _load_npy(self.directory / f"{name}.vectors.npy", len(ids), "<f4", dim)
+        vectors = load_npy(self.directory / f"{name}.vectors.npy", len(ids), "<f4", dim)
         return self._segment(name, vectors, arrays)
 
     @staticmethod
@@ -947,28 +849,21 @@ class VectorIndex:
             "ann": {"nprobe": snap.nprobe, "recall_at_10": snap.recall},
         }
         try:
-            _write_manifest_file(self.directory, manifest)
+            write_manifest(self.directory, manifest)
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index manifest (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
             return
-        _collect_garbage(self.directory, {s.name for s in snap.segments})
+        collect_garbage(self.directory, {s.name for s in snap.segments})
 
     def _load(self, model: str, dim: int) -> _Snapshot | None:
         """The index on disk, if it is complete, of this format and this model; None otherwise."""
-        if not self.persistent:
-            return None
-        path = self.directory / _MANIFEST
-        try:
-            raw = json.loads(path.read_text("utf-8"))
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as exc:
-            _LOG.warning("%s: unreadable manifest (%s); rebuilding", self.directory, exc)
+        raw = read_manifest(self.directory, "vector index") if self.persistent else None
+        if raw is None:
             return None
         try:
             return self._from_manifest(raw, model, dim)
-        except (_Corrupt, KeyError, TypeError, ValueError) as exc:
+        except (CorruptIndex, KeyError, TypeError, ValueError) as exc:
             _LOG.warning("%s: the vector index does not match its manifest (%s); rebuilding", self.directory, exc)
             return None
 
@@ -979,28 +874,28 @@ class VectorIndex:
         for entry in raw["segments"]:
             name, rows = str(entry["name"]), int(entry["rows"])
             base = self.directory / name
-            arrays = {"ids": _load_npy(Path(f"{base}.ids.npy"), rows, "<i8"),
-                      "docs": _load_npy(Path(f"{base}.docs.npy"), rows, "<i8"),
-                      "order": _load_npy(Path(f"{base}.order.npy"), rows, "<i8")}
+            arrays = {"ids": load_npy(Path(f"{base}.ids.npy"), rows, "<i8"),
+                      "docs": load_npy(Path(f"{base}.docs.npy"), rows, "<i8"),
+                      "order": load_npy(Path(f"{base}.order.npy"), rows, "<i8")}
             if int(arrays["ids"].sum()) != int(entry["id_sum"]):
-                raise _Corrupt(f"{name}: chunk ids do not match the manifest")
+                raise CorruptIndex(f"{name}: chunk ids do not match the manifest")
             if entry["clustered"]:
                 nlist = int(entry["nlist"])
-                arrays["centroids"] = np.array(_load_npy(Path(f"{base}.centroids.npy"), nlist, "<f4", dim))
-                arrays["offsets"] = np.array(_load_npy(Path(f"{base}.offsets.npy"), nlist + 1, "<i8"))
+                arrays["centroids"] = np.array(load_npy(Path(f"{base}.centroids.npy"), nlist, "<f4", dim))
+                arrays["offsets"] = np.array(load_npy(Path(f"{base}.offsets.npy"), nlist + 1, "<i8"))
                 if arrays["offsets"][-1] != rows:
-                    raise _Corrupt(f"{name}: list offsets do not cover the rows")
-            vectors = _load_npy(Path(f"{base}.vectors.npy"), rows, "<f4", dim)
+                    raise CorruptIndex(f"{name}: list offsets do not cover the rows")
+            vectors = load_npy(Path(f"{base}.vectors.npy"), rows, "<f4", dim)
             segments.append(self._segment(name, vectors, arrays))
         dead_docs = np.asarray(raw["dead_docs"], np.int64)
         masks, dead_rows = _dead_masks(segments, dead_docs)
         live = sum(s.rows for s in segments) - dead_rows
         if live != int(raw["live"]):
-            raise _Corrupt(f"{live} live rows, manifest says {raw['live']}")
+            raise CorruptIndex(f"{live} live rows, manifest says {raw['live']}")
         ann = raw.get("ann") or {}
         nprobe = ann.get("nprobe")
         if nprobe is not None and not any(s.clustered for s in segments):
-            raise _Corrupt("nprobe without a clustered segment")
+            raise CorruptIndex("nprobe without a clustered segment")
         return _Snapshot(generation=int(raw["generation"]), model=model, dim=dim,
                          max_chunk_id=int(raw["max_chunk_id"]), store_max_id=int(raw["store_max_id"]),
                          segments=tuple(segments), dead_docs=dead_docs,
