@@ -309,10 +309,14 @@ def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(sto
     rng = np.random.default_rng(13)
     add_doc(store, rng.standard_normal((80, DIM)), "a")
     index = VectorIndex.open(store)
+    q = unit(rng.standard_normal(DIM))
+    index.search(q, 5)
+    assert not index._resident and not index._copying.is_set(), "one search (a CLI call) pays for no copy"
+    index.search(q, 5)
+    assert index._copying.is_set() or index._resident, "a second search starts the copy"
     assert index.wait_resident(timeout=10) and index.stats().resident
     assert index._current().segments[0].matrix.base is None, "the snapshot scans the copy, which owns its memory"
     second = add_doc(store, rng.standard_normal((40, DIM)), "b")
-    q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))  # the new segment is scanned mapped or copied
     assert index.wait_resident(timeout=10) and index.stats().segments == 2
     assert_same(index.search(q, 10), brute_force(store, q, 10))

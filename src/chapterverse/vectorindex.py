@@ -27,9 +27,10 @@ is renamed last, so a crash leaves either the old index or the new one. Files ar
 they are named; a half-written or mismatched file fails validation on open and the index is rebuilt.
 
 *Resident copies.* The maps let a process open any size in milliseconds, but a scan of the page cache's 4 KB
-pages ran about a fifth slower here than of anonymous (huge-page) memory. So after each load or write a
-background thread copies the matrices into process memory, up to ``resident_bytes``, and swaps each copy
-into the snapshot when it is complete; searches scan the map until then.
+pages ran about a fifth slower here than of anonymous (huge-page) memory. So once a process searches a second
+time (a server, a benchmark; not a one-shot CLI search, which would only pay for the copy), and after each
+write from then on, a background thread copies the matrices into process memory, up to ``resident_bytes``,
+and swaps each copy into the snapshot when it is complete; searches scan the map until then.
 
 *Concurrency.* Searches read an immutable snapshot (one attribute read), so any number of threads search
 while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory.
@@ -378,6 +379,8 @@ class VectorIndex:
         self._resident: dict[str, np.ndarray] = {}
         """Copies of segment matrices in process memory, by segment name (files never change once named)."""
         self._copying = threading.Event()
+        self._searches = 0
+        """Searches so far, up to the second: the one that makes copying worthwhile."""
         self._copied = threading.Condition(self._lock)
         self.last_refresh: str = "none"
         """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``rebuilt`` (for tests and benches)."""
@@ -399,6 +402,8 @@ class VectorIndex:
         calibrated number of lists (benchmarks, recall sweeps).
         """
         snap = self._current()
+        if self._searches < 2:
+            self._count_search()
         if exact or nprobe is not None:
             snap = replace(snap, nprobe=None if exact else nprobe)
         q = self._query(vector, snap)
@@ -458,9 +463,13 @@ class VectorIndex:
         )
 
     def wait_resident(self, timeout: float | None = None) -> bool:
-        """Wait until every matrix of the current snapshot is a copy in memory (benchmarks, tests); False when
-        they stay mapped (too large, not persistent) or ``timeout`` passed."""
+        """Copy every matrix of the current snapshot into memory now, as a second search would, and wait until
+        that is done (benchmarks, tests); False when they stay mapped (too large, not persistent) or
+        ``timeout`` passed."""
+        self._current()
         with self._copied:
+            self._searches = 2
+            self._copy_in_background()
             return self._copied.wait_for(lambda: self._snap is not None and not self._copying.is_set(), timeout) \
                 and all(s.name in self._resident for s in self._snap.segments)
 
@@ -550,10 +559,19 @@ class VectorIndex:
         return replace(snap, segments=tuple(replace(seg, matrix=self._resident.get(seg.name, seg.matrix))
                                             for seg in snap.segments))
 
+    def _count_search(self) -> None:
+        with self._lock:
+            self._searches += 1
+            if self._searches == 2:
+                self._copy_in_background()
+
     def _copy_in_background(self) -> None:
-        """Called with the lock held: forget copies of replaced segments, start copying new ones."""
+        """Called with the lock held: forget copies of replaced segments, start copying new ones (once a
+        second search has shown that this process searches more than once)."""
         snap = self._snap
-        assert snap is not None
+        if snap is None or self._searches < 2:
+            self._copied.notify_all()
+            return
         names = {seg.name for seg in snap.segments}
         for name in set(self._resident) - names:
             del self._resident[name]
