@@ -328,3 +328,24 @@ def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(sto
     assert not mapped.wait_resident(timeout=10) and not mapped.stats().resident
     assert mapped._current().segments[0].matrix.base is not None, "a view of the map"
     assert_same(mapped.search(q, 10), brute_force(store, q, 10))
+
+
+def test_a_failed_copy_keeps_the_map_and_is_not_retried(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    import chapterverse.vectorindex as vectorindex
+
+    rng = np.random.default_rng(14)
+    add_doc(store, rng.standard_normal((30, DIM)), "a")
+    index = VectorIndex.open(store)
+    attempts: list[int] = []
+
+    def no_memory(*args: object, **kwargs: object) -> np.ndarray:
+        attempts.append(1)
+        raise MemoryError("no room for the copy")
+
+    monkeypatch.setattr(vectorindex.np, "array", no_memory)
+    assert not index.wait_resident(timeout=10)
+    monkeypatch.undo()
+    add_doc(store, rng.standard_normal((10, DIM)), "b")
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert not index.wait_resident(timeout=10) and len(attempts) == 1 and not index.stats().resident

@@ -388,6 +388,7 @@ class VectorIndex:
         """Copies of segment matrices in process memory, by segment name (files never change once named)."""
         self._copying = threading.Event()
         self._searches = 0
+        self._copy_failed = False
         """Searches so far, up to the second: the one that makes copying worthwhile."""
         self._copied = threading.Condition(self._lock)
         self.last_refresh: str = "none"
@@ -577,7 +578,7 @@ class VectorIndex:
         """Called with the lock held: forget copies of replaced segments, start copying new ones (once a
         second search has shown that this process searches more than once)."""
         snap = self._snap
-        if snap is None or self._searches < 2:
+        if snap is None or self._searches < 2 or self._copy_failed:
             self._copied.notify_all()
             return
         names = {seg.name for seg in snap.segments}
@@ -599,10 +600,15 @@ class VectorIndex:
                     self._resident[seg.name] = copy
                     if self._snap is not None:
                         self._snap = self._with_resident(self._snap)
+        except Exception as exc:  # noqa: BLE001 - MemoryError above all: the map still serves, never retry
+            _LOG.warning("%s: keeping the vectors memory-mapped (%s: %s)", self.directory, type(exc).__name__, exc)
+            with self._lock:
+                self._copy_failed = True
         finally:
             with self._lock:
                 self._copying.clear()
                 self._copy_in_background()  # segments that arrived while copying
+
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""
