@@ -388,8 +388,8 @@ class VectorIndex:
         """Copies of segment matrices in process memory, by segment name (files never change once named)."""
         self._copying = threading.Event()
         self._searches = 0
-        self._copy_failed = False
         """Searches so far, up to the second: the one that makes copying worthwhile."""
+        self._copy_failed = False
         self._copied = threading.Condition(self._lock)
         self.last_refresh: str = "none"
         """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``rebuilt`` (for tests and benches)."""
@@ -468,7 +468,7 @@ class VectorIndex:
             clustered_rows=sum(s.rows for s in clustered),
             nlist=sum(len(s.centroids) for s in clustered if s.centroids is not None),
             nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=size, persistent=self.persistent,
-            resident=all(s.name in self._resident for s in snap.segments),
+            resident=self._all_resident(snap),
         )
 
     def wait_resident(self, timeout: float | None = None) -> bool:
@@ -479,8 +479,13 @@ class VectorIndex:
         with self._copied:
             self._searches = 2
             self._copy_in_background()
-            return self._copied.wait_for(lambda: self._snap is not None and not self._copying.is_set(), timeout) \
-                and all(s.name in self._resident for s in self._snap.segments)
+            done = self._copied.wait_for(lambda: not self._copying.is_set(), timeout)
+            snap = self._snap
+            assert snap is not None
+            return done and self._all_resident(snap)
+
+    def _all_resident(self, snap: _Snapshot) -> bool:
+        return all(seg.name in self._resident for seg in snap.segments)
 
     def _current(self) -> _Snapshot:
         self.refresh()

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..library import Library, Progress
 from ..embeddings import USEEmbedder
+from ..library import Library, Progress
 from ..retrieval import FusionWeights
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
