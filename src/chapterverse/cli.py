@@ -16,6 +16,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from .answering import AnswerResult
 from .config import load_config
@@ -130,7 +131,10 @@ def _print_answer(result: AnswerResult) -> None:
     text = result.answer
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
-    stdout.print(text, markup=False, highlight=False)
+    shown = Text(text)
+    for phrase in result.answer_spans:
+        shown.highlight_words([phrase.text], style="bold")
+    stdout.print(shown, highlight=False)
     if result.notice:
         stderr.print(f"note: {result.notice}", markup=False)
     if result.citations:
@@ -176,6 +180,8 @@ def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embed
     if json_out:
         payload = result.to_json()
         keys = ["answer", "found", "mode", "citations", "notice"]
+        if result.mode == "extractive":
+            keys += ["confidence", "answer_spans"]
         if result.mode == "llm":
             keys += ["dropped_tags", "unsupported_sentences", "unverified_quotes", "tool_calls", "usage", "metadata"]
         _emit({k: payload[k] for k in keys})

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -367,6 +368,19 @@ class LexicalView:
         for seg, where in zip(self.segments, self._where):
             for i, lo, hi in seg.find(hashes, encoded):
                 yield seg, where, i, lo, hi
+
+    def rarity(self, terms: Sequence[str]) -> list[float]:
+        """Each stem's BM25 idf over the live chunks, divided by the idf of a stem found nowhere (0..1].
+
+        The reader weighs question words with it; dividing by the largest possible idf makes the weight mean
+        the same in a ten-chunk library and in a million-chunk one."""
+        n = max(self.live, 1)
+        ceiling = math.log1p((n + 0.5) / 0.5)
+        out = []
+        for parts in self._postings([_STEM + t for t in terms]):
+            df = sum(len(pos) for pos, _ in parts)
+            out.append(math.log1p((n - df + 0.5) / (df + 0.5)) / ceiling)
+        return out
 
     def knows(self, stem: str) -> bool:
         """Whether ``stem`` occurs in a live chunk, without gathering its postings where no row is removed."""

@@ -274,6 +274,14 @@ class Retriever:
                     self._lexical = LexicalIndex(self.store, settings=settings)
         return self._lexical
 
+    def term_rarity(self, terms: Sequence[str]) -> dict[str, float]:
+        """Each stem's rarity in the library, 0..1 (:meth:`LexicalView.rarity`); 1.0 for every stem where the
+        store keeps BM25 to itself, so the reader then weighs question words equally."""
+        index = self._memory_index()
+        if index is None:
+            return dict.fromkeys(terms, 1.0)
+        return dict(zip(terms, index.rarity(list(terms))))
+
     def _memory_index(self) -> LexicalView | None:
         """The current snapshot of the in-process BM25 index, or None where the store keeps BM25 to itself."""
         if not callable(getattr(self.store, "lexical_rows", None)):

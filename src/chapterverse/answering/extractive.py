@@ -1,0 +1,131 @@
+"""Answers without a model: the source's own sentences that answer the question, each with its exact tag.
+
+An extractive answer never paraphrases: every sentence in it is an exact span of a retrieved passage, so
+it is verified by construction. The reader takes the sentences around the best passages
+(:mod:`.sentences`), describes each by :data:`.features.FEATURES`, ranks them with the learned sentence
+model and shows the best one to three in reading order (:mod:`.model`). Whether to answer at all is the
+confidence model's calibrated probability that the shown sentences answer the question; below 0.5 the
+answer says "Not found" and shows nothing as the source's words.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..library import Hit, Library
+from ..positions import Span
+from .features import FEATURES, question_coverage, sentence_features
+from .model import ReaderModel, load_reader_model
+from .phrases import answer_phrase
+from .question import Question, read_question
+from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
+from .sentences import Candidate, gather_candidates
+
+__all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences"]
+
+PASSAGES = 6
+"""Retrieved passages whose sentences the reader considers."""
+
+
+@dataclass(slots=True)
+class Reading:
+    """Everything the reader knows about one question: the evidence and its features, before any decision."""
+
+    question: Question
+    hits: list[Hit]
+    candidates: list[Candidate]
+    features: np.ndarray
+    coverage: float
+    missing: float
+
+
+def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int] | None = None,
+                  k: int = PASSAGES, hits: Sequence[Hit] | None = None) -> Reading:
+    """Retrieve (unless ``hits`` are given), gather candidate sentences and compute their features."""
+    languages = library.store.languages()
+    question = read_question(question_text, languages)
+    found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids)
+    candidates = gather_candidates(library, found, question, languages)
+    rarity = library.retriever.term_rarity(question.terms)
+
+    def weight_of(term: str) -> float:
+        return rarity.get(term, 1.0)
+
+    if candidates:
+        vectors = library.embedder.embed([c.text for c in candidates])
+        cosines = vectors @ library.embedder.embed_query(question_text)
+    else:
+        cosines = np.zeros(0)
+    features = sentence_features(question, candidates, cosines, weight_of, languages)
+    coverage, missing = question_coverage(question, candidates, weight_of, languages)
+    return Reading(question, found, candidates, features, coverage, missing)
+
+
+def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
+    """The confidence model's inputs (:data:`.model.CONFIDENCE_FEATURES`) for one reading."""
+    best = int(np.argmax(scores))
+    row = reading.features[best]
+    return np.array([
+        float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], reading.coverage,
+        reading.missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
+    ])
+
+
+def choose_sentences(scores: np.ndarray, lengths: Sequence[int], model: ReaderModel) -> list[int]:
+    """Indices of the sentences to show: the best, then any whose softmax share is at least ``keep_ratio`` of
+    the best's, up to ``max_sentences`` and ``max_chars`` in all."""
+    order = [int(i) for i in np.argsort(-scores, kind="stable")]
+    share = np.exp(scores - scores.max())
+    chosen = [order[0]]
+    used = lengths[order[0]]
+    for i in order[1:]:
+        if len(chosen) >= model.max_sentences or share[i] < model.keep_ratio:
+            break
+        if used + lengths[i] <= model.max_chars:
+            chosen.append(i)
+            used += lengths[i]
+    return chosen
+
+
+def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int] | None = None,
+                      k: int = PASSAGES, scope_title: str | None = None,
+                      hits: Sequence[Hit] | None = None, model: ReaderModel | None = None) -> AnswerResult:
+    """The sentences of the library that best answer ``question``, in reading order, each tagged."""
+    model = model or load_reader_model()
+    reading = read_evidence(library, question, doc_ids=doc_ids, k=k, hits=hits)
+    not_found = f"{NOT_FOUND_PREFIX} {scope_title or 'this library'}."
+    if not reading.candidates:
+        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0)
+    scores = model.sentence_scores(reading.features)
+    confidence = round(model.confidence(confidence_features(reading, scores)), 4)
+    if confidence < 0.5:
+        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence)
+    chosen = choose_sentences(scores, [len(c.text) for c in reading.candidates], model)
+    best = chosen[0]
+    shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
+    citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
+    answer = " ".join(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)
+    spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
+    return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
+                        answer_spans=spans)
+
+
+def _citation(library: Library, n: int, candidate: Candidate) -> CitationOut:
+    span = candidate.span
+    resolved = library.resolve(span)
+    return CitationOut(n=n, tag=span.key, doc_id=candidate.hit.chunk.doc_id, doc_title=candidate.hit.doc_title,
+                       text=resolved.text, toc_path=resolved.toc_path, file=span.file, start=span.start,
+                       end=span.end)
+
+
+def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:
+    candidate = reading.candidates[best]
+    phrase = answer_phrase(candidate.text, reading.question, languages)
+    if phrase is None:
+        return []
+    span = Span(candidate.span.file, candidate.span.start + phrase[0], candidate.span.start + phrase[1])
+    return [AnswerSpanOut(tag=span.key, text=candidate.text[phrase[0]:phrase[1]], citation=citation)]

@@ -1,0 +1,148 @@
+"""The numbers the reader's model sees for each candidate sentence (:data:`FEATURES`).
+
+Three kinds of evidence: *meaning* (cosine of question and sentence vectors, from the library's own
+embedder), *words* (how much of the question's weight, each term weighted by its rarity in the library,
+the sentence and its neighbours hold, and how much the sentence adds beyond the question), and *answer
+type* (a who-question wants a name the question does not contain, a when-question a date, how-many a
+number, where a place, why a cause; "Who is X?" wants "X, the ..." or "X was a ..."). Each is also given
+relative to the best candidate of the question, because the model ranks one question's candidates.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..analysis import content_words, query_terms, word_tokens
+from .question import Question
+from .sentences import Candidate
+
+__all__ = ["FEATURES", "sentence_features", "question_coverage"]
+
+FEATURES: tuple[str, ...] = (
+    "cos",  # cosine of question and sentence
+    "cos_gap",  # cos minus the best candidate's cos
+    "overlap",  # rarity-weighted share of the question's terms in the sentence
+    "overlap_gap",  # overlap minus the best candidate's overlap
+    "prefix_overlap",  # the same over five-letter stem prefixes (inflections, cognates)
+    "window_overlap",  # the same over the sentence and its neighbours in the paragraph
+    "novel",  # log(1 + content words the question does not contain)
+    "repeat",  # share of the sentence's content words that are the question's
+    "passage_rank",  # 1 / (1 + place of its passage in the retrieval ranking)
+    "passage_cos",  # cosine of question and its passage
+    "length",  # log of the sentence's characters, over log(200)
+    "first_in_paragraph",
+    "dialogue",  # the sentence opens with a quotation mark or dash
+    "who_name",  # who-question and the sentence names someone the question does not
+    "when_time",  # when-question and the sentence holds a date or time expression
+    "number_number",  # how-many question and the sentence holds a number
+    "where_place",  # where-question and the sentence holds a place phrase
+    "why_cause",  # why-question and the sentence holds a cause or purpose marker
+    "definition",  # "Who/What is X?" and the sentence defines X ("X, the ...", "X was a ...")
+    "subject_first",  # "Who/What is X?" and X is among the sentence's first words
+)
+
+_NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand "
+    "million billion dozen half once twice first second third uno dos tres cuatro cinco seis siete ocho nueve diez "
+    "cien ciento mil millon millones due tre quattro cinque sei sette otto nove dieci cento mille milioni".split())
+_TIME_WORDS = frozenset(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday morning evening night midnight noon dawn dusk day days week weeks "
+    "month months year years century winter summer spring autumn after before until when once then later ago "
+    "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre siglo ano anos dia "
+    "noche manana despues antes cuando gennaio febbraio aprile maggio giugno luglio settembre ottobre novembre "
+    "dicembre secolo anno anni giorno notte mattina dopo prima".split())
+_CAUSE = re.compile(r"\b(because|since|so that|in order to|so as to|for fear|as a result|due to|therefore|so|"
+                    r"porque|ya que|pues|debido|para que|por eso|perche|poiche|siccome|affinche|dato che|percio)\b")
+_PLACE = re.compile(r"\b(in|at|into|near|under|beside|behind|inside|on|over|from|to|across|through|en|dentro|"
+                    r"junto|cerca|bajo|nel|nella|sotto|presso|vicino)\s+(the|a|an|his|her|their|el|la|los|las|"
+                    r"il|lo|[A-Z]\w+)\b")
+_DIGIT = re.compile(r"\d")
+_CAPITALISED = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]+")
+_PREFIX = 5
+
+
+def sentence_features(question: Question, candidates: Sequence[Candidate], cosines: np.ndarray,
+                      weight_of: Callable[[str], float], languages: Sequence[str]) -> np.ndarray:
+    """One row of :data:`FEATURES` per candidate (float64)."""
+    terms = list(question.terms)
+    weights = {t: weight_of(t) for t in terms}
+    total = sum(weights.values()) or 1.0
+    prefix_weights: dict[str, float] = {}
+    for t, w in weights.items():
+        prefix_weights[t[:_PREFIX]] = max(prefix_weights.get(t[:_PREFIX], 0.0), w)
+    prefix_total = sum(prefix_weights.values()) or 1.0
+    rows = []
+    for cand, cos in zip(candidates, cosines.tolist()):
+        stems = set(query_terms(cand.text, languages))
+        window = stems | set(query_terms(f"{cand.before} {cand.after}", languages))
+        prefixes = {s[:_PREFIX] for s in stems}
+        words = content_words(cand.text, languages)
+        novel = [w for w in words if w not in question.words]
+        rows.append([
+            cos, 0.0,
+            sum(w for t, w in weights.items() if t in stems) / total, 0.0,
+            sum(w for p, w in prefix_weights.items() if p in prefixes) / prefix_total,
+            sum(w for t, w in weights.items() if t in window) / total,
+            math.log1p(len(novel)), 1 - len(novel) / max(len(words), 1),
+            1.0 / (1 + cand.rank), cand.hit.dense,
+            math.log(max(len(cand.text), 2)) / math.log(200),
+            float(cand.first_in_paragraph), float(cand.text.lstrip()[:1] in "\"“«‘'—–-"),
+            *_answer_type(question, cand.text),
+        ])
+    matrix = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
+    if len(rows):
+        for col in ("cos", "overlap"):
+            i = FEATURES.index(col)
+            matrix[:, i + 1] = matrix[:, i] - matrix[:, i].max()
+    return matrix
+
+
+def _answer_type(question: Question, sentence: str) -> list[float]:
+    """who_name, when_time, number_number, where_place, why_cause, definition, subject_first."""
+    kind = question.kind
+    tokens = word_tokens(sentence)
+    names = [m.group(0) for m in _CAPITALISED.finditer(sentence) if m.start() > 0]
+    new_name = any(word_tokens(n)[0] not in question.words for n in names if word_tokens(n))
+    has_number = bool(_DIGIT.search(sentence)) or any(t in _NUMBER_WORDS for t in tokens)
+    has_time = bool(re.search(r"\b1\d{3}\b|\b20\d{2}\b", sentence)) or any(t in _TIME_WORDS for t in tokens)
+    definition, subject_first = _definition(question, tokens, sentence)
+    return [
+        float(kind == "who" and new_name),
+        float(kind == "when" and has_time),
+        float(kind == "number" and has_number),
+        float(kind == "where" and bool(_PLACE.search(sentence))),
+        float(kind == "why" and bool(_CAUSE.search(" ".join(tokens)))),
+        definition, subject_first,
+    ]
+
+
+def _definition(question: Question, tokens: Sequence[str], sentence: str) -> tuple[float, float]:
+    """Whether the sentence defines the subject of "Who/What is X?", and whether X opens the sentence."""
+    if not question.subject:
+        return 0.0, 0.0
+    head = question.subject[-1]
+    if head not in tokens:
+        return 0.0, 0.0
+    first = tokens.index(head)
+    after = " ".join(tokens[first + 1:first + 3])
+    defines = bool(re.match(r"(is|was|are|were|es|era|fue|e|fu|who|que|che)\b", after)) or bool(
+        re.search(re.escape(head) + r"\W{0,3}[,(—–-]\s*(the|a|an|el|la|un|una|il|lo)?\b", sentence, re.IGNORECASE))
+    return float(defines), float(first < 4)
+
+
+def question_coverage(question: Question, candidates: Sequence[Candidate], weight_of: Callable[[str], float],
+                      languages: Sequence[str]) -> tuple[float, float]:
+    """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
+    candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
+    found: set[str] = set()
+    for cand in candidates:
+        found.update(query_terms(f"{cand.before} {cand.text} {cand.after}", languages))
+    weights = {t: weight_of(t) for t in question.terms}
+    total = sum(weights.values()) or 1.0
+    missing = [w for t, w in weights.items() if t not in found]
+    return sum(w for t, w in weights.items() if t in found) / total, max(missing, default=0.0)

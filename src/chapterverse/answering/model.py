@@ -1,0 +1,92 @@
+"""The reader's two small learned models and how answers are composed, loaded from ``reader_weights.json``.
+
+- *Sentence model*: a linear score per candidate sentence over :data:`.features.FEATURES`, fit listwise
+  (a softmax over each question's candidates) on development questions whose gold answer lies in one of
+  the candidates. It only ranks one question's sentences.
+- *Confidence model*: a logistic model over :data:`CONFIDENCE_FEATURES` (how well the best sentence scored,
+  how much of the question the evidence knows) fit on answerable questions against questions asked of a
+  document that does not answer them, so ``confidence`` is a probability and 0.5 is where ``found`` flips.
+
+Both are refit with ``chapterverse bench fit-answers`` (see docs/BENCHMARKS.md), which rewrites the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .features import FEATURES
+
+__all__ = ["CONFIDENCE_FEATURES", "ReaderModel", "load_reader_model", "WEIGHTS_PATH"]
+
+WEIGHTS_PATH = Path(__file__).with_name("reader_weights.json")
+
+CONFIDENCE_FEATURES: tuple[str, ...] = (
+    "best_score",  # the sentence model's score of the best candidate
+    "best_cos",  # the best candidate's cosine to the question
+    "best_overlap",  # the best candidate's rarity-weighted term overlap
+    "coverage",  # rarity-weighted share of the question's terms found anywhere in the evidence
+    "missing",  # rarity of the rarest question term found nowhere in the evidence (0 when none)
+    "passage_cos",  # cosine of the question and the best retrieved passage
+    "candidates",  # log(1 + number of candidate sentences)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ReaderModel:
+    sentence_weights: np.ndarray
+    sentence_bias: float
+    confidence_weights: np.ndarray
+    confidence_bias: float
+    keep_ratio: float
+    """A further sentence is shown when its softmax share is at least this fraction of the best one's."""
+    max_sentences: int = 3
+    max_chars: int = 600
+    provenance: str = ""
+
+    def sentence_scores(self, features: np.ndarray) -> np.ndarray:
+        return np.asarray(features @ self.sentence_weights + self.sentence_bias, dtype=np.float64)
+
+    def confidence(self, features: np.ndarray) -> float:
+        logit = float(features @ self.confidence_weights + self.confidence_bias)
+        return 1.0 / (1.0 + float(np.exp(-np.clip(logit, -30.0, 30.0))))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "sentence": {"features": list(FEATURES), "weights": [round(float(w), 5) for w in self.sentence_weights],
+                         "bias": round(self.sentence_bias, 5)},
+            "confidence": {"features": list(CONFIDENCE_FEATURES),
+                           "weights": [round(float(w), 5) for w in self.confidence_weights],
+                           "bias": round(self.confidence_bias, 5)},
+            "compose": {"keep_ratio": self.keep_ratio, "max_sentences": self.max_sentences,
+                        "max_chars": self.max_chars},
+            "provenance": self.provenance,
+        }
+
+
+def _vector(section: dict[str, Any], names: tuple[str, ...], path: Path) -> np.ndarray:
+    """The weights of ``section`` in ``names`` order; a file fit for other features is refused, not misread."""
+    if tuple(section["features"]) != names:
+        raise ValueError(f"{path}: weights were fit for features {section['features']}, the reader computes {names}")
+    return np.asarray(section["weights"], dtype=np.float64)
+
+
+def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderModel:
+    compose = raw["compose"]
+    return ReaderModel(
+        sentence_weights=_vector(raw["sentence"], FEATURES, path), sentence_bias=float(raw["sentence"]["bias"]),
+        confidence_weights=_vector(raw["confidence"], CONFIDENCE_FEATURES, path),
+        confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
+        max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
+        provenance=str(raw.get("provenance", "")))
+
+
+@lru_cache(maxsize=1)
+def load_reader_model() -> ReaderModel:
+    """The packaged model (read once per process)."""
+    return model_from_json(json.loads(WEIGHTS_PATH.read_text(encoding="utf-8")))

@@ -1,0 +1,75 @@
+"""What a question asks for: its kind (who, when, how many ...), its terms and, for "Who is X?", its subject.
+
+The kind decides which sentences can answer at all: a "who" question wants a sentence that names someone
+the question does not, a "when" question a date or a time, "how many" a number. Question words are read in
+English, Spanish, Italian, French, German and Portuguese, on accent-stripped text (``analysis.normalize``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..analysis import content_words, query_terms, word_tokens
+
+__all__ = ["KINDS", "Question", "read_question"]
+
+KINDS = ("who", "when", "where", "number", "why", "how", "what", "yesno")
+
+_KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern)) for kind, pattern in (
+    ("number", r"\bhow (many|much|old|long|far|big|tall)\b|\bwhat (percentage|number|amount)\b"
+               r"|\bcuant[oa]s?\b|\bque (porcentaje|cantidad)\b|\bquant[aeio]\b|\bcombien\b|\bwie (viele|viel)\b"
+               r"|\bquantos?\b|\bquantas?\b"),
+    ("when", r"\bwhen\b|\bwhat (year|time|day|month|century|date|age)\b|\bcuando\b|\ben que (ano|siglo|fecha|epoca)\b"
+             r"|\bquando\b|\bin (che|quale) (anno|secolo|epoca)\b|\bquand\b|\bwann\b|\bem que ano\b"),
+    ("who", r"\bwho(m|se)?\b|\bquien(es)?\b|\bchi\b|\bwer\b|\bquem\b"),
+    ("where", r"\bwhere\b|\b(a|de)?donde\b|\bdove\b|\bwo\b|\bonde\b"),
+    ("why", r"\bwhy\b|\bpor que\b|\bperche\b|\bcome mai\b|\bpourquoi\b|\bwarum\b|\bpor que\b"),
+    ("how", r"\bhow\b|\bcomo\b|\bcome\b|\bcomment\b|\bwie\b"),
+))
+_YES_NO = re.compile(r"^(did|does|do|is|was|were|are|can|could|will|would|has|have|had|should|must)\b")
+_LEAD_WORDS = 6
+"""A question word counts only among the first words: "What did she do when ...?" is a what-question."""
+
+_DEFINITION = re.compile(
+    r"^(?:who|what) (?:is|was|are|were) (?:the |a |an )?(?P<en>.+)$"
+    r"|^(?:quien(?:es)?|que) (?:es|era|fue|son|eran) (?:el |la |los |las |un |una )?(?P<es>.+)$"
+    r"|^(?:chi|che cosa|cosa|che) (?:e|era|sono|erano|fu) (?:il |lo |la |i |gli |le |un |una |l )?(?P<it>.+)$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    text: str
+    kind: str
+    terms: tuple[str, ...]
+    """Stems of the content words in every language of the library (what BM25 matches)."""
+    words: frozenset[str]
+    """Every normalized word of the question, stopwords included: a sentence word among them is not new."""
+    subject: tuple[str, ...]
+    """The content words X of "Who/What is X?" (empty for other questions)."""
+
+
+def read_question(text: str, languages: Sequence[str]) -> Question:
+    """The kind, terms, words and definitional subject of ``text``."""
+    flat = " ".join(word_tokens(text))
+    return Question(text=text, kind=_kind(flat), terms=tuple(query_terms(text, languages)),
+                    words=frozenset(word_tokens(text)), subject=_subject(flat, languages))
+
+
+def _kind(flat: str) -> str:
+    lead = " ".join(flat.split()[:_LEAD_WORDS])
+    found = [(m.start(), kind) for kind, pattern in _KIND_PATTERNS if (m := pattern.search(lead))]
+    if found:
+        return min(found)[1]
+    return "yesno" if _YES_NO.match(flat) else "what"
+
+
+def _subject(flat: str, languages: Sequence[str]) -> tuple[str, ...]:
+    match = _DEFINITION.match(flat)
+    if not match:
+        return ()
+    rest = next(group for group in match.groups() if group)
+    return tuple(content_words(rest, languages))
+

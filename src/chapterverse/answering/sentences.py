@@ -1,0 +1,104 @@
+"""Candidate answer sentences: the whole sentences around the retrieved passages that could be an answer.
+
+A sentence is a candidate only if it is prose a person would accept as an answer: never a heading or a
+TOC title, a chapter-argument line ("Which treats of ..."), a footnote fragment that starts with a note or
+page number, front matter (licences, ISBNs, transcriber's notes), or a sentence that only repeats the
+question's own words. Everything else is left to the learned model in :mod:`.model`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..analysis import content_words, word_tokens
+from ..chunking import sentence_spans
+from ..library import Hit, Library
+from ..positions import Span
+from .question import Question
+
+__all__ = ["Candidate", "gather_candidates", "is_answer_prose"]
+
+SENTENCE_REACH = 400
+"""Characters read around each passage, so a passage cut mid-sentence still yields whole sentences."""
+MAX_SENTENCE_CHARS = 600
+"""Longer "sentences" are unsplit blocks (tables, verse without punctuation): not shown as one answer."""
+
+_CHAPTER_LINE = re.compile(
+    r"^(chapter|capitulo|capitolo|canto|book|part|libro|parte|chapitre|kapitel|section|seccion)\s+"
+    r"([0-9]+|[ivxlc]+)\b.{0,80}$"
+    r"|^(which|wherein|in which) (treats|is related|relates|is told|tells|contains)\b"
+    r"|^(que trata|donde se (cuenta|prosigue|declara)|en que se|de lo que|del (famoso|gracioso))\b"
+    r"|^(nel quale|dove si|in cui si)\b")
+_NOTE_START = re.compile(r"^\s*[\[(]?\d{1,3}[\])]?(\s|\.\s|$)|^\s*[*†‡§]")
+_FRONT_MATTER = re.compile(
+    r"copyright|isbn|all rights reserved|project gutenberg|creative commons|licen[cs]e|transcriber|"
+    r"produced by|this e-?book|public domain|printed in|derechos reservados|tutti i diritti", re.IGNORECASE)
+
+
+@dataclass(slots=True)
+class Candidate:
+    """One sentence of a file near a retrieved passage."""
+
+    hit: Hit
+    rank: int
+    """Place of the passage it came from in the retrieval ranking (0 = best)."""
+    span: Span
+    text: str
+    before: str
+    """The sentence before it in the same paragraph ("" at a paragraph's start): answers often span two."""
+    after: str
+    first_in_paragraph: bool
+
+
+def is_answer_prose(sentence: str, question: Question, languages: Sequence[str], titles: frozenset[str]) -> bool:
+    """Whether ``sentence`` may be shown as an answer at all (see the module docstring)."""
+    stripped = sentence.strip()
+    if stripped.startswith("#") or len(stripped) > MAX_SENTENCE_CHARS:
+        return False
+    words = content_words(stripped, languages)
+    if len(stripped.split()) < 4 or len(words) < 2:
+        return False
+    flat = " ".join(word_tokens(stripped))
+    if flat in titles or _CHAPTER_LINE.match(flat) or _NOTE_START.match(stripped) or _FRONT_MATTER.search(stripped):
+        return False
+    return any(w not in question.words for w in words)
+
+
+def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
+                      languages: Sequence[str]) -> list[Candidate]:
+    """The distinct answer-prose sentences that overlap each passage, best passage first."""
+    texts: dict[int, str] = {}
+    titles: dict[int, frozenset[str]] = {}
+    seen: set[Span] = set()
+    out: list[Candidate] = []
+    for rank, hit in enumerate(hits):
+        chunk = hit.chunk
+        if chunk.file_id not in texts:
+            texts[chunk.file_id] = library.store.file(chunk.file_id).text
+        if chunk.doc_id not in titles:
+            titles[chunk.doc_id] = frozenset(" ".join(word_tokens(t.title)) for t in library.store.toc(chunk.doc_id))
+        text = texts[chunk.file_id]
+        spans = sentence_spans(text, max(0, chunk.start - SENTENCE_REACH), chunk.end + SENTENCE_REACH)
+        for i, (start, end) in enumerate(spans):
+            span = Span(chunk.file_id, start, end)
+            if end <= chunk.start or start >= chunk.end or span in seen:
+                continue
+            seen.add(span)
+            sentence = text[start:end]
+            if not is_answer_prose(sentence, question, languages, titles[chunk.doc_id]):
+                continue
+            before = _neighbour(text, spans, i - 1, start)
+            after = _neighbour(text, spans, i + 1, end)
+            out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before))
+    return out
+
+
+def _neighbour(text: str, spans: Sequence[tuple[int, int]], i: int, edge: int) -> str:
+    """The sentence at ``spans[i]`` when it is in the same paragraph as the one ending/starting at ``edge``."""
+    if not 0 <= i < len(spans):
+        return ""
+    start, end = spans[i]
+    between = text[end:edge] if end <= edge else text[edge:start]
+    return "" if "\n\n" in between else text[start:end]
