@@ -1,0 +1,520 @@
+"""The answer benchmark: scores what a user is shown by ``chapterverse ask``, not what retrieval ranks.
+
+Every question goes through :func:`ask`, which is the code path of the ``ask`` command (``answer_events``,
+in process), and the shown answer is scored against gold answer texts:
+
+- **answer holds gold**: the shown answer, its citation tags stripped, contains a gold answer after
+  :func:`normalise` (on whole words), so an answer counts only when a reader would see the answer in it;
+- **cited passages hold gold**: the same test on the cited passages' text;
+- **false refusals**: answerable questions answered "not found";
+- **absent refused**: questions the document does not answer that are refused. For SQuAD and FairytaleQA
+  these are drawn by :func:`absent_questions`: a question of another document asked of this one.
+
+Sets: SQuAD v1.1 files (one document per article; each question asked of its own article and, separately, of
+the whole library), FairytaleQA (one document per story, its human-made sections as paragraphs, explicit
+questions only) and question files of one's own (JSON lines naming a document to ingest).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+import random
+import re
+import statistics
+import time
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..answering import AnswerResult
+from ..chunking import sentence_spans
+from ..citations import strip_tags
+from ..errors import InputError
+from ..library import Library, Progress
+from ..llm.agent import AgentSettings, AnswerDone, answer_events
+from ..llm.provider import ProviderConfig
+from ..sources.base import ParsedDocument, ParsedFile
+from .retrieval import BenchDocument, BenchSet, load_squad, open_bench_library
+
+__all__ = [
+    "AnswerQuestion",
+    "AnswerSet",
+    "AnswerRecord",
+    "ScopeScore",
+    "AnswerReport",
+    "SCOPES",
+    "normalise",
+    "holds_gold",
+    "load_squad_answers",
+    "load_fairytaleqa",
+    "load_question_file",
+    "set_digest",
+    "open_answer_library",
+    "sample_questions",
+    "absent_questions",
+    "provider_from_flags",
+    "ask",
+    "run_answers",
+    "score_records",
+]
+
+SCOPES = ("document", "library")
+"""A question is asked of its own document, or (SQuAD) of the whole library."""
+
+FAIRYTALEQA_ANSWER_COLUMNS = tuple(f"answer{n}" for n in range(1, 7))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerQuestion:
+    """A question asked of one document; no gold answers means the document does not answer it."""
+
+    id: str
+    text: str
+    source: str
+    """The document it is asked of (a ``BenchDocument.source``)."""
+    answers: tuple[str, ...] = ()
+    evidence: tuple[tuple[int, int], ...] = ()
+    """Gold character ranges in the document's first file when the set knows them (SQuAD answer spans,
+    FairytaleQA sections): for fitting a reader, not used in scoring."""
+
+    @property
+    def absent(self) -> bool:
+        return not self.answers
+
+
+@dataclass(slots=True)
+class AnswerSet:
+    name: str
+    documents: list[BenchDocument]
+    questions: list[AnswerQuestion]
+    library_scope: bool = False
+    """Also ask each answerable question of the whole library (SQuAD: many articles, one answer)."""
+    draws_absent: bool = False
+    """Absent questions are drawn from other documents' questions (the set has none of its own)."""
+
+
+# ------------------------------------------------------------------------------------------------ matching
+
+_PUNCTUATION = re.compile(r"[^\w\s]|_")
+
+
+def normalise(text: str) -> str:
+    """Casefolded, punctuation replaced by spaces, whitespace collapsed; accents are kept.
+
+    Accents stay because they tell words apart (Spanish "él"/"el", Italian "è"/"e"); NFC first, so a
+    composed and a decomposed accent compare equal. Punctuation becomes a space rather than nothing, so
+    "well-to-do" matches "well to do".
+    """
+    folded = unicodedata.normalize("NFC", text).casefold()
+    return " ".join(_PUNCTUATION.sub(" ", folded).split())
+
+
+def holds_gold(text: str, answers: Iterable[str]) -> bool:
+    """True when ``text`` contains one of ``answers`` as whole words after :func:`normalise`.
+
+    Whole words, so the gold "he" is not found inside "the"; an answer that normalises to nothing (pure
+    punctuation) never matches.
+    """
+    haystack = f" {normalise(text)} "
+    return any(needle and f" {needle} " in haystack for needle in map(normalise, answers))
+
+
+# ------------------------------------------------------------------------------------------------ loading
+
+
+def load_squad_answers(path: str | Path) -> AnswerSet:
+    """A SQuAD v1.1 file: one document per article, gold = the answer texts at their (re-found) offsets."""
+    bench = load_squad(path)
+    texts = {d.source: d.parsed.files[0].text for d in bench.documents if d.parsed is not None}
+    questions = [AnswerQuestion(q.id, q.text, q.source, tuple(dict.fromkeys(texts[q.source][a:b] for a, b in q.spans)),
+                                tuple(q.spans))
+                 for q in bench.questions]
+    return AnswerSet(bench.name, bench.documents, questions, library_scope=True, draws_absent=True)
+
+
+def load_fairytaleqa(directory: str | Path, split: str) -> AnswerSet:
+    """FairytaleQA's ``questions/<split>/*-questions.csv`` with ``section-stories/<split>/*-story.csv``.
+
+    Each story is one document whose paragraphs are its sections (a blank line between sections, each
+    section's own blank lines kept); only questions whose first annotator marked them explicit are kept,
+    and their gold answers are the non-empty ``answer1``..``answer6``.
+    """
+    directory = Path(directory)
+    stories = directory / "section-stories" / split
+    asked = directory / "questions" / split
+    if not asked.is_dir() or not stories.is_dir():
+        raise InputError(f"{directory}: not a FairytaleQA directory with split {split!r} "
+                         f"(needs questions/{split}/ and section-stories/{split}/)")
+    documents: list[BenchDocument] = []
+    questions: list[AnswerQuestion] = []
+    for question_file in sorted(asked.glob("*-questions.csv")):
+        stem = question_file.name.removesuffix("-questions.csv")
+        story_file = stories / f"{stem}-story.csv"
+        if not story_file.is_file():
+            raise InputError(f"{question_file}: no story file {story_file.name} in {stories}")
+        source = f"fairytaleqa-{split}/{stem}"
+        parsed, sections = _fairytale_story(story_file, stem)
+        documents.append(BenchDocument(source, parsed))
+        questions += _fairytale_questions(question_file, source, sections)
+    if not documents:
+        raise InputError(f"{asked}: no question files (*-questions.csv)")
+    return AnswerSet(f"fairytaleqa-{split}", documents, questions, draws_absent=True)
+
+
+def _read_csv(path: Path, columns: Sequence[str]) -> list[dict[str, str]]:
+    try:
+        with path.open(encoding="utf-8", newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise InputError(f"{path}: not a FairytaleQA file (no column {', '.join(missing)})")
+            return list(reader)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: cannot read CSV: {exc}") from exc
+
+
+def _fairytale_story(path: Path, stem: str) -> tuple[ParsedDocument, dict[str, tuple[int, int]]]:
+    """The story as one text, and each section id's character range in it."""
+    parts: list[str] = []
+    sections: dict[str, tuple[int, int]] = {}
+    offset = 0
+    for row in _read_csv(path, ("section", "text")):
+        text = row["text"].strip()
+        if not text:
+            continue
+        sections[row["section"].strip()] = (offset, offset + len(text))
+        parts.append(text)
+        offset += len(text) + 2
+    if not parts:
+        raise InputError(f"{path}: story has no text")
+    title = stem.replace("-", " ").capitalize()
+    return ParsedDocument(title=title, format="text", files=[ParsedFile("\n\n".join(parts), title=title)]), sections
+
+
+def _fairytale_questions(path: Path, source: str, sections: dict[str, tuple[int, int]]) -> list[AnswerQuestion]:
+    stem = source.rpartition("/")[2]
+    questions: list[AnswerQuestion] = []
+    for row in _read_csv(path, ("question_id", "question", "ex-or-im1", "cor_section")):
+        answers = tuple(dict.fromkeys(a.strip() for c in FAIRYTALEQA_ANSWER_COLUMNS if (a := row.get(c) or "").strip()))
+        text = row["question"].strip()
+        if row["ex-or-im1"].strip() != "explicit" or not answers or not text:
+            continue
+        evidence = tuple(sections[s.strip()] for s in row["cor_section"].split(",") if s.strip() in sections)
+        questions.append(AnswerQuestion(f"{stem}/{row['question_id']}", text, source, answers, evidence))
+    return questions
+
+
+def load_question_file(path: str | Path) -> AnswerSet:
+    """JSON lines ``{"document": PATH, "question": ..., "answers": [...]}`` or ``{..., "absent": true}``.
+
+    PATH is absolute or relative to the file's folder and names one file, ingested as ``chapterverse
+    ingest`` would. Every malformed line is an InputError naming the file, the line and the reason.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the question file: {exc}") from exc
+    documents: dict[str, BenchDocument] = {}
+    questions: list[AnswerQuestion] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        question = _question_line(line, f"{path}:{number}", path.parent)
+        document = documents.setdefault(question.source, BenchDocument(question.source, path=Path(question.source)))
+        questions.append(AnswerQuestion(f"{path.stem}:{number}", question.text, document.source, question.answers))
+    if not questions:
+        raise InputError(f"{path}: no questions")
+    return AnswerSet(path.stem, list(documents.values()), questions)
+
+
+def _question_line(line: str, where: str, folder: Path) -> AnswerQuestion:
+    """One line as a question whose ``source`` is the document's resolved path."""
+    try:
+        row = json.loads(line)
+    except ValueError as exc:
+        raise InputError(f"{where}: not JSON: {exc}") from exc
+    if not isinstance(row, dict):
+        raise InputError(f"{where}: not a JSON object")
+    document, text, answers, absent = row.get("document"), row.get("question"), row.get("answers"), row.get("absent")
+    if not isinstance(document, str) or not document.strip():
+        raise InputError(f"{where}: 'document' must name a file")
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{where}: 'question' must be a non-empty string")
+    if absent not in (None, True, False):
+        raise InputError(f"{where}: 'absent' must be true or false")
+    if absent is True:
+        if answers:
+            raise InputError(f"{where}: an absent question has no 'answers'")
+        answers = []
+    elif not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
+        raise InputError(f"{where}: 'answers' must be a non-empty list of non-empty strings (or give \"absent\": true)")
+    resolved = (folder / document).expanduser().resolve()
+    if not resolved.is_file():
+        raise InputError(f"{where}: document {resolved} is not a file")
+    return AnswerQuestion("", text.strip(), str(resolved), tuple(a.strip() for a in answers))
+
+
+# ------------------------------------------------------------------------------------------------ library
+
+
+def set_digest(answer_set: AnswerSet) -> str:
+    """A hash of the set's documents (sources and contents), naming a library that can be reused for it."""
+    digest = hashlib.sha256()
+    for doc in answer_set.documents:
+        digest.update(doc.source.encode() + b"\0")
+        if doc.parsed is not None:
+            digest.update(doc.parsed.title.encode() + b"\0")
+            for f in doc.parsed.files:
+                digest.update(f.text.encode() + b"\0")
+        elif doc.path is not None:
+            digest.update(hashlib.sha256(doc.path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def open_answer_library(answer_set: AnswerSet, directory: Path, *, progress: Progress | None = None,
+                        embedding_model: str | None = None) -> tuple[Library, dict[str, int]]:
+    """The set's library at ``directory`` (documents already there are reused); document source -> doc id.
+
+    The retrieval benchmark's library machinery, so both benchmarks build the same library for a set.
+    """
+    return open_bench_library(BenchSet(answer_set.name, answer_set.documents, []), directory, progress=progress,
+                              embedding_model=embedding_model)
+
+
+# ------------------------------------------------------------------------------------------------ questions
+
+
+def sample_questions(questions: Sequence[AnswerQuestion], limit: int | None, seed: int) -> list[AnswerQuestion]:
+    """At most ``limit`` of ``questions``, drawn with ``seed`` and kept in the set's order.
+
+    A random draw rather than the first N, since a set's first questions all come from its first documents.
+    """
+    if limit is None or limit >= len(questions):
+        return list(questions)
+    chosen = set(random.Random(seed).sample(range(len(questions)), limit))
+    return [q for n, q in enumerate(questions) if n in chosen]
+
+
+def absent_questions(answer_set: AnswerSet, seed: int,
+                     asked: Sequence[AnswerQuestion] | None = None) -> list[AnswerQuestion]:
+    """For each answerable question in ``asked`` (default: all of the set's), a question of *another*
+    document asked of that question's document, drawn with ``seed``.
+
+    So there are exactly as many absent questions as answerable ones, spread over the documents as the
+    answerable ones are. A drawn question may occasionally be answerable by the document anyway (two
+    fairy tales with a king); that noise is the same for every reader measured.
+    """
+    pool = [q for q in answer_set.questions if not q.absent]
+    targets = [q for q in (pool if asked is None else asked) if not q.absent]
+    if len({q.source for q in pool}) < 2:
+        return []
+    rng = random.Random(seed)
+    drawn: list[AnswerQuestion] = []
+    for target in targets:
+        other = rng.choice(pool)
+        while other.source == target.source:
+            other = rng.choice(pool)
+        drawn.append(AnswerQuestion(f"absent:{other.id}@{target.source}", other.text, target.source))
+    return drawn
+
+
+# ------------------------------------------------------------------------------------------------ asking
+
+
+def provider_from_flags(base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
+    """The model to benchmark, or None (extractive) when no flag names one.
+
+    Unlike ``ask``, environment variables alone never switch the benchmark to a model, so a run measures
+    what its command line says; once a flag is given, the environment fills in the rest as for ``ask``.
+    """
+    if base_url is None and model is None and api_key is None:
+        return None
+    return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key)
+
+
+MODEL_SETTINGS = AgentSettings(auto_summarize=False)
+"""A benchmark does not start a summary job per document: answers would then depend on how far background
+jobs had got. Each answer is the one ``ask`` gives on a library whose summaries are not made."""
+
+
+def ask(library: Library, question: str, doc_id: int | None, provider: ProviderConfig | None) -> AnswerResult:
+    """The answer ``chapterverse ask`` shows (``answer_events``, the events ``ask`` collects)."""
+    for event in answer_events(library, question, doc_id=doc_id, provider=provider, settings=MODEL_SETTINGS):
+        if isinstance(event, AnswerDone):
+            return event.result
+    raise AssertionError("answer_events ended without a result")
+
+
+@dataclass(slots=True)
+class AnswerRecord:
+    """One question asked in one scope, and what the user was shown."""
+
+    question: AnswerQuestion
+    scope: str
+    found: bool
+    answer: str
+    """The shown answer with its citation tags stripped."""
+    holds_gold: bool
+    cited_gold: bool
+    sentences: int
+    ms: float
+    confidence: float | None = None
+    """The reader's calibrated confidence, when the answer path reports one."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
+                "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
+                "found": self.found, "answer": self.answer, "holds_gold": self.holds_gold,
+                "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
+                "confidence": self.confidence}
+
+
+def _record(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
+    shown = strip_tags(result.answer).strip()
+    cited = " ".join(c.text for c in result.citations)
+    confidence = getattr(result, "confidence", None)
+    return AnswerRecord(
+        question, scope, result.found, shown,
+        holds_gold=result.found and holds_gold(shown, question.answers),
+        cited_gold=result.found and holds_gold(cited, question.answers),
+        sentences=len(sentence_spans(shown)), ms=ms,
+        confidence=float(confidence) if confidence is not None else None)
+
+
+def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: int | None,
+               provider: ProviderConfig | None) -> AnswerRecord:
+    started = time.perf_counter()
+    result = ask(library, question.text, doc_id, provider)
+    return _record(question, scope, result, (time.perf_counter() - started) * 1000)
+
+
+# ------------------------------------------------------------------------------------------------ scoring
+
+
+@dataclass(slots=True)
+class ScopeScore:
+    """The metrics of one scope. Rates over answerable questions count a refusal as a miss."""
+
+    questions: int
+    absent: int
+    answered: float
+    answer_holds_gold: float
+    cited_holds_gold: float
+    false_refusals: float
+    absent_refused: float | None
+    """None when the scope asked no absent question."""
+    answer_chars_mean: float
+    answer_chars_median: float
+    sentences_median: float
+    """Lengths are of the answers shown (found), whether the question was answerable or not."""
+    ms_p50: float
+    ms_p99: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"questions": self.questions, "absent": self.absent, "answered": _round(self.answered),
+                "answer_holds_gold": _round(self.answer_holds_gold), "cited_holds_gold": _round(self.cited_holds_gold),
+                "false_refusals": _round(self.false_refusals), "absent_refused": _round(self.absent_refused),
+                "answer_chars_mean": _round(self.answer_chars_mean, 1),
+                "answer_chars_median": _round(self.answer_chars_median, 1),
+                "sentences_median": self.sentences_median, "ms_p50": _round(self.ms_p50, 1),
+                "ms_p99": _round(self.ms_p99, 1)}
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags) if flags else 0.0
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    """Nearest-rank percentile: p99 of 100 timings is the 99th slowest, an observed value."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered), max(1, math.ceil(len(ordered) * share))) - 1]
+
+
+def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
+    """The metrics of one scope's records."""
+    answerable = [r for r in records if not r.question.absent]
+    absent = [r for r in records if r.question.absent]
+    shown = [r for r in records if r.found]
+    lengths = [len(r.answer) for r in shown]
+    return ScopeScore(
+        questions=len(answerable), absent=len(absent),
+        answered=_share([r.found for r in answerable]),
+        answer_holds_gold=_share([r.holds_gold for r in answerable]),
+        cited_holds_gold=_share([r.cited_gold for r in answerable]),
+        false_refusals=_share([not r.found for r in answerable]),
+        absent_refused=_share([not r.found for r in absent]) if absent else None,
+        answer_chars_mean=statistics.fmean(lengths) if lengths else 0.0,
+        answer_chars_median=statistics.median(lengths) if lengths else 0.0,
+        sentences_median=statistics.median([r.sentences for r in shown]) if shown else 0.0,
+        ms_p50=statistics.median([r.ms for r in records]) if records else 0.0,
+        ms_p99=_percentile([r.ms for r in records], 0.99),
+    )
+
+
+@dataclass(slots=True)
+class AnswerReport:
+    name: str
+    mode: str
+    """"extractive", or the model's name."""
+    documents: int
+    seed: int
+    limit: int | None
+    scopes: dict[str, ScopeScore]
+    records: list[AnswerRecord] = field(default_factory=list)
+    library_seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"set": self.name, "mode": self.mode, "documents": self.documents, "seed": self.seed,
+                "limit": self.limit, "library_seconds": round(self.library_seconds, 1),
+                "scopes": {name: score.to_json() for name, score in self.scopes.items()}}
+
+
+def _plan(answer_set: AnswerSet, limit: int | None, seed: int) -> list[tuple[AnswerQuestion, str]]:
+    """(question, scope) pairs to ask: sampled answerable questions in their document and, for library-scope
+    sets, in the whole library; then the absent questions, drawn or the set's own (sampled alike)."""
+    answerable = sample_questions([q for q in answer_set.questions if not q.absent], limit, seed)
+    if answer_set.draws_absent:
+        absent = absent_questions(answer_set, seed, answerable)
+    else:
+        absent = sample_questions([q for q in answer_set.questions if q.absent], limit, seed)
+    plan = [(q, "document") for q in answerable] + [(q, "document") for q in absent]
+    if answer_set.library_scope:
+        plan += [(q, "library") for q in answerable]
+    return plan
+
+
+def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int], *, limit: int | None = None,
+                seed: int = 0, provider: ProviderConfig | None = None,
+                progress: Progress | None = None) -> AnswerReport:
+    """Ask the set's questions (``limit`` answerable ones, drawn with ``seed``) as ``ask`` would; score them.
+
+    The first question is asked once untimed, so loading the embedder and the indexes is not in p50/p99.
+    """
+    plan = [(q, scope) for q, scope in _plan(answer_set, limit, seed) if q.source in doc_ids]
+    if plan:
+        ask(library, plan[0][0].text, doc_ids[plan[0][0].source], provider)
+    records: list[AnswerRecord] = []
+    for number, (question, scope) in enumerate(plan):
+        if progress and number % 10 == 0:
+            progress(f"asking {answer_set.name}", number, len(plan))
+        doc_id = doc_ids[question.source] if scope == "document" else None
+        records.append(_ask_timed(library, question, scope, doc_id, provider))
+    if progress:
+        progress(f"asking {answer_set.name}", len(plan), len(plan))
+    scopes = {scope: score_records([r for r in records if r.scope == scope])
+              for scope in SCOPES if any(r.scope == scope for r in records)}
+    mode = provider.model if provider is not None else "extractive"
+    return AnswerReport(answer_set.name, mode, len(doc_ids), seed, limit, scopes, records)
+
