@@ -126,10 +126,12 @@ class ReaderServer:
 @pytest.fixture(scope="module")
 def reader_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReaderServer]:
     """The reader over a real server whose model is the scripted fake: tests set ``fake_llm.handler``."""
+    from conftest import DATA
     from fakellm import Reply, fake_llm
 
     root = tmp_path_factory.mktemp("reader-server")
     with fake_llm(default=Reply.text("The book does not say.")) as fake:
-        settings = settings_for(root, library=root / "library", llm_base_url=fake.base_url, llm_model="fake-model")
+        settings = settings_for(root, library=root / "library", llm_base_url=fake.base_url, llm_model="fake-model",
+                                ingest_roots=[tmp_path_factory.getbasetemp(), DATA])
         with running_server(settings, embedder=shared_embedder()) as server:
             yield ReaderServer(server, fake_llm=fake)

@@ -34,7 +34,8 @@ Storms came every winter, and the lamp never failed.
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     root = tmp_path_factory.mktemp("reader")
-    settings = settings_for(root, library=root / "library", api_key=KEY, max_upload_mb=0.05)
+    settings = settings_for(root, library=root / "library", api_key=KEY, max_upload_mb=0.05,
+                            ingest_roots=[tmp_path_factory.getbasetemp()])
     with running_server(settings, embedder=shared_embedder()) as running:
         yield running
 

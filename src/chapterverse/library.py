@@ -196,13 +196,23 @@ class Library:
                    replace: Sequence[int] = (), dynamic: bool = False, ephemeral: bool = False,
                    metadata: dict[str, Any] | None = None, progress: Progress | None = None) -> DocumentRecord:
         """Chunk, segment and embed a parsed document, then write it (replacing ``replace``) in one transaction."""
-        new = self._prepare(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
-                            dynamic=dynamic, ephemeral=ephemeral, metadata=metadata, progress=progress)
+        new = self.prepare(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
+                           dynamic=dynamic, ephemeral=ephemeral, metadata=metadata, progress=progress)
+        return self.write(new, replace=replace)
+
+    def write(self, new: NewDocument, *, replace: Sequence[int] = ()) -> DocumentRecord:
+        """Store a prepared document (replacing ``replace``) in one transaction; quick, the embedding is done."""
         doc_id = self.store.add_document(new, replace=replace)
         return self.store.document(doc_id)
 
-    def _prepare(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int, dynamic: bool,
-                 ephemeral: bool, metadata: dict[str, Any] | None, progress: Progress | None) -> NewDocument:
+    def prepare(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
+                dynamic: bool = False, ephemeral: bool = False, metadata: dict[str, Any] | None = None,
+                progress: Progress | None = None) -> NewDocument:
+        """Chunk, segment and embed ``parsed`` without writing anything.
+
+        The slow half of ``add_parsed``, public so that a caller serializing its writes (the knowledge base)
+        can embed a large document before taking its lock, and small writes need not wait behind it.
+        """
         sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
         language = language_for_code(parsed.metadata.get("language")) or detect_language(sample)
         toc_entries = [(e.level, e.title, e.file_index, e.offset) for e in parsed.toc

@@ -22,23 +22,28 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 import httpx2
 import openai
 
 from ..errors import InputError, ProviderAuthError, ProviderError, ProviderUnreachableError
+from ..redaction import redact_url, scrub
 
 __all__ = [
     "OPENAI_BASE_URL",
     "ChatProvider",
     "ChatResult",
+    "Endpoint",
     "ProviderConfig",
     "StreamEnd",
     "StreamEvent",
     "TextDelta",
     "ToolCall",
     "Usage",
+    "check_base_url",
     "mask_key",
+    "resolve_endpoint",
     "selection_config",
 ]
 
@@ -86,6 +91,26 @@ def _is_openai(base_url: str) -> bool:
     return httpx2.URL(base_url).host == "api.openai.com"
 
 
+def check_base_url(base_url: str) -> str:
+    """``base_url`` without trailing slashes, or InputError when it is not an http(s) URL naming a host.
+
+    Parsed, not pattern-matched: ``http://[::1`` or a port of ``99999`` must fail here, where the setting is
+    made, not in every later chat request. The message shows the URL redacted (it may hold a key).
+    """
+    url = base_url.strip().rstrip("/")
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+        httpx2.URL(url)
+    except (ValueError, httpx2.InvalidURL):
+        parts, port_ok = None, False
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
+            or any(c.isspace() for c in url):
+        raise InputError(f"LLM base URL {redact_url(url)!r} is not an http(s) URL naming a host; set "
+                         "--llm-base-url or CHAPTERVERSE_LLM_BASE_URL, e.g. http://localhost:11434/v1")
+    return url
+
+
 @dataclass(frozen=True, kw_only=True, repr=False)
 class ProviderConfig:
     """Where the chat model lives and how patiently to talk to it. The repr masks the key."""
@@ -104,12 +129,9 @@ class ProviderConfig:
     """Longest single wait; a Retry-After beyond it makes us give up instead of sleeping."""
 
     def __post_init__(self) -> None:
-        url = self.base_url.strip().rstrip("/")
-        if not re.match(r"^https?://[^/\s]+", url):
-            raise InputError(f"LLM base URL {self.base_url!r} is not an http(s) URL; "
-                             "set --llm-base-url or CHAPTERVERSE_LLM_BASE_URL, e.g. http://localhost:11434/v1")
+        url = check_base_url(self.base_url)
         if not self.model.strip():
-            raise InputError(f"no LLM model given for {url}; {_MODEL_FIX}")
+            raise InputError(f"no LLM model given for {redact_url(url)}; {_MODEL_FIX}")
         if self.timeout_s <= 0 or self.max_retries < 0:
             raise InputError("LLM timeout_s must be > 0 and max_retries >= 0")
         object.__setattr__(self, "base_url", url)
@@ -118,11 +140,16 @@ class ProviderConfig:
 
     def __repr__(self) -> str:
         headers = {k: ("***" if _SECRET_HEADER.search(k) else v) for k, v in self.headers.items()}
-        return (f"ProviderConfig(base_url={self.base_url!r}, model={self.model!r}, "
+        return (f"ProviderConfig(base_url={self.shown_url!r}, model={self.model!r}, "
                 f"api_key={mask_key(self.api_key)}, api_key_env={self.api_key_env!r}, headers={headers!r}, "
                 f"timeout_s={self.timeout_s:g}, max_retries={self.max_retries})")
 
     __str__ = __repr__
+
+    @property
+    def shown_url(self) -> str:
+        """The base URL as messages and logs show it: without userinfo or query values (see redaction.py)."""
+        return redact_url(self.base_url)
 
     def with_model(self, model: str) -> ProviderConfig:
         """The same endpoint and key with another model (e.g. a cheaper one for chunk selection)."""
@@ -138,28 +165,65 @@ class ProviderConfig:
         config: Mapping[str, Any] | None = None,
         env: Mapping[str, str] = os.environ,
     ) -> ProviderConfig | None:
-        """Merge flags > CHAPTERVERSE_LLM_* env > OPENAI_* env > config file, field by field.
+        """The endpoint :func:`resolve_endpoint` finds, completed for a command that must call a model.
 
         Returns None when nothing names an LLM at all: chapterverse then answers extractively.
         Raises InputError (naming the fix) when an endpoint or key is configured without a model,
         or when api.openai.com would be called without a key.
         """
-        file = _file_config(config)
-        url, url_source = _first((base_url, "flag"), (env.get(ENV_BASE_URL), "env"),
-                                 (env.get("OPENAI_BASE_URL"), "openai-env"), (file.get("base_url"), "file"))
-        name, _ = _first((model, "flag"), (env.get(ENV_MODEL), "env"), (file.get("model"), "file"))
-        explicit_key = _first((api_key, ""), (env.get(ENV_API_KEY), ""), (env.get("OPENAI_API_KEY"), ""),
-                              (file.get("api_key"), ""))[0]
-        if url is None and name is None and explicit_key is None:
+        found = resolve_endpoint(base_url=base_url, model=model, api_key=api_key, config=config, env=env)
+        if found is None:
             return None
-        if name is None:
-            raise InputError(f"an LLM endpoint is configured ({url or OPENAI_BASE_URL}) but no model; {_MODEL_FIX}")
-        url = url or OPENAI_BASE_URL
-        key, key_env = _resolve_key(api_key, env, file, url, url_source)
-        if key is None and _is_openai(url):
+        if found.model is None:
+            raise InputError(f"an LLM endpoint is configured ({redact_url(found.base_url or OPENAI_BASE_URL)}) "
+                             f"but no model; {_MODEL_FIX}")
+        url = found.base_url or OPENAI_BASE_URL
+        if found.api_key is None and _is_openai(url):
             raise InputError(f"{url} needs an API key; {_KEY_FIX} (or OPENAI_API_KEY)")
-        return cls(base_url=url, model=name, api_key=key, api_key_env=key_env,
+        file = _file_config(config)
+        return cls(base_url=url, model=found.model, api_key=found.api_key, api_key_env=found.api_key_env,
                    headers=_headers(file.get("headers")), **_numbers(file))
+
+
+@dataclass(frozen=True, slots=True, repr=False)
+class Endpoint:
+    """Where the chat model is, as flags, environment and config file name it; any part may be missing."""
+
+    base_url: str | None
+    model: str | None
+    api_key: str | None
+    api_key_env: str | None
+    """The environment variable the key came from (None: a flag or the config file)."""
+
+    def __repr__(self) -> str:
+        shown = redact_url(self.base_url) if self.base_url else None
+        return f"Endpoint(base_url={shown!r}, model={self.model!r}, api_key={mask_key(self.api_key)})"
+
+
+def resolve_endpoint(
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key: str | None = None,
+    config: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] = os.environ,
+) -> Endpoint | None:
+    """Merge flags > CHAPTERVERSE_LLM_* env > OPENAI_* env > config file, field by field.
+
+    The one resolver every front end uses (``ask``, ``chat``, ``serve``), so a config file means the same to
+    all of them (``api_key_env`` included). None when nothing names an LLM at all. What a missing part means
+    is the front end's business: the CLI defaults to OpenAI, the server answers without an upstream.
+    """
+    file = _file_config(config)
+    url, url_source = _first((base_url, "flag"), (env.get(ENV_BASE_URL), "env"),
+                             (env.get("OPENAI_BASE_URL"), "openai-env"), (file.get("base_url"), "file"))
+    name, _ = _first((model, "flag"), (env.get(ENV_MODEL), "env"), (file.get("model"), "file"))
+    explicit_key = _first((api_key, ""), (env.get(ENV_API_KEY), ""), (env.get("OPENAI_API_KEY"), ""),
+                          (file.get("api_key"), ""))[0]
+    if url is None and name is None and explicit_key is None:
+        return None
+    key, key_env = _resolve_key(api_key, env, file, url or OPENAI_BASE_URL, url_source)
+    return Endpoint(base_url=url, model=name, api_key=key, api_key_env=key_env)
 
 
 def selection_config(
@@ -382,7 +446,7 @@ class ChatProvider:
 
     def _result(self, completion: Any) -> ChatResult:
         if not completion.choices:
-            raise ProviderError(f"{self.config.base_url} returned no choices for model {self.config.model}")
+            raise ProviderError(f"{self.config.shown_url} returned no choices for model {self.config.model}")
         choice = completion.choices[0]
         message = choice.message
         calls = [
@@ -414,7 +478,7 @@ class ChatProvider:
                 return
             except (openai.APIError, _StreamCut) as exc:
                 if acc.chars:
-                    raise ProviderError(f"stream from {self.config.base_url} interrupted after {acc.chars} "
+                    raise ProviderError(f"stream from {self.config.shown_url} interrupted after {acc.chars} "
                                         f"characters: {self._reason(exc)}") from exc
                 delay = self._retry_delay(exc, attempt)
                 if delay is None:
@@ -444,7 +508,7 @@ class ChatProvider:
                 if exc.status_code not in (400, 422) or "stream_options" not in str(exc):
                     raise
                 self._stream_usage = False
-                log.info("%s rejects stream_options; streaming without token usage", self.config.base_url)
+                log.info("%s rejects stream_options; streaming without token usage", self.config.shown_url)
         return self._client.chat.completions.create(**params, stream=True)
 
     def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
@@ -461,7 +525,7 @@ class ChatProvider:
         return step * random.uniform(0.5, 1.0)
 
     def _pause(self, exc: Exception, delay: float, attempt: int) -> None:
-        log.warning("%s: %s; retrying in %.1f s (retry %d of at most %d)", self.config.base_url,
+        log.warning("%s: %s; retrying in %.1f s (retry %d of at most %d)", self.config.shown_url,
                     self._reason(exc), delay, attempt + 1, self.config.max_retries)
         self._sleep(delay)
 
@@ -481,7 +545,7 @@ class ChatProvider:
 
     def _map(self, exc: Exception) -> ProviderError:
         """The single boundary where SDK exceptions become chapterverse errors."""
-        url, reason = self.config.base_url, self._reason(exc)
+        url, reason = self.config.shown_url, self._reason(exc)
         if isinstance(exc, openai.APIConnectionError):
             return ProviderUnreachableError(f"cannot reach {url}: {reason}")
         if not isinstance(exc, openai.APIStatusError):
@@ -634,7 +698,8 @@ def _root_cause(exc: BaseException) -> str:
 
 
 def _one_line(text: str, key: str | None, limit: int = 300) -> str:
+    """One scrubbed line: an error body may echo the key, a URL may carry a password or a key in its query."""
     if key and len(key) >= 4:
         text = text.replace(key, mask_key(key))
-    text = " ".join(text.split())
+    text = " ".join(scrub(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -36,6 +36,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..embeddings import Embedder, load_embedder
 from ..library import Library
 from ..llm.summaries import SummaryJobs
+from ..redaction import install_log_scrubber, register_secret, register_url_secrets
 from ..store import SQLiteStore, open_store
 from . import kb as kb_routes
 from . import proxy as proxy_routes
@@ -44,6 +45,8 @@ from .config import ServeSettings
 from .errors import install_error_handlers
 from .jobs import JobManager
 from .knowledge import KnowledgeBase, drop_orphaned_ephemeral, ensure_folder
+from .limits import BodyLimit
+from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
 from .upstream import UpstreamSettings
 
@@ -105,6 +108,7 @@ def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
     ``embedder`` (tests share one) serves the knowledge base and a separate reader library alike.
     """
     check_bind(settings.host, settings.secret("api_key"))
+    _guard_secrets(settings)
     kb = _open_kb(settings, embedder) if settings.rag_enabled else None
     if kb is not None and settings.library is None:
         reader = kb.library
@@ -115,6 +119,14 @@ def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
     upstream = UpstreamSettings(reader.location, base_url=settings.llm_base_url, model=settings.llm_model,
                                 api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s)
     return ServerState(settings=settings, kb=kb, reader=reader, upstream=upstream)
+
+
+def _guard_secrets(settings: ServeSettings) -> None:
+    """Mask the server's own secrets in every answer and log line of this process (redaction.py)."""
+    install_log_scrubber()
+    register_secret(settings.secret("api_key"))
+    register_secret(settings.secret("llm_api_key"))
+    register_url_secrets(settings.secret("store"))
 
 
 def _start_background(state: ServerState) -> None:
@@ -197,6 +209,7 @@ def create_app(settings: ServeSettings, *, embedder: Embedder | None = None,
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["*"],
                            allow_headers=["*"])
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes, exempt=[UPLOAD_ROUTE])
     app.add_middleware(RequestGuard, api_key=settings.secret("api_key"), public=not is_loopback(settings.host),
                        cors_origins=settings.cors_origins)
     app.add_middleware(_SecurityHeaders)

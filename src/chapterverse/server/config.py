@@ -90,6 +90,20 @@ class ServeSettings(BaseModel):
                                                    "CLI's library); with --store, where uploads and the reader's "
                                                    "config.json live.")
     max_upload_mb: float = Field(200.0, gt=0, description="Largest upload the reader accepts, in MB.")
+    ingest_roots: list[Path] | None = Field(None, description="Folders under which POST /api/documents/path may "
+                                                              "read files (comma-separated); default: the "
+                                                              "knowledge-base folder with --rag_enabled, else none "
+                                                              "(path ingest off).")
+    # -- limits: every request's work is bounded (docs/DEPLOY.md, Security)
+    max_body_mb: float = Field(10.0, gt=0, description="Largest request body (uploads excepted: --max_upload_mb), "
+                                                       "in MB; larger ones get 413.")
+    max_query_chars: int = Field(2000, ge=1, description="Longest search query (/v1/rag/search, chunks/list: 422 "
+                                                         "beyond); the proxy retrieves with this much of a longer "
+                                                         "message.")
+    max_question_chars: int = Field(4000, ge=1, description="Longest question to the reader or the tool loop "
+                                                            "(422 beyond).")
+    max_text_chars: int = Field(1_000_000, ge=1, description="Longest text one /v1/rag write may add (add/document, "
+                                                             "upsert, add/chunks, chunks/update; 422 beyond).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
     @field_validator("store")
@@ -105,6 +119,9 @@ class ServeSettings(BaseModel):
         if self.rag_chunk_overlap >= self.rag_chunk_size:
             raise ValueError(f"rag_chunk_overlap ({self.rag_chunk_overlap}) must be smaller than "
                              f"rag_chunk_size ({self.rag_chunk_size})")
+        if "*" in self.cors_origins and self.secret("api_key") is None:
+            raise ValueError("cors_origins '*' lets every web page read this server; it needs --api_key "
+                             "(or name the origins that may)")
         return self
 
     # -- derived
@@ -123,6 +140,18 @@ class ServeSettings(BaseModel):
     @property
     def max_upload_bytes(self) -> int:
         return int(self.max_upload_mb * 1024 * 1024)
+
+    @property
+    def max_body_bytes(self) -> int:
+        return int(self.max_body_mb * 1024 * 1024)
+
+    @property
+    def path_ingest_roots(self) -> list[Path]:
+        """Where /api/documents/path may read, resolved (symlinks followed once, here): --ingest_roots, else the
+        knowledge-base folder with RAG on, else nowhere."""
+        roots = self.ingest_roots if self.ingest_roots is not None else (
+            [self.rag_kb_path] if self.rag_enabled else [])
+        return [root.expanduser().resolve() for root in roots]
 
     def secret(self, name: Literal["api_key", "llm_api_key", "store"]) -> str | None:
         value: SecretStr | None = getattr(self, name)

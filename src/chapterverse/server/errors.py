@@ -2,7 +2,12 @@
 
 The OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/models``) also carry OpenAI's
 ``{"error": {"message", "type", "code"}}`` so SDK clients show the message. chapterverse's own
-errors are mapped here, at the one HTTP boundary.
+errors are mapped here, at the one HTTP boundary, and every message passes the secret scrubber
+(``redaction.scrub``) on its way out.
+
+A request the schema refuses is 400 ``BAD_INPUT`` when it is not what the endpoint takes (not JSON,
+a required field missing, a wrong type), and 422 ``BAD_INPUT`` when it is well-formed but a value is
+refused: an unknown field where the endpoint forbids them, a malformed URL, a text over its limit.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
+
+from ..redaction import scrub
 
 from ..errors import (
     ChapterverseError,
@@ -43,7 +50,13 @@ class ApiError(Exception):
         self.message = message
 
 
+_UNPROCESSABLE = frozenset({"extra_forbidden", "value_error", "string_too_long", "too_long"})
+"""Validation error types that refuse a value of a well-formed request: 422, not 400."""
+
+
 def error_body(code: str, message: str, *, openai: bool = False) -> dict[str, Any]:
+    """The JSON of an error answer, its message scrubbed of secrets (a URL's password, a key an upstream echoed)."""
+    message = scrub(message)
     body: dict[str, Any] = {"code": code, "message": message}
     if openai:
         body["error"] = {"message": message, "type": code.lower(), "code": code}
@@ -95,7 +108,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return error_response(400, "BAD_INPUT", _validation_message(exc), path=request.url.path)
+        errors = exc.errors()
+        status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400
+        return error_response(status, "BAD_INPUT", _validation_message(exc), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -15,12 +15,13 @@ split across deltas is held back): ``strip`` removes every tag (the text goes to
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..library import Hit
-from ..positions import Span
+from ..positions import Span, defang_tags
 
 __all__ = ["HEADERS", "context_block", "inject_context", "last_user_text", "content_text", "hits_summary",
            "ReplyFilter"]
@@ -53,9 +54,19 @@ def last_user_text(messages: Sequence[Any]) -> tuple[int, str] | None:
 
 
 def context_block(hits: Sequence[Hit], language: str) -> str:
+    """The block to inject. Retrieved text is defanged exactly as the agent's tools defang it
+    (``positions.defang_tags``): a tag written inside a document must never reach the model looking like one
+    chapterverse appended, or a model repeating it would cite an unrelated passage as verified."""
+    hits = [_defanged(hit) for hit in hits]
     items = [f"[{i}] (source={hit.chunk.source}, score={hit.score:.3f})\n{hit.text.strip()} {hit.tag}"
              for i, hit in enumerate(hits, start=1)]
     return "\n\n".join([HEADERS[language], *items])
+
+
+def _defanged(hit: Hit) -> Hit:
+    """A copy of ``hit`` whose text and source (an API client names it) have their tag-like strings defanged."""
+    chunk = hit.chunk
+    return replace(hit, chunk=replace(chunk, text=defang_tags(chunk.text), source=defang_tags(chunk.source)))
 
 
 def _append(content: Any, block: str) -> Any:

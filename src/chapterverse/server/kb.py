@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
 from .bodies import require_text_body
 from .errors import ApiError
+from .limits import MAX_ID, check_length, check_metadata
 from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def _kb(request: Request) -> KnowledgeBase:
 
 router = APIRouter(prefix="/v1/rag", tags=["rag"], dependencies=[Depends(_kb), Depends(require_text_body)])
 KB = Annotated[KnowledgeBase, Depends(_kb)]
-Metadata = dict[str, Any]
+Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 
 
 class ChunksListRequest(BaseModel):
@@ -44,14 +45,15 @@ class ChunksListRequest(BaseModel):
     query: str | None = Field(None, description="Rank by relevance to this text (every chunk is scored).")
     min_score: float | None = Field(None, ge=0, le=1, description="With query: least score.")
     limit: int = Field(100, ge=1, le=10_000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=MAX_ID)
     include_text: bool = True
 
 
 class ChunkUpdateRequest(BaseModel):
-    index: int | None = Field(None, description="The chunk's index (stable chunk id).")
+    index: int | None = Field(None, ge=-MAX_ID, le=MAX_ID, description="The chunk's index (stable chunk id).")
     source: str | None = Field(None, description="Or: the chunk's source ...")
-    chunk_index: int | None = Field(None, description="... and its chunk_index (needed when the source has several).")
+    chunk_index: int | None = Field(None, ge=-MAX_ID, le=MAX_ID,
+                                    description="... and its chunk_index (needed when the source has several).")
     new_text: str | None = None
     new_metadata: Metadata | None = Field(None, description="Replaces the chunk's metadata.")
     new_source: str | None = None
@@ -101,6 +103,11 @@ class ReloadRequest(BaseModel):
     force_rebuild: bool = Field(False, description="Re-index every file, changed or not.")
 
 
+def _check_text(request: Request, name: str, text: str | None) -> None:
+    """Bounded writes: a text over --max_text_chars is refused before anything is chunked or embedded."""
+    check_length(name, text, _state(request).settings.max_text_chars, "--max_text_chars")
+
+
 @router.get("/status", summary="Chunk count, embedding model, sources, thresholds")
 def status(request: Request) -> dict[str, Any]:
     state = _state(request)
@@ -131,7 +138,7 @@ def sources(kb: KB) -> dict[str, Any]:
 
 @router.get("/chunks", summary="Chunks in index order")
 def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = None,
-           limit: int = Query(100, ge=1, le=10_000), offset: int = Query(0, ge=0),
+           limit: int = Query(100, ge=1, le=10_000), offset: int = Query(0, ge=0, le=MAX_ID),
            include_text: bool = True) -> dict[str, Any]:
     total, items = kb.list_chunks(source_prefix=source_prefix, source_exact=source_exact, limit=limit, offset=offset,
                                   include_text=include_text)
@@ -139,7 +146,8 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
 
 
 @router.post("/chunks/list", summary="Chunks, optionally ranked by a query")
-def chunks_list(body: ChunksListRequest, kb: KB) -> dict[str, Any]:
+def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
+    check_length("query", body.query, _state(request).settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
         total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
                                        limit=body.limit, offset=body.offset, include_text=body.include_text)
@@ -152,7 +160,8 @@ def chunks_list(body: ChunksListRequest, kb: KB) -> dict[str, Any]:
 
 
 @router.post("/chunks/update", summary="Change one chunk's text, metadata or source")
-def chunks_update(body: ChunkUpdateRequest, kb: KB) -> dict[str, Any]:
+def chunks_update(request: Request, body: ChunkUpdateRequest, kb: KB) -> dict[str, Any]:
+    _check_text(request, "new_text", body.new_text)
     try:
         target = kb.find_chunk(index=body.index, source=body.source, chunk_index=body.chunk_index)
         chunk = kb.update_chunk(target, new_text=body.new_text, new_metadata=body.new_metadata,
@@ -166,7 +175,8 @@ def chunks_update(body: ChunkUpdateRequest, kb: KB) -> dict[str, Any]:
 
 
 @router.post("/upsert/document", summary="Replace a source's text atomically (empty text deletes it)")
-def upsert_document(body: UpsertRequest, kb: KB) -> dict[str, Any]:
+def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, Any]:
+    _check_text(request, "text", body.text)
     removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
                                persist=body.persist)
     return {"removed": removed, "added": added, "sources": [body.source.strip()] if removed or added else [],
@@ -177,6 +187,7 @@ def upsert_document(body: UpsertRequest, kb: KB) -> dict[str, Any]:
 def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     kb = _kb(request)
     settings = _state(request).settings
+    check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
     hits = kb.search(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
     docs: dict[int, Any] = {}
@@ -190,14 +201,16 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
 
 
 @router.post("/add/document", summary="Add free text, chunked automatically")
-def add_document(body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
+def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
+    _check_text(request, "text", body.text)
     doc = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
                           persist=body.persist)
     return {"added": doc.chunks, "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
 
 
 @router.post("/add/chunks", summary="Add pre-cut chunks (each item stays one chunk)")
-def add_chunks(body: AddChunksRequest, kb: KB) -> dict[str, Any]:
+def add_chunks(request: Request, body: AddChunksRequest, kb: KB) -> dict[str, Any]:
+    _check_text(request, "the items' text", "".join(i.text for i in body.items))
     items = [ChunkItem(i.text, i.source, dict(i.metadata)) for i in body.items]
     docs = kb.add_chunks(items, dynamic=body.dynamic, persist=body.persist)
     return {"added": sum(d.chunks for d in docs), "sources": [d.source for d in docs],

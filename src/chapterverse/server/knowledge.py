@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError
 from ..library import Hit, Library
 from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
-from ..store import ChunkRecord, DocumentRecord, SQLiteStore
+from ..store import ChunkRecord, DocumentRecord, NewDocument, SQLiteStore
 
 if TYPE_CHECKING:
     from ..store import PostgresStore
@@ -235,7 +235,7 @@ class KnowledgeBase:
         with self._exclusive():
             self._snapshot = self._scan()
             present: set[str] = set()
-            for path, source in iter_folder(self.folder):
+            for path, source in iter_folder(self.folder, contained=True):
                 present.add(source)
                 try:
                     changed = self._sync_file(path, source, force_rebuild)
@@ -382,19 +382,29 @@ class KnowledgeBase:
 
     # -- writes ---------------------------------------------------------------------------------------
     def add_document(self, text: str, *, source: str, metadata: dict[str, Any] | None = None,
-                     dynamic: bool = False, persist: bool = True, replace: Sequence[int] = ()) -> DocumentRecord:
-        """Free text as one auto-chunked document."""
+                     dynamic: bool = False, persist: bool = True) -> DocumentRecord:
+        """Free text as one auto-chunked document; embedded before the lock is taken (see ``_prepared``)."""
+        new = self._prepared(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
+        with self._exclusive():
+            return self.library.write(new)
+
+    def _prepared(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
+                  persist: bool) -> NewDocument:
+        """API text chunked and embedded, not yet written.
+
+        Done outside ``_exclusive``: embedding a large text takes minutes on a CPU, and holding the lock for it
+        would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
+        """
         if not text.strip():
             raise InputError("text is empty")
         source = _clean_source(source)
         metadata = dict(metadata or {})
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
-        with self._exclusive():
-            return self.library.add_parsed(
-                parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
-                replace=replace, dynamic=dynamic, ephemeral=not persist,
-                metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
+        return self.library.prepare(
+            parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
+            dynamic=dynamic, ephemeral=not persist,
+            metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
 
     def add_chunks(self, items: Sequence[ChunkItem], *, dynamic: bool = False,
                    persist: bool = True) -> list[DocumentRecord]:
@@ -427,14 +437,15 @@ class KnowledgeBase:
                persist: bool = True) -> tuple[int, int]:
         """Replace every document of ``source`` with ``text`` atomically (empty text deletes); (removed, added)."""
         source = _clean_source(source)
+        new = self._prepared(text, source=source, metadata=metadata, dynamic=dynamic,
+                             persist=persist) if text.strip() else None
         with self._exclusive():
             existing = self.store.documents_by_source(source)
             removed = sum(d.chunks for d in existing)
-            if not text.strip():
+            if new is None:
                 self.store.remove_documents([d.id for d in existing])
                 return removed, 0
-            doc = self.add_document(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist,
-                                    replace=[d.id for d in existing])
+            doc = self.library.write(new, replace=[d.id for d in existing])
             return removed, doc.chunks
 
     def find_chunk(self, *, index: int | None = None, source: str | None = None,

@@ -6,6 +6,11 @@ the threshold, inject one context block and forward; otherwise forward the reque
 Unknown request fields (``chat_template_kwargs``, ``stream_options``, ...) pass through as they
 are; only ``messages`` (when injecting) and ``model`` (when ``--llm_model`` is set) change.
 The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``.
+An upstream error is answered with a fixed message and a status (``_upstream_error``), never with the
+upstream's body: a hosted endpoint's 401 may echo the key it was sent.
+
+Retrieval reads at most ``--max_query_chars`` of the last user message (the message itself is forwarded
+whole); when it read less, the answer says so in ``X-Chapterverse-Query-Truncated``.
 
 Replies stream back as they arrive. With RAG on, the text goes through the tag filter (strip or
 keep) and the verified citations ride out of band: a ``citations`` field on the chunk that carries
@@ -38,6 +43,7 @@ from ..positions import Span
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
+from .limits import check_length
 from .upstream import Upstream
 
 if TYPE_CHECKING:
@@ -49,15 +55,25 @@ log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
 _turns = itertools.count(1)
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+TRUNCATED_HEADER = "X-Chapterverse-Query-Truncated"
+"""Present (the characters retrieval read) when the last user message was longer than --max_query_chars."""
+_PASSED_STATUSES = frozenset({400, 404, 408, 413, 422, 429})
+"""Upstream statuses about the request itself, passed on so the client can act (fix it, wait); any other
+(401, 403: the server's own key; 5xx) is the server's problem, answered 502."""
 
 
 def _state(request: Request) -> ServerState:
     return request.app.state.cv  # type: ignore[no-any-return]
 
 
+def _not_finite(constant: str) -> Any:
+    """``json.loads`` hook: NaN and Infinity are not JSON, and no upstream request may carry them."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
     try:
-        body = json.loads(await request.body())
+        body = json.loads(await request.body(), parse_constant=_not_finite)
     except RecursionError as exc:
         raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
     except ValueError as exc:
@@ -84,8 +100,15 @@ def _headers(upstream: Upstream) -> dict[str, str]:
 
 def _upstream_failure(exc: httpx.HTTPError, upstream: Upstream) -> ApiError:
     if isinstance(exc, httpx.TimeoutException):
-        return ApiError(504, "UPSTREAM_TIMEOUT", f"{upstream.base_url} did not answer in time")
-    return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.base_url}: {type(exc).__name__}: {exc}")
+        return ApiError(504, "UPSTREAM_TIMEOUT", f"{upstream.shown_url} did not answer in time")
+    return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.shown_url}: {type(exc).__name__}")
+
+
+def _upstream_error(status: int, upstream: Upstream) -> ApiError:
+    """A fixed answer for an upstream error status; its body (which may echo the key) is dropped, not relayed."""
+    log.warning("upstream %s answered HTTP %d", upstream.shown_url, status)
+    return ApiError(status if status in _PASSED_STATUSES else 502, "UPSTREAM_ERROR",
+                    f"the upstream model answered HTTP {status}; see the server's log")
 
 
 # ---------------------------------------------------------------------------------------------- models
@@ -104,6 +127,8 @@ async def models(request: Request) -> Response:
         reply = await state.http.get(f"{upstream.base_url}/models", headers=_headers(upstream))
     except httpx.HTTPError as exc:
         raise _upstream_failure(exc, upstream) from exc
+    if reply.status_code >= 400:
+        raise _upstream_error(reply.status_code, upstream)
     return Response(reply.content, status_code=reply.status_code,
                     media_type=reply.headers.get("content-type", "application/json"))
 
@@ -120,23 +145,27 @@ async def chat_completions(request: Request) -> Response:
     if state.kb is not None and state.settings.rag_mode == "tools":
         return await _tools_turn(state, body, upstream, turn)
     hits: list[Hit] = []
-    if state.kb is not None:
-        body, hits = await _inject(state, body, turn)
+    found = last_user_text(body["messages"]) if state.kb is not None else None
+    query = found[1][:state.settings.max_query_chars] if found else ""
+    if found is not None:
+        body, hits = await _inject(state, body, found[0], query, turn)
     if upstream.model:
         body["model"] = upstream.model
     reply_filter = ReplyFilter(hits, state.settings.rag_tags, _resolver(state)) if state.kb is not None else None
     if body.get("stream"):
-        return await _relay_stream(state, body, upstream, reply_filter, turn, hits)
-    return await _relay_once(state, body, upstream, reply_filter, turn, hits)
+        response = await _relay_stream(state, body, upstream, reply_filter, turn, hits)
+    else:
+        response = await _relay_once(state, body, upstream, reply_filter, turn, hits)
+    if found is not None and len(query) < len(found[1]):
+        response.headers[TRUNCATED_HEADER] = str(len(query))
+    return response
 
 
-async def _inject(state: ServerState, body: dict[str, Any], turn: int) -> tuple[dict[str, Any], list[Hit]]:
+async def _inject(state: ServerState, body: dict[str, Any], index: int, query: str,
+                  turn: int) -> tuple[dict[str, Any], list[Hit]]:
+    """``body`` with the context retrieved for ``query`` added to message ``index`` (or as it was)."""
     assert state.kb is not None
     settings = state.settings
-    found = last_user_text(body["messages"])
-    if found is None:
-        return body, []
-    index, query = found
     try:
         hits = await run_in_threadpool(state.kb.search, query, k=settings.rag_top_k, threshold=settings.rag_threshold)
     except Exception as exc:  # retrieval must never stop the conversation
@@ -191,8 +220,10 @@ async def _relay_once(state: ServerState, body: dict[str, Any], upstream: Upstre
         reply = await state.http.post(f"{upstream.base_url}/chat/completions", json=body, headers=_headers(upstream))
     except httpx.HTTPError as exc:
         raise _upstream_failure(exc, upstream) from exc
+    if reply.status_code >= 400:
+        raise _upstream_error(reply.status_code, upstream)
     media_type = reply.headers.get("content-type", "application/json")
-    if reply_filter is None or reply.status_code >= 400:
+    if reply_filter is None:
         return Response(reply.content, status_code=reply.status_code, media_type=media_type)
     try:
         data = reply.json()
@@ -218,10 +249,8 @@ async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upst
     except httpx.HTTPError as exc:
         raise _upstream_failure(exc, upstream) from exc
     if reply.status_code >= 400:
-        content = await reply.aread()
         await reply.aclose()
-        return Response(content, status_code=reply.status_code,
-                        media_type=reply.headers.get("content-type", "application/json"))
+        raise _upstream_error(reply.status_code, upstream)
     relay = SSERelay(reply_filter) if reply_filter is not None else None
 
     async def events() -> AsyncIterator[bytes]:
@@ -327,6 +356,7 @@ async def _tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstre
     if provider is None:
         raise ApiError(503, "NO_UPSTREAM", "rag_mode tools needs an upstream model (--llm_model)")
     index, question = found
+    check_length("the question", question, state.settings.max_question_chars, "--max_question_chars")
     history = [{"role": m["role"], "content": content_text(m.get("content"))} for m in body["messages"][:index]
                if isinstance(m, dict) and m.get("role") in ("user", "assistant") and content_text(m.get("content"))]
     strip = state.settings.rag_tags == "strip"

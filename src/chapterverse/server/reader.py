@@ -16,9 +16,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParameter
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -31,11 +32,14 @@ from ..library import Library
 from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..llm.summaries import EXTRACTIVE_MODEL, summary_status
 from ..positions import paragraph_spans, parse_tag
+from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, iter_folder
 from ..store import DocumentRecord
 from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
+from .limits import MAX_ID, check_length
+from .upstream import SettingsChange
 
 if TYPE_CHECKING:
     from .app import ServerState
@@ -45,11 +49,15 @@ __all__ = ["router", "pages_router", "STATIC_DIR"]
 log = logging.getLogger(__name__)
 router = APIRouter(prefix="/api", tags=["reader"])
 pages_router = APIRouter(tags=["pages"])
+Id = Annotated[int, PathParameter(ge=-MAX_ID, le=MAX_ID)]
+"""A stored id in a URL: beyond 64 bits it names nothing, and must be the client's 400, not the store's 500."""
 HISTORY_MESSAGES = 12
 """Earlier messages of a chat sent with a new question."""
 _MULTIPART_SLACK = 64 * 1024
 """Room for multipart headers and boundaries on top of the file itself."""
 _UNSAFE = re.compile(r"[^\w.\- ()\[\]]+", re.UNICODE)
+UPLOAD_ROUTE = ("POST", "/api/documents")
+"""The one route that reads its body as a stream, under --max_upload_mb instead of --max_body_mb."""
 
 
 def _state(request: Request) -> ServerState:
@@ -91,7 +99,7 @@ def documents(request: Request) -> dict[str, Any]:
 
 
 @router.get("/documents/{doc_id}", summary="A document with its TOC and files")
-def document(request: Request, doc_id: int) -> dict[str, Any]:
+def document(request: Request, doc_id: Id) -> dict[str, Any]:
     state = _state(request)
     store = state.reader.store
     doc = store.document(doc_id)
@@ -106,7 +114,7 @@ def document(request: Request, doc_id: int) -> dict[str, Any]:
 
 
 @router.delete("/documents/{doc_id}", summary="Remove a document and everything derived from it")
-def remove_document(request: Request, doc_id: int) -> dict[str, Any]:
+def remove_document(request: Request, doc_id: Id) -> dict[str, Any]:
     _library(request).remove(doc_id)
     return {"removed": doc_id}
 
@@ -203,27 +211,47 @@ def _ingest_upload(library: Library, path: Path, source: str, job: Job) -> None:
 
 
 class PathRequest(BaseModel):
-    path: str = Field(..., min_length=1, description="A file or folder on the server (folders: recursively).")
+    path: str = Field(..., min_length=1, max_length=4096,
+                      description="A file or folder under one of the server's --ingest_roots (folders: recursively).")
 
 
-@router.post("/documents/path", status_code=202, summary="Add a file or folder on the server; answers a Job",
-             dependencies=[Depends(require_text_body)])
+@router.post("/documents/path", status_code=202, summary="Add a file or folder under the server's ingest roots; "
+                                                          "answers a Job", dependencies=[Depends(require_text_body)])
 def add_path(request: Request, body: PathRequest) -> JSONResponse:
     state = _state(request)
-    path = Path(body.path).expanduser()
-    if not path.is_absolute():
-        raise ApiError(400, "BAD_INPUT", f"{body.path}: give an absolute path")
-    if not path.exists():
-        raise ApiError(404, "NOT_FOUND", f"{path}: no such file or folder")
+    roots = state.settings.path_ingest_roots
+    if not roots:
+        raise ApiError(403, "PATH_INGEST_DISABLED", "adding files by server path is off; start the server with "
+                                                    "--ingest_roots DIR to allow the files under DIR")
+    path = _allowed_path(body.path, roots)
     if path.is_file():
         _check_suffix(path.name)
-    job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path.resolve(), job))
+    job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path, job))
     return JSONResponse({"job": job.to_json()}, status_code=202)
 
 
+def _allowed_path(given: str, roots: list[Path]) -> Path:
+    """The resolved path when it exists under an ingest root; one 404 otherwise, so that the answer never tells a
+    file outside the roots (or a symlink leading out of them) from a missing one."""
+    path = Path(given).expanduser()
+    if not path.is_absolute():
+        raise ApiError(400, "BAD_INPUT", f"{given}: give an absolute path")
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError):
+        resolved = None
+    if resolved is None or not _under(resolved, roots) or not resolved.exists():
+        raise ApiError(404, "NOT_FOUND", f"{given}: no such file or folder under this server's ingest roots")
+    return resolved
+
+
+def _under(path: Path, roots: list[Path]) -> bool:
+    return any(path == root or path.is_relative_to(root) for root in roots)
+
+
 def _ingest_path(library: Library, path: Path, job: Job) -> None:
-    """A file, or every readable file of a folder; each stored under its absolute path."""
-    files = [f for f, _ in iter_folder(path)] if path.is_dir() else [path]
+    """A file, or every readable file of a folder (no symlink out of it); each stored under its absolute path."""
+    files = [f for f, _ in iter_folder(path, contained=True)] if path.is_dir() else [path]
     failures = []
     for n, file in enumerate(files):
         job.progress(f"reading {file.name}", n, len(files))
@@ -239,7 +267,7 @@ def _ingest_path(library: Library, path: Path, job: Job) -> None:
 
 
 @router.get("/jobs/{job_id}", summary="An ingest job's progress")
-def job(request: Request, job_id: int) -> dict[str, Any]:
+def job(request: Request, job_id: Id) -> dict[str, Any]:
     return _state(request).jobs.get(job_id).to_json()
 
 
@@ -247,7 +275,7 @@ def job(request: Request, job_id: int) -> dict[str, Any]:
 
 
 @router.get("/files/{file_id}", summary="A file's canonical text with paragraph offsets (code points)")
-def file(request: Request, file_id: int) -> dict[str, Any]:
+def file(request: Request, file_id: Id) -> dict[str, Any]:
     record = _library(request).store.file(file_id)
     return {"id": record.id, "doc_id": record.doc_id, "ordinal": record.ordinal, "title": record.title,
             "label": record.label, "has_text": record.has_text, "text": record.text,
@@ -269,8 +297,8 @@ def resolve(request: Request, tag_key: str) -> dict[str, Any]:
 
 
 class AskRequest(BaseModel):
-    question: str = Field(..., min_length=1, max_length=4000)
-    chat_id: int | None = None
+    question: str = Field(..., min_length=1, description="At most --max_question_chars characters.")
+    chat_id: int | None = Field(None, ge=-MAX_ID, le=MAX_ID)
     mode: Literal["auto", "extractive"] = "auto"
 
 
@@ -280,7 +308,7 @@ def _sse(event: str, data: Any) -> str:
 
 @router.post("/documents/{doc_id}/ask", summary="Ask about a document; answers Server-Sent Events",
              dependencies=[Depends(require_text_body)])
-def ask(request: Request, doc_id: int, body: AskRequest) -> StreamingResponse:
+def ask(request: Request, doc_id: Id, body: AskRequest) -> StreamingResponse:
     state = _state(request)
     library = state.reader
     store = library.store
@@ -288,6 +316,7 @@ def ask(request: Request, doc_id: int, body: AskRequest) -> StreamingResponse:
     question = body.question.strip()
     if not question:
         raise ApiError(400, "BAD_INPUT", "the question is empty")
+    check_length("the question", question, state.settings.max_question_chars, "--max_question_chars")
     if body.chat_id is not None:
         chat = store.chat(body.chat_id)
         if chat.doc_id != doc_id:
@@ -304,22 +333,27 @@ def ask(request: Request, doc_id: int, body: AskRequest) -> StreamingResponse:
                                        summary_jobs=state.summaries):
                 if isinstance(event, AnswerMeta):
                     store.add_message(chat_id, "user", question)
-                    yield _sse("meta", {"chat_id": chat_id, "mode": event.mode, "notice": event.notice})
+                    yield _sse("meta", {"chat_id": chat_id, "mode": event.mode, "notice": _scrubbed(event.notice)})
                 elif isinstance(event, AnswerDelta):
                     yield _sse("delta", {"text": event.text})
                 elif isinstance(event, AnswerDone):
-                    payload = event.result.to_json()
+                    payload = {**event.result.to_json(), "notice": _scrubbed(event.result.notice)}
                     store.add_message(chat_id, "assistant", event.result.answer, payload)
                     yield _sse("done", payload)
         except ChapterverseError as exc:
             log.warning("answer for document %d failed: %s", doc_id, exc)
-            yield _sse("error", {"code": "ANSWER_FAILED", "message": str(exc)})
+            yield _sse("error", {"code": "ANSWER_FAILED", "message": scrub(str(exc))})
         except Exception as exc:  # the stream has started: report in band
             log.exception("answer for document %d failed", doc_id)
             yield _sse("error", {"code": "INTERNAL", "message": f"internal error: {type(exc).__name__}"})
 
     return StreamingResponse(events(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _scrubbed(notice: str | None) -> str | None:
+    """A notice may quote a model's error, which may quote its URL or key (redaction.py)."""
+    return scrub(notice) if notice else notice
 
 
 def _title(question: str) -> str:
@@ -331,14 +365,14 @@ def _title(question: str) -> str:
 
 
 @router.get("/chats", summary="Chats, optionally of one document")
-def chats(request: Request, doc_id: int | None = None) -> dict[str, Any]:
+def chats(request: Request, doc_id: Annotated[int | None, Query(ge=-MAX_ID, le=MAX_ID)] = None) -> dict[str, Any]:
     records = _library(request).store.chats(doc_id)
     return {"chats": [{"id": c.id, "doc_id": c.doc_id, "title": c.title, "created_at": c.created_at}
                       for c in records]}
 
 
 @router.get("/chats/{chat_id}", summary="A chat with its messages")
-def chat(request: Request, chat_id: int) -> dict[str, Any]:
+def chat(request: Request, chat_id: Id) -> dict[str, Any]:
     store = _library(request).store
     record = store.chat(chat_id)
     return {"id": record.id, "doc_id": record.doc_id, "title": record.title, "created_at": record.created_at,
@@ -346,7 +380,7 @@ def chat(request: Request, chat_id: int) -> dict[str, Any]:
 
 
 @router.get("/chats/{chat_id}/export", summary="A chat as Markdown with deep links into the reader")
-def export(request: Request, chat_id: int, format: str = Query("md")) -> Response:
+def export(request: Request, chat_id: Id, format: str = Query("md")) -> Response:
     if format != "md":
         raise ApiError(400, "BAD_INPUT", f"unknown export format {format!r}; use md")
     base = str(request.base_url).rstrip("/")
@@ -356,12 +390,6 @@ def export(request: Request, chat_id: int, format: str = Query("md")) -> Respons
 
 
 # ------------------------------------------------------------------------------------------- settings
-
-
-class SettingsRequest(BaseModel):
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: str | None = None
 
 
 def _settings(state: ServerState) -> dict[str, Any]:
@@ -380,11 +408,11 @@ def get_settings(request: Request) -> dict[str, Any]:
     return _settings(_state(request))
 
 
-@router.put("/settings", summary="Change the chat model (\"\" clears a value); kept in the library's config.json",
-            dependencies=[Depends(require_text_body)])
-def put_settings(request: Request, body: SettingsRequest) -> dict[str, Any]:
+@router.put("/settings", summary="Change the chat model (\"\" clears a value); needs the server key; kept in "
+                                  "the library's config.json", dependencies=[Depends(require_text_body)])
+def put_settings(request: Request, body: SettingsChange) -> dict[str, Any]:
     state = _state(request)
-    state.upstream.update({"base_url": body.llm_base_url, "model": body.llm_model, "api_key": body.llm_api_key})
+    state.upstream.update(body)
     log.info("reader settings changed: %r", state.upstream.current)
     return _settings(state)
 
@@ -410,5 +438,5 @@ def home() -> HTMLResponse:
 
 
 @pages_router.get("/read/{doc_id}", include_in_schema=False)
-def read(doc_id: int) -> HTMLResponse:
+def read(doc_id: Id) -> HTMLResponse:
     return _page()

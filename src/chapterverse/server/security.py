@@ -8,6 +8,10 @@
   configured CORS origin) is refused, so a web page cannot post into a key-less local server.
 * Bound to loopback, a request must name a loopback host (``Host: localhost:8000``): a DNS-rebinding
   page, whose requests look same-origin to the browser, still carries its own host name.
+* Administration (``ADMIN_ROUTES``: the settings that say where the upstream key is sent) needs the key
+  everywhere, loopback included, and is refused outright when the server has no key: any local process
+  could otherwise point the upstream at itself and receive the key with the next chat. Without a key,
+  such settings are made with flags, the environment or config.json.
 
 The key is compared in constant time and never logged; requests carry it as ``Authorization: Bearer``
 (what OpenAI clients send) or ``X-API-Key``.
@@ -27,7 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..errors import InputError
 from .errors import error_response
 
-__all__ = ["is_loopback", "check_bind", "needs_key", "RequestGuard", "READ_POSTS"]
+__all__ = ["is_loopback", "check_bind", "needs_key", "RequestGuard", "READ_POSTS", "ADMIN_ROUTES"]
 
 READ_POSTS = frozenset({"/v1/rag/search", "/v1/rag/chunks/list", "/v1/chat/completions"})
 """POST endpoints that only read (the proxy is a read: it writes nothing here)."""
@@ -35,6 +39,8 @@ SHELL_PATHS = frozenset({"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/open
 SHELL_PREFIXES = ("/static/", "/read/")
 """GET paths that serve the page, its assets and the API docs: no data, loadable without a key."""
 _WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+ADMIN_ROUTES = frozenset({("PUT", "/api/settings")})
+"""(method, path) of requests that administer the server: the key is always needed, and must be configured."""
 
 
 def is_loopback(host: str) -> bool:
@@ -58,6 +64,8 @@ def check_bind(host: str, api_key: str | None) -> None:
 def needs_key(method: str, path: str, *, public: bool) -> bool:
     """Whether a request must carry the key (when the server has one)."""
     method = method.upper()
+    if (method, path) in ADMIN_ROUTES:
+        return True
     if method in ("GET", "HEAD") and (path in SHELL_PATHS or path.startswith(SHELL_PREFIXES)):
         return False
     if public:
@@ -116,6 +124,11 @@ class RequestGuard:
                 and not _same_origin(origin, headers, scope)):
             return error_response(403, "FORBIDDEN_ORIGIN", f"writes from another origin ({origin}) are not allowed",
                                   path=path)
+        if self._key is None and (method, path) in ADMIN_ROUTES:
+            return error_response(403, "ADMIN_DISABLED", f"{method} {path} changes where the upstream key is sent, so "
+                                                         "it needs the server's API key, and this server has none: "
+                                                         "start it with --api_key, or change the setting with "
+                                                         "flags, the environment or config.json", path=path)
         if self._key is None or not needs_key(method, path, public=self._public):
             return None
         presented = _presented_key(headers)

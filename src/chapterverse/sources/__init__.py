@@ -6,6 +6,7 @@ folder tree in a stable order, each with the source name it is stored under.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +38,7 @@ _READERS: dict[str, Callable[[Path], ParsedDocument]] = {
     ".xhtml": read_html,
     ".jsonl": read_jsonl,
 }
+log = logging.getLogger(__name__)
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_READERS, ".pdf"})
 
 
@@ -57,22 +59,41 @@ def read_source(path: str | Path, *, password: str | None = None) -> ParsedDocum
     return _READERS[suffix](path)
 
 
-def iter_folder(folder: str | Path) -> Iterator[tuple[Path, str]]:
+def iter_folder(folder: str | Path, *, contained: bool = False) -> Iterator[tuple[Path, str]]:
     """Yield (path, source name) for every supported file under ``folder``, recursively.
 
     The source name is the POSIX path relative to ``folder``, so the same tree gets the same names
     on any OS. Order is by source name; hidden files and folders (".git", ".DS_Store") and files of
     other types are skipped; symlinked folders are not followed (no cycles).
+
+    ``contained``: also skip symlinked files whose target lies outside ``folder`` (logged). A server
+    indexing a folder on behalf of HTTP clients must only ever serve what is in it: ``ln -s /etc/passwd
+    kb/pw.txt`` would otherwise publish the server's files to whoever may read the library.
     """
     root = Path(folder)
     if not root.is_dir():
         raise SourceError(root, "not a folder")
+    inside = root.resolve()
     found: list[tuple[str, Path]] = []
     for directory, subdirectories, filenames in os.walk(root):
         subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
         for name in filenames:
             path = Path(directory, name)
-            if not name.startswith(".") and path.suffix.lower() in SUPPORTED_SUFFIXES:
-                found.append((path.relative_to(root).as_posix(), path))
+            if name.startswith(".") or path.suffix.lower() not in SUPPORTED_SUFFIXES:
+                continue
+            if contained and _leads_out(path, inside):
+                log.warning("%s: skipped, a symlink leading out of %s", path, root)
+                continue
+            found.append((path.relative_to(root).as_posix(), path))
     for source, path in sorted(found):
         yield path, source
+
+
+def _leads_out(path: Path, inside: Path) -> bool:
+    """True for a symlink whose target is not under ``inside`` (a broken or looping link counts as leading out)."""
+    if not path.is_symlink():
+        return False
+    try:
+        return not path.resolve(strict=True).is_relative_to(inside)
+    except (OSError, RuntimeError):
+        return True

@@ -1,0 +1,120 @@
+"""One scrubber for secrets, used wherever text may leave the process: API answers, notices, SSE events, logs.
+
+What counts as a secret:
+
+* in a URL, the userinfo (``user:password@``) and every query value (``?api-key=...``): endpoints of
+  hosted models take keys there, and a database URL carries its password there;
+* the value of an ``Authorization``, ``api-key`` or ``x-api-key`` header written out as text;
+* every value registered with :func:`register_secret` (the upstream key, the server key, a URL's
+  password), wherever it appears: an upstream that echoes the key in its error body must not get
+  it into our log through an exception message.
+
+:func:`install_log_scrubber` applies :func:`scrub` to every log record of the process at the moment
+it is made (message, arguments and traceback), so no handler, however configured, can write a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+__all__ = ["MASK", "redact_url", "scrub", "register_secret", "register_url_secrets", "install_log_scrubber"]
+
+MASK = "***"
+_MIN_SECRET = 4
+"""Shorter registered values are not masked: they would mangle ordinary words, and guard nothing."""
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+")
+_HEADER = re.compile(r"(?i)\b(authorization|x-api-key|api[-_]key)(\"?'?\s*[:=]\s*\"?'?)(bearer\s+|basic\s+)?"
+                     r"([^\s\"',;}]+)")
+_secrets: set[str] = set()
+_lock = threading.Lock()
+_installed = False
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its userinfo replaced by ``***`` and every query value by ``***``; names stay readable.
+
+    ``http://user:pw@host/v1?api-key=k&x`` becomes ``http://***@host/v1?api-key=***&***``. A URL that does not
+    parse is shown as ``<unparseable URL>``: its text might be anything.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable URL>"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = f"{MASK}@{netloc.rsplit('@', 1)[1]}"
+    query = "&".join(_masked_parameter(p) for p in parts.query.split("&")) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def _masked_parameter(parameter: str) -> str:
+    name, sep, _ = parameter.partition("=")
+    return f"{name}={MASK}" if sep else MASK
+
+
+def register_secret(value: str | None) -> None:
+    """Mask ``value`` in everything :func:`scrub` sees from now on (process-wide)."""
+    text = (value or "").strip()
+    if len(text) >= _MIN_SECRET:
+        with _lock:
+            _secrets.add(text)
+
+
+def register_url_secrets(url: str | None) -> None:
+    """Register the password and query values of ``url``, so they are masked even where the URL is cut apart."""
+    if not url:
+        return
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return
+    register_secret(parts.password)
+    for parameter in parts.query.split("&"):
+        register_secret(parameter.partition("=")[2])
+
+
+def scrub(text: str) -> str:
+    """``text`` with URL secrets, header values and every registered secret masked."""
+    text = _URL.sub(lambda m: redact_url(m.group(0)), text)
+    text = _HEADER.sub(lambda m: f"{m.group(1)}{m.group(2)}{m.group(3) or ''}{MASK}", text)
+    with _lock:
+        known = sorted(_secrets, key=len, reverse=True)
+    for secret in known:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def install_log_scrubber() -> None:
+    """Scrub every log record made in this process from now on; calling it again changes nothing."""
+    global _installed
+    with _lock:
+        if _installed:
+            return
+        _installed = True
+        previous = logging.getLogRecordFactory()
+    logging.setLogRecordFactory(_scrubbing(previous))
+
+
+def _scrubbing(previous: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = previous(*args, **kwargs)
+        _scrub_record(record)
+        return record
+
+    return factory
+
+
+def _scrub_record(record: logging.LogRecord) -> None:
+    """Format now and scrub the result: a handler would otherwise format the raw arguments itself."""
+    try:
+        message = record.getMessage()
+    except Exception:  # a broken format string: leave it for the handler to report as usual
+        return
+    record.msg, record.args = scrub(message), None
+    if record.exc_info and not record.exc_text:
+        record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
