@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import shared_path
+from fakellm import Reply, fake_llm
 from typer.testing import CliRunner
 
 from chapterverse.bench.answers import (
@@ -166,7 +169,13 @@ def test_scores_count_refusals_as_misses_and_lengths_only_of_shown_answers() -> 
 # ------------------------------------------------------------------------------------------------ the CLI
 
 
-def test_bench_answers_over_the_demo_book(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def demo_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One --library folder for the demo runs, so the book is embedded once."""
+    return tmp_path_factory.mktemp("demo-library")
+
+
+def test_bench_answers_over_the_demo_book(tmp_path: Path, demo_library: Path) -> None:
     questions = tmp_path / "demo.jsonl"
     lines = [{"document": str(DEMO), "question": "What was inside the chest?", "answers": ["the logbook"]},
              {"document": str(DEMO), "question": "How tall was the tower?", "answers": ["forty-two feet"]},
@@ -174,7 +183,7 @@ def test_bench_answers_over_the_demo_book(tmp_path: Path) -> None:
     questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     records = tmp_path / "records.jsonl"
     result = CliRunner().invoke(app, ["bench", "answers", "--questions", str(questions), "--json",
-                                      "--library", str(tmp_path / "lib"), "--records", str(records)])
+                                      "--library", str(demo_library), "--records", str(records)])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["mode"] == "extractive" and report["documents"] == 1 and list(report["scopes"]) == ["document"]
@@ -188,6 +197,37 @@ def test_bench_answers_over_the_demo_book(tmp_path: Path) -> None:
     assert [r["question"] for r in asked] == [line["question"] for line in lines]
     assert all(not r["holds_gold"] or r["found"] for r in asked)
     assert all("[f" not in r["answer"] for r in asked)  # scored and measured without citation tags
+
+
+def test_bench_answers_model_path_uses_the_same_definitions(tmp_path: Path, demo_library: Path) -> None:
+    """--llm-* flags send the questions through the model's tool loop; the scores mean what they mean without."""
+
+    def model(request: dict[str, Any]) -> Reply:
+        question = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
+        evidence = [m["content"] for m in request["messages"] if m.get("role") == "tool"]
+        if not evidence:
+            return Reply.tool_call("search_passages", {"query": question})
+        if "world cup" in question:
+            return Reply.text("Not found in this document.")
+        tags = re.finditer(r"\[f\d+-\d+-\d+\]", evidence[-1])
+        chest = next(m.group() for m in tags if "wooden chest" in evidence[-1][:m.start()])
+        return Reply.text(f"Marta found a wooden chest between two boulders {chest}.")
+
+    questions = tmp_path / "demo.jsonl"
+    lines = [{"document": str(DEMO), "question": "What did Marta find below the tower?", "answers": ["a wooden chest"]},
+             {"document": str(DEMO), "question": "Who won the 1998 football world cup?", "absent": True}]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with fake_llm(handler=model) as fake:
+        result = CliRunner().invoke(app, ["bench", "answers", "--questions", str(questions), "--json",
+                                          "--library", str(demo_library), "--llm-base-url", fake.base_url,
+                                          "--llm-model", "fake-model"])
+        asked = {r.json["model"] for r in fake.chat_requests}
+    assert result.exit_code == 0, result.output
+    assert asked == {"fake-model"}
+    report = json.loads(result.stdout)
+    scores = report["scopes"]["document"]
+    assert report["mode"] == "fake-model"
+    assert scores["answer_holds_gold"] == 1 and scores["cited_holds_gold"] == 1 and scores["absent_refused"] == 1
 
 
 def test_bench_answers_bad_input_exits_2(tmp_path: Path) -> None:
