@@ -425,6 +425,80 @@ def test_cors_wildcard_needs_the_server_key(tmp_path: Path) -> None:
     assert settings_from_mapping({"rag_kb_path": tmp_path / "kb", "cors_origins": "*", "api_key": ADMIN_KEY})
 
 
+# ------------------------------------------------------------------------------------------- 7. stopping
+
+
+class SlowEmbedder(GatedEmbedder):
+    """Never gated, but 50 ms per batch: a large document takes minutes, as on a small CPU."""
+
+    name = "test-slow-64"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches = 0
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        self.batches += 1
+        time.sleep(0.05)
+        return super()._embed_batch(texts)
+
+
+def test_a_stopping_server_abandons_an_embedding_and_writes_nothing(tmp_path: Path) -> None:
+    embedder = SlowEmbedder()
+    (tmp_path / "kb").mkdir()
+    settings = settings_for(tmp_path, rag_enabled=True, rag_chunk_size=16, rag_chunk_overlap=0)
+    outcome: dict[str, Any] = {}
+
+    def add_large(server: Server) -> None:
+        try:
+            with server.client(timeout=120) as client:
+                outcome["reply"] = client.post("/v1/rag/add/document",
+                                               json={"text": "Gulls nest on the cliffs. " * 30_000, "source": "big"})
+        except httpx.HTTPError as exc:
+            outcome["reply"] = exc
+
+    with running_server(settings, embedder=embedder) as server:
+        adder = threading.Thread(target=add_large, args=(server,))
+        adder.start()
+        deadline = time.monotonic() + 30
+        while embedder.batches < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopping = time.monotonic()
+    adder.join(30)
+    settled, deadline = -1, time.monotonic() + 3
+    while embedder.batches != settled and time.monotonic() < deadline:  # the batch under way may finish
+        settled = embedder.batches
+        time.sleep(0.5)
+    time.sleep(1.0)
+    assert embedder.batches == settled, "still embedding after the server stopped"
+    assert time.monotonic() - stopping < 10
+    from chapterverse.store import open_store
+
+    store = open_store(settings.kb_library_dir)
+    try:
+        assert [d.source for d in store.documents()] == []
+    finally:
+        store.close()
+
+
+def test_stopping_ends_the_running_ingest_job_at_its_next_progress_report() -> None:
+    from chapterverse.server.jobs import Job, JobManager
+
+    def endless(job: Job) -> None:
+        for done in range(600):
+            job.progress("embedding", done, 600)
+            time.sleep(0.05)
+
+    manager = JobManager()
+    job = manager.submit("large book", endless)
+    while job.state != "running":
+        time.sleep(0.01)
+    started = time.monotonic()
+    manager.shutdown()
+    assert time.monotonic() - started < 1.0
+    assert job.state == "failed" and "server stopped" in (job.error or "")
+
+
 # ------------------------------------------------------------------- issue 16: one resolver, two front ends
 
 

@@ -12,6 +12,7 @@
     ├── StoreError                    the library cannot be opened or written
     │   └── EmbeddingMismatchError    vectors from another embedding model or dimension
     ├── EmbeddingError                an embedding backend failed
+    ├── StoppingError                 the server is stopping: long work abandoned before it wrote anything
     └── ProviderError                 the chat model endpoint failed (after retries)
         ├── ProviderUnreachableError
         └── ProviderAuthError
@@ -37,6 +38,7 @@ __all__ = [
     "StoreError",
     "EmbeddingMismatchError",
     "EmbeddingError",
+    "StoppingError",
     "ProviderError",
     "ProviderUnreachableError",
     "ProviderAuthError",
@@ -99,6 +101,10 @@ class EmbeddingMismatchError(StoreError):
 
 class EmbeddingError(ChapterverseError):
     """An embedding backend failed to load or to embed."""
+
+
+class StoppingError(ChapterverseError):
+    """The server is stopping; an ingest or embedding was abandoned between batches, before its write."""
 
 
 class ProviderError(ChapterverseError):

@@ -17,6 +17,9 @@ from ..errors import ChapterverseError, InputError
 __all__ = ["main", "serve"]
 
 log = logging.getLogger("chapterverse.server")
+GRACE_S = 5
+"""Seconds a stopping server (SIGTERM, Ctrl-C) waits for requests in flight before cancelling them; embeddings
+under way then end at their next batch (``KnowledgeBase.close``, ``JobManager.shutdown``)."""
 
 
 def _configure_logging(level: str) -> None:
@@ -51,7 +54,8 @@ def main(argv: Sequence[str]) -> int:
         return 2 if isinstance(exc, InputError) else 1
     log.info("serving on http://%s:%d (docs at /docs)%s", settings.host, settings.port,
              "" if settings.rag_enabled else "; knowledge base disabled (--rag_enabled to turn it on)")
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False,
+                timeout_graceful_shutdown=GRACE_S)
     return 0
 
 

@@ -29,6 +29,7 @@ from ..errors import (
     NotFoundError,
     ProviderError,
     SourceError,
+    StoppingError,
     StoreError,
     TagError,
 )
@@ -79,6 +80,8 @@ def from_chapterverse(exc: ChapterverseError) -> ApiError:
         return ApiError(400, "BAD_INPUT", str(exc))
     if isinstance(exc, ProviderError):
         return ApiError(502, "UPSTREAM_ERROR", str(exc))
+    if isinstance(exc, StoppingError):
+        return ApiError(503, "STOPPING", str(exc))
     if isinstance(exc, EmbeddingError):
         return ApiError(500, "EMBEDDING_ERROR", str(exc))
     if isinstance(exc, StoreError):

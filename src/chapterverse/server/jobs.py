@@ -3,6 +3,10 @@
 A job is polled through ``GET /api/jobs/{id}``; its ``done``/``total``/``message`` follow the
 library's progress callback. Jobs live in memory (the last ``KEEP`` of them); what they wrote is
 in the store, so losing the job list on restart loses nothing but the progress bar.
+
+Stopping the server ends the running job at its next progress report (between embedding batches,
+before the document is written: each document is one transaction), so SIGTERM never waits for a
+large book to finish embedding, and nothing half-written is left behind.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import ChapterverseError, NotFoundError
+from ..errors import ChapterverseError, NotFoundError, StoppingError
 
 __all__ = ["Job", "JobManager", "JobState"]
 
@@ -36,9 +40,13 @@ class Job:
     message: str = ""
     document_ids: list[int] = field(default_factory=list)
     error: str | None = None
+    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
+    """Set when the server stops; the next progress report then ends the job."""
 
     def progress(self, stage: str, done: int, total: int) -> None:
-        """The library's ``progress(stage, done, total)`` callback."""
+        """The library's ``progress(stage, done, total)`` callback; raises StoppingError once the server stops."""
+        if self.stopping.is_set():
+            raise StoppingError("the server stopped; this job ended before writing its current document")
         self.message, self.done, self.total = stage, done, total
 
     def to_json(self) -> dict[str, Any]:
@@ -56,10 +64,11 @@ class JobManager:
         self._jobs: OrderedDict[int, Job] = OrderedDict()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
 
     def submit(self, label: str, work: Work) -> Job:
         with self._lock:
-            job = Job(next(self._ids), label)
+            job = Job(next(self._ids), label, stopping=self._stopping)
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP:
                 self._jobs.popitem(last=False)
@@ -74,6 +83,8 @@ class JobManager:
         return job
 
     def shutdown(self) -> None:
+        """Drop queued jobs, end the running one at its next progress report, and wait for it."""
+        self._stopping.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     @staticmethod

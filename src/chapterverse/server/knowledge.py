@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError
+from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError, StoppingError
 from ..library import Hit, Library
 from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
 from ..store import ChunkRecord, DocumentRecord, NewDocument, SQLiteStore
@@ -178,6 +178,7 @@ class KnowledgeBase:
         self._store_locked = False
         self._snapshot: dict[str, tuple[int, int]] = {}
         self._running: ExitStack | None = None
+        self._stopping = threading.Event()
 
     @property
     def store(self) -> SQLiteStore | PostgresStore:
@@ -222,7 +223,9 @@ class KnowledgeBase:
             raise
 
     def close(self) -> None:
-        """This server stops: its ``persist: false`` documents become orphans, dropped at the next server's start."""
+        """This server stops: embeddings under way end at their next batch (``_unless_stopping``), and its
+        ``persist: false`` documents become orphans, dropped at the next server's start."""
+        self._stopping.set()
         if self._running is not None:
             self._running.close()
             self._running = None
@@ -239,6 +242,8 @@ class KnowledgeBase:
                 present.add(source)
                 try:
                     changed = self._sync_file(path, source, force_rebuild)
+                except StoppingError:
+                    raise
                 except ChapterverseError as exc:
                     report.errors[source] = str(exc)
                     log.warning("RAG: cannot index %s: %s", source, exc)
@@ -269,7 +274,8 @@ class KnowledgeBase:
             return False
         parsed = read_source(path)
         self.library.add_parsed(parsed, source=source, content_hash=digest, size_bytes=len(data),
-                                replace=[d.id for d in existing], metadata={ORIGIN_KEY: "folder"})
+                                replace=[d.id for d in existing], metadata={ORIGIN_KEY: "folder"},
+                                progress=self._unless_stopping)
         log.info("RAG: indexed %s", source)
         return True
 
@@ -295,6 +301,8 @@ class KnowledgeBase:
             try:
                 if self.changed_on_disk():
                     self.sync()
+            except StoppingError:
+                return
             except Exception:  # a watcher must log, not die
                 log.exception("RAG: watching %s failed", self.folder)
 
@@ -404,7 +412,13 @@ class KnowledgeBase:
         return self.library.prepare(
             parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
             dynamic=dynamic, ephemeral=not persist,
-            metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
+            metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata}, progress=self._unless_stopping)
+
+    def _unless_stopping(self, stage: str, done: int, total: int) -> None:
+        """Progress callback of the writes that embed: a stopping server abandons them between batches, before
+        anything is written, so SIGTERM is not kept waiting by a large document."""
+        if self._stopping.is_set():
+            raise StoppingError(f"the server is stopping; {stage} was abandoned and nothing was written")
 
     def add_chunks(self, items: Sequence[ChunkItem], *, dynamic: bool = False,
                    persist: bool = True) -> list[DocumentRecord]:
