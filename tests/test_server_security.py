@@ -341,6 +341,17 @@ def test_url_secrets_are_redacted_in_settings_errors_notices_and_logs(
     assert_clean(shown.text, unreachable.text, answer.text, caplog.text)
 
 
+def test_the_redacted_url_sent_back_by_the_settings_form_keeps_the_real_one(tmp_path: Path) -> None:
+    real = secret_url(9)
+    with kb_server(tmp_path, llm_base_url=real, llm_model="m", api_key=ADMIN_KEY) as server, \
+            server.client() as client:
+        shown = client.get("/api/settings").json()["llm"]
+        saved = client.put("/api/settings", json={"llm_base_url": shown["base_url"], "llm_model": "other"})
+        current = server.state.upstream.current
+    assert saved.status_code == 200 and saved.json()["llm"]["base_url"] == shown["base_url"]
+    assert current.base_url == real and current.model == "other"
+
+
 def test_upstream_error_bodies_are_never_relayed(tmp_path: Path, upstream_key: str,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     echo = {"error": {"message": f"Incorrect API key provided: {upstream_key}", "type": "invalid_request_error"}}

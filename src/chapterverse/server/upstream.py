@@ -8,8 +8,9 @@ Read at start by the resolver every front end shares (``llm.provider.resolve_end
 values it was given to that file (0600, atomic): a key from a flag or the environment is never written
 to disk. Moving the endpoint to another origin (scheme, host, port) without giving a key with it drops
 the key, in memory and in the file, so no setting can redirect a stored key to a host it was not meant
-for. Flags win again at the next start. URLs are shown redacted (``redaction.redact_url``) and the key
-never: only a hint such as ``sk-…abcd``.
+for. Flags win again at the next start. URLs are shown redacted (``redaction.redact_url``), and the redacted
+URL sent back (the reader's settings form does) leaves the URL as it is; the key is never shown: only a hint
+such as ``sk-…abcd``.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class UpstreamSettings:
         given = change.changes()
         with self._lock:
             current = self._current
+            if current.base_url and given.get("base_url") == current.shown_url:
+                del given["base_url"]  # the redacted URL GET showed, sent back by a form: unchanged, not redacted
             values = {"base_url": current.base_url, "model": current.model, "api_key": current.api_key, **given}
             drop_key = "api_key" not in given and _origin(values["base_url"]) != _origin(current.base_url)
             if drop_key:
