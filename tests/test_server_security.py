@@ -352,6 +352,20 @@ def test_the_redacted_url_sent_back_by_the_settings_form_keeps_the_real_one(tmp_
     assert current.base_url == real and current.model == "other"
 
 
+@pytest.mark.parametrize(("text", "shown"), [
+    ("cannot reach http://u:pw@h:9/v1?api-key=k1: refused.", "cannot reach http://***@h:9/v1?api-key=***: refused."),
+    ("see http://h/v1?token&a=1.", "see http://h/v1?***&a=***."),
+    ("postgresql://app:pw@db/lib?sslmode=verify-full", "postgresql://***@db/lib?sslmode=***"),
+    ("Authorization: Bearer sk-1.2, x-api-key: \"k2\"", "Authorization: Bearer ***, x-api-key: \"***\""),
+    ("http://[::1 is broken", "<unparseable URL> is broken"),
+    ("plain http://h:8000/v1 stays", "plain http://h:8000/v1 stays"),
+])
+def test_the_scrubber(text: str, shown: str) -> None:
+    from chapterverse.redaction import scrub
+
+    assert scrub(text) == shown
+
+
 def test_upstream_error_bodies_are_never_relayed(tmp_path: Path, upstream_key: str,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     echo = {"error": {"message": f"Incorrect API key provided: {upstream_key}", "type": "invalid_request_error"}}

@@ -27,9 +27,10 @@ __all__ = ["MASK", "redact_url", "scrub", "register_secret", "register_url_secre
 MASK = "***"
 _MIN_SECRET = 4
 """Shorter registered values are not masked: they would mangle ordinary words, and guard nothing."""
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]+")
+_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s\"'<>]*[^\s\"'<>.,;:)\]]")
+"""A URL in running text; punctuation that ends a sentence or a clause after it is not part of it."""
 _HEADER = re.compile(r"(?i)\b(authorization|x-api-key|api[-_]key)(\"?'?\s*[:=]\s*\"?'?)(bearer\s+|basic\s+)?"
-                     r"([^\s\"',;}]+)")
+                     r"([^\s\"',;}]*[^\s\"',;:.)}])")
 _secrets: set[str] = set()
 _lock = threading.Lock()
 _installed = False
