@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences"]
 
-PASSAGES = 6
+PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""
 
 
@@ -38,9 +38,22 @@ class Reading:
     question: Question
     hits: list[Hit]
     candidates: list[Candidate]
-    features: np.ndarray
-    coverage: float
-    missing: float
+    cosines: np.ndarray
+    """Cosine of the question and each candidate sentence."""
+    rarity: dict[str, float]
+    """Rarity in the library (0..1) of each of the question's terms."""
+    languages: list[str]
+    features: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
+    coverage: float = 0.0
+    missing: float = 0.0
+
+    def describe(self) -> None:
+        """Compute the features of the candidates and the question's coverage from the evidence."""
+        def weight_of(term: str) -> float:
+            return self.rarity.get(term, 1.0)
+
+        self.features = sentence_features(self.question, self.candidates, self.cosines, weight_of, self.languages)
+        self.coverage, self.missing = question_coverage(self.question, self.candidates, weight_of, self.languages)
 
 
 def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int] | None = None,
@@ -50,19 +63,15 @@ def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int
     question = read_question(question_text, languages)
     found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids)
     candidates = gather_candidates(library, found, question, languages)
-    rarity = library.retriever.term_rarity(question.terms)
-
-    def weight_of(term: str) -> float:
-        return rarity.get(term, 1.0)
-
     if candidates:
         vectors = library.embedder.embed([c.text for c in candidates])
         cosines = vectors @ library.embedder.embed_query(question_text)
     else:
         cosines = np.zeros(0)
-    features = sentence_features(question, candidates, cosines, weight_of, languages)
-    coverage, missing = question_coverage(question, candidates, weight_of, languages)
-    return Reading(question, found, candidates, features, coverage, missing)
+    reading = Reading(question, found, candidates, cosines, library.retriever.term_rarity(question.terms),
+                      list(languages))
+    reading.describe()
+    return reading
 
 
 def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:

@@ -29,6 +29,8 @@ FEATURES: tuple[str, ...] = (
     "overlap_gap",  # overlap minus the best candidate's overlap
     "prefix_overlap",  # the same over five-letter stem prefixes (inflections, cognates)
     "window_overlap",  # the same over the sentence and its neighbours in the paragraph
+    "before_overlap",  # overlap of the sentence before it (the answer often follows the question's words)
+    "after_overlap",  # overlap of the sentence after it
     "novel",  # log(1 + content words the question does not contain)
     "repeat",  # share of the sentence's content words that are the question's
     "passage_rank",  # 1 / (1 + place of its passage in the retrieval ranking)
@@ -79,7 +81,9 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
     rows = []
     for cand, cos in zip(candidates, cosines.tolist()):
         stems = set(query_terms(cand.text, languages))
-        window = stems | set(query_terms(f"{cand.before} {cand.after}", languages))
+        before = set(query_terms(cand.before, languages))
+        after = set(query_terms(cand.after, languages))
+        window = stems | before | after
         prefixes = {s[:_PREFIX] for s in stems}
         words = content_words(cand.text, languages)
         novel = [w for w in words if w not in question.words]
@@ -88,6 +92,8 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
             sum(w for t, w in weights.items() if t in stems) / total, 0.0,
             sum(w for p, w in prefix_weights.items() if p in prefixes) / prefix_total,
             sum(w for t, w in weights.items() if t in window) / total,
+            sum(w for t, w in weights.items() if t in before) / total,
+            sum(w for t, w in weights.items() if t in after) / total,
             math.log1p(len(novel)), 1 - len(novel) / max(len(words), 1),
             1.0 / (1 + cand.rank), cand.hit.dense,
             math.log(max(len(cand.text), 2)) / math.log(200),

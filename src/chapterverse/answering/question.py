@@ -29,8 +29,9 @@ _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compil
     ("how", r"\bhow\b|\bcomo\b|\bcome\b|\bcomment\b|\bwie\b"),
 ))
 _YES_NO = re.compile(r"^(did|does|do|is|was|were|are|can|could|will|would|has|have|had|should|must)\b")
-_LEAD_WORDS = 6
-"""A question word counts only among the first words: "What did she do when ...?" is a what-question."""
+_LEAD_WORDS = 3
+"""A question word counts only among the first three words ("In what year", "¿En qué año"), so
+"What did she do when ...?" is a what-question."""
 
 _DEFINITION = re.compile(
     r"^(?:who|what) (?:is|was|are|were) (?:the |a |an )?(?P<en>.+)$"
@@ -49,20 +50,26 @@ class Question:
     """Every normalized word of the question, stopwords included: a sentence word among them is not new."""
     subject: tuple[str, ...]
     """The content words X of "Who/What is X?" (empty for other questions)."""
+    subject_pattern: str = ""
+    """A case-insensitive regex for X as the question spells it ("" for other questions)."""
 
 
 def read_question(text: str, languages: Sequence[str]) -> Question:
     """The kind, terms, words and definitional subject of ``text``."""
     flat = " ".join(word_tokens(text))
+    subject = _subject(flat, languages)
+    spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject]
+    pattern = r"\W+".join(re.escape(w) for w in spelled)
     return Question(text=text, kind=_kind(flat), terms=tuple(query_terms(text, languages)),
-                    words=frozenset(word_tokens(text)), subject=_subject(flat, languages))
+                    words=frozenset(word_tokens(text)), subject=subject, subject_pattern=pattern)
 
 
 def _kind(flat: str) -> str:
     lead = " ".join(flat.split()[:_LEAD_WORDS])
-    found = [(m.start(), kind) for kind, pattern in _KIND_PATTERNS if (m := pattern.search(lead))]
+    found = [(m.start(), order, kind) for order, (kind, pattern) in enumerate(_KIND_PATTERNS)
+             if (m := pattern.search(lead))]
     if found:
-        return min(found)[1]
+        return min(found)[2]
     return "yesno" if _YES_NO.match(flat) else "what"
 
 

@@ -18,10 +18,14 @@ from ..library import Hit, Library
 from ..positions import Span
 from .question import Question
 
-__all__ = ["Candidate", "gather_candidates", "is_answer_prose"]
+__all__ = ["Candidate", "gather_candidates", "is_answer_prose", "definition_candidates"]
 
 SENTENCE_REACH = 400
 """Characters read around each passage, so a passage cut mid-sentence still yields whole sentences."""
+MAX_DEFINITIONS = 4
+"""Sentences of the form "X was a ..." added for "Who/What is X?", first in reading order (introductions)."""
+DEFINITION_DOCUMENTS = 2
+"""Documents searched for them: the question's own, or the two best-retrieved of a library-wide question."""
 MAX_SENTENCE_CHARS = 600
 """Longer "sentences" are unsplit blocks (tables, verse without punctuation): not shown as one answer."""
 
@@ -68,7 +72,8 @@ def is_answer_prose(sentence: str, question: Question, languages: Sequence[str],
 
 def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
                       languages: Sequence[str]) -> list[Candidate]:
-    """The distinct answer-prose sentences that overlap each passage, best passage first."""
+    """The distinct answer-prose sentences that overlap each passage, best passage first, then any sentences
+    that introduce the subject of a "Who/What is X?" question (:func:`definition_candidates`)."""
     texts: dict[int, str] = {}
     titles: dict[int, frozenset[str]] = {}
     seen: set[Span] = set()
@@ -92,7 +97,7 @@ def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
             before = _neighbour(text, spans, i - 1, start)
             after = _neighbour(text, spans, i + 1, end)
             out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before))
-    return out
+    return out + definition_candidates(library, hits, question, languages, seen)
 
 
 def _neighbour(text: str, spans: Sequence[tuple[int, int]], i: int, edge: int) -> str:
@@ -102,3 +107,49 @@ def _neighbour(text: str, spans: Sequence[tuple[int, int]], i: int, edge: int) -
     start, end = spans[i]
     between = text[end:edge] if end <= edge else text[edge:start]
     return "" if "\n\n" in between else text[start:end]
+
+
+_COPULA = r"(?:was|is|were|are|became|es|era|fue|son|eran|e|è|fu|sono|erano|est|était|ist|war)"
+_ARTICLE = r"(?:a|an|the|un|una|uno|el|la|los|las|il|lo|gli|une|ein|eine|um|uma)"
+
+
+def definition_candidates(library: Library, hits: Sequence[Hit], question: Question, languages: Sequence[str],
+                          known: set[Span]) -> list[Candidate]:
+    """For "Who/What is X?": the first sentences of the documents that say "X, a ..." or "X was a ...".
+
+    Retrieval finds the passages that mention X most, which for a main character is anywhere in the book;
+    the sentence that introduces X is found by its form instead, wherever it is."""
+    if not question.subject_pattern or not hits:
+        return []
+    found = re.compile(rf"\b{question.subject_pattern}\b(?:\s*,\s*|\s+{_COPULA}\s+){_ARTICLE}\s", re.IGNORECASE)
+    best_hit: dict[int, Hit] = {}
+    for hit in hits:
+        best_hit.setdefault(hit.chunk.doc_id, hit)
+    out: list[Candidate] = []
+    for doc_id, hit in list(best_hit.items())[:DEFINITION_DOCUMENTS]:
+        titles = frozenset(" ".join(word_tokens(t.title)) for t in library.store.toc(doc_id))
+        for record in library.store.files(doc_id):
+            text = library.store.file(record.id).text
+            for match in found.finditer(text):
+                candidate = _sentence_at(text, record.id, match.start(), hit, len(hits))
+                if candidate is None or candidate.span in known:
+                    continue
+                if is_answer_prose(candidate.text, question, languages, titles):
+                    known.add(candidate.span)
+                    out.append(candidate)
+                if len(out) >= MAX_DEFINITIONS:
+                    return out
+    return out
+
+
+def _sentence_at(text: str, file_id: int, offset: int, hit: Hit, rank: int) -> Candidate | None:
+    """The sentence of ``text`` that contains ``offset``, as a candidate ranked after every passage."""
+    start = text.rfind("\n\n", 0, offset) + 1
+    end = text.find("\n\n", offset)
+    spans = sentence_spans(text, start, len(text) if end < 0 else end)
+    for i, (start, end) in enumerate(spans):
+        if start <= offset < end:
+            before = _neighbour(text, spans, i - 1, start)
+            return Candidate(hit, rank, Span(file_id, start, end), text[start:end], before,
+                             _neighbour(text, spans, i + 1, end), first_in_paragraph=not before)
+    return None

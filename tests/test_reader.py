@@ -1,0 +1,105 @@
+"""The extractive reader: what it shows is the source's own sentences, and they answer the question.
+
+Against the real default embedder and a real SQLite library of the bundled demo book; the sentence rules
+(headings, chapter arguments, notes, front matter never shown) are checked on the exact strings that
+slipped through before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chapterverse.answering import extractive_answer
+from chapterverse.answering.question import read_question
+from chapterverse.answering.sentences import is_answer_prose
+from chapterverse.bench.answers import holds_gold
+from chapterverse.library import Library
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
+LANGS = ["english", "spanish", "italian"]
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Library:
+    library = Library(tmp_path_factory.mktemp("demo"))
+    library.ingest([DEMO])
+    return library
+
+
+@pytest.mark.parametrize(("question", "kind"), [
+    ("Who is Queequeg?", "who"), ("¿Quién es Sancho Panza?", "who"), ("Chi è Beatrice?", "who"),
+    ("When did the storm arrive?", "when"), ("¿En qué año se publicó?", "when"), ("Quando morì Dante?", "when"),
+    ("How many sons did the farmer have?", "number"), ("¿Cuántos hijos tenía?", "number"),
+    ("Where did Marta find the chest?", "where"), ("¿Dónde vivía?", "where"), ("Dove si trova Firenze?", "where"),
+    ("Why was the princess sad?", "why"), ("¿Por qué lloraba?", "why"), ("Perché partì?", "why"),
+    ("How did Ahab lose his leg?", "how"), ("What did she do when the lamp failed?", "what"),
+    ("Did the lens come from Paris?", "yesno"),
+])
+def test_question_kinds_in_three_languages(question: str, kind: str) -> None:
+    assert read_question(question, LANGS).kind == kind
+
+
+def test_the_subject_of_a_definitional_question_keeps_its_spelling() -> None:
+    question = read_question("Who is Queequeg?", LANGS)
+    assert question.subject == ("queequeg",) and question.subject_pattern == "Queequeg"
+    assert read_question("What did Queequeg carry?", LANGS).subject == ()
+
+
+@pytest.mark.parametrize("sentence", [
+    "# Chapter 3. What She Found",
+    "Chapter 13. Wheelbarrow.",
+    "Which treats of the character and pursuits of the famous gentleman Don Quixote of La Mancha.",
+    "Que trata de la condición y ejercicio del famoso hidalgo don Quijote de la Mancha.",
+    "12 See the account of the whale fishery in the appendix to this volume.",
+    "This eBook is for the use of anyone anywhere at no cost and with almost no restrictions.",
+    "Who is the lighthouse keeper of Gull Rock?",
+])
+def test_headings_arguments_notes_front_matter_and_echoes_are_never_answers(sentence: str) -> None:
+    question = read_question("Who is the keeper of the lighthouse on Gull Rock?", LANGS)
+    titles = frozenset({"chapter 13 wheelbarrow"})
+    assert not is_answer_prose(sentence, question, LANGS, titles)
+
+
+def test_plain_prose_is_an_answer_candidate() -> None:
+    question = read_question("Who kept the light?", LANGS)
+    assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years.", question, LANGS, frozenset())
+
+
+def test_the_demo_question_is_answered_with_the_chest(demo: Library) -> None:
+    result = extractive_answer(demo, "What did the lighthouse keeper find in the storm?")
+    assert result.found and result.confidence is not None and result.confidence >= 0.5
+    assert holds_gold(result.answer, ["a wooden chest"])
+    assert 1 <= len(result.citations) <= 3
+
+
+@pytest.mark.parametrize(("question", "gold"), [
+    ("What was inside the chest?", "logbook"),
+    ("When did the storm arrive?", "fourteenth of November"),
+    ("What was the name of the cat?", "Admiral"),
+    ("How long did Marta turn the lens by hand?", "six hours"),
+])
+def test_demo_questions_hold_their_answer(demo: Library, question: str, gold: str) -> None:
+    result = extractive_answer(demo, question)
+    assert result.found and holds_gold(result.answer, [gold]), result.answer
+
+
+def test_every_shown_sentence_and_answer_phrase_is_an_exact_span(demo: Library) -> None:
+    result = extractive_answer(demo, "When did the storm arrive?")
+    for citation in result.citations:
+        assert demo.resolve(citation.tag).text == citation.text
+        assert f"{citation.text}[{citation.tag}]" in result.answer
+    assert result.answer_spans, "the answer phrase is marked"
+    for phrase in result.answer_spans:
+        assert demo.resolve(phrase.tag).text == phrase.text
+        cited = next(c for c in result.citations if c.n == phrase.citation)
+        assert phrase.text in cited.text
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", "Who won the 2018 World Cup final?",
+                                      "How do I reset my router password?"])
+def test_questions_the_book_does_not_answer_are_refused(demo: Library, question: str) -> None:
+    result = extractive_answer(demo, question)
+    assert not result.found and result.citations == [] and result.answer.startswith("Not found")
+    assert result.confidence is not None and result.confidence < 0.5
