@@ -61,6 +61,7 @@ __all__ = [
     "provider_from_flags",
     "ask",
     "run_answers",
+    "record_answer",
     "score_records",
 ]
 
@@ -375,16 +376,19 @@ class AnswerRecord:
     """The reader's calibrated confidence, when the answer path reports one."""
     phrases: list[str] = field(default_factory=list)
     """The answer phrases the reader marked (``answer_spans``), when the answer path marks them."""
+    gold_in_document: bool = False
+    """A gold answer occurs word for word in the document: what any extractive answer can hold at best."""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
                 "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
                 "found": self.found, "answer": self.answer, "holds_gold": self.holds_gold,
                 "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
-                "confidence": self.confidence, "phrases": self.phrases}
+                "confidence": self.confidence, "phrases": self.phrases, "gold_in_document": self.gold_in_document}
 
 
-def _record(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
+def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
+    """What the user was shown for ``question``, scored against its gold answers."""
     shown = strip_tags(result.answer).strip()
     cited = " ".join(c.text for c in result.citations)
     confidence = getattr(result, "confidence", None)
@@ -401,7 +405,7 @@ def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: i
                provider: ProviderConfig | None) -> AnswerRecord:
     started = time.perf_counter()
     result = ask(library, question.text, doc_id, provider)
-    return _record(question, scope, result, (time.perf_counter() - started) * 1000)
+    return record_answer(question, scope, result, (time.perf_counter() - started) * 1000)
 
 
 # ------------------------------------------------------------------------------------------------ scoring
@@ -416,6 +420,9 @@ class ScopeScore:
     answered: float
     answer_holds_gold: float
     cited_holds_gold: float
+    gold_in_document: float
+    """The ceiling of answer_holds_gold: the share of answerable questions whose gold the document holds
+    word for word (FairytaleQA's answers are often paraphrases)."""
     false_refusals: float
     absent_refused: float | None
     """None when the scope asked no absent question."""
@@ -429,6 +436,7 @@ class ScopeScore:
     def to_json(self) -> dict[str, Any]:
         return {"questions": self.questions, "absent": self.absent, "answered": _round(self.answered),
                 "answer_holds_gold": _round(self.answer_holds_gold), "cited_holds_gold": _round(self.cited_holds_gold),
+                "gold_in_document": _round(self.gold_in_document),
                 "false_refusals": _round(self.false_refusals), "absent_refused": _round(self.absent_refused),
                 "answer_chars_mean": _round(self.answer_chars_mean, 1),
                 "answer_chars_median": _round(self.answer_chars_median, 1),
@@ -463,6 +471,7 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         answered=_share([r.found for r in answerable]),
         answer_holds_gold=_share([r.holds_gold for r in answerable]),
         cited_holds_gold=_share([r.cited_gold for r in answerable]),
+        gold_in_document=_share([r.gold_in_document for r in answerable]),
         false_refusals=_share([not r.found for r in answerable]),
         absent_refused=_share([not r.found for r in absent]) if absent else None,
         answer_chars_mean=statistics.fmean(lengths) if lengths else 0.0,
@@ -505,6 +514,13 @@ def _plan(answer_set: AnswerSet, limit: int | None, seed: int) -> list[tuple[Ans
     return plan
 
 
+def _document_text(library: Library, doc_id: int, texts: dict[int, str]) -> str:
+    """The document's canonical text (its files joined), read once per run."""
+    if doc_id not in texts:
+        texts[doc_id] = "\n\n".join(library.store.file(f.id).text for f in library.store.files(doc_id))
+    return texts[doc_id]
+
+
 def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int], *, limit: int | None = None,
                 seed: int = 0, provider: ProviderConfig | None = None,
                 progress: Progress | None = None) -> AnswerReport:
@@ -516,11 +532,15 @@ def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int]
     if plan:
         ask(library, plan[0][0].text, doc_ids[plan[0][0].source], provider)
     records: list[AnswerRecord] = []
+    texts: dict[int, str] = {}
     for number, (question, scope) in enumerate(plan):
         if progress and number % 10 == 0:
             progress(f"asking {answer_set.name}", number, len(plan))
         doc_id = doc_ids[question.source] if scope == "document" else None
-        records.append(_ask_timed(library, question, scope, doc_id, provider))
+        record = _ask_timed(library, question, scope, doc_id, provider)
+        record.gold_in_document = holds_gold(_document_text(library, doc_ids[question.source], texts),
+                                             question.answers)
+        records.append(record)
     if progress:
         progress(f"asking {answer_set.name}", len(plan), len(plan))
     scopes = {scope: score_records([r for r in records if r.scope == scope])

@@ -209,6 +209,7 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("answerable questions", lambda s: str(s.questions)),
         ("answered", lambda s: f"{s.answered:.3f}"),
         ("answer holds gold", lambda s: f"{s.answer_holds_gold:.3f}"),
+        ("gold in document (ceiling)", lambda s: f"{s.gold_in_document:.3f}"),
         ("cited passages hold gold", lambda s: f"{s.cited_holds_gold:.3f}"),
         ("false refusals", lambda s: f"{s.false_refusals:.3f}"),
         ("absent questions", lambda s: str(s.absent)),
@@ -340,3 +341,35 @@ def crash(trials: Annotated[int, typer.Option("--trials")] = 10, seed: Annotated
           f"lost {lost}, half-written {half}, integrity problems {broken}")
     if lost or half or broken:
         raise typer.Exit(1)
+
+
+@bench_app.command("fit-answers")
+def fit_answers_command(
+    qa: Annotated[Path, typer.Option("--qa", help="The QA dev sets folder (../shared/data/qa).")] = Path(
+        "../shared/data/qa"),
+    library: Annotated[Path, typer.Option("--library", help="Where the sets' libraries are kept (reused).")] = Path(
+        "bench-libraries"),
+    fairytaleqa_limit: Annotated[int, typer.Option("--fairytaleqa-limit", min=1,
+                                                   help="FairytaleQA train questions to learn from.")] = 1000,
+    squad_limit: Annotated[int, typer.Option("--squad-limit", min=1,
+                                             help="Questions of each SQuAD half (it, es) to learn from.")] = 250,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged answering/reader_weights.json.")] = False,
+) -> None:
+    """Fit the extractive reader (sentence ranking, confidence, composition) on dev questions; print the weights
+    and the training figures, and with --write replace the packaged ones."""
+    from .fit_answers import TrainingData, collect, describe, fit_reader, training_sets, write_weights
+
+    data = TrainingData()
+    progress = _progress(stderr.is_terminal)
+    for name, load in training_sets(qa):
+        limit = fairytaleqa_limit if name.startswith("fairytaleqa") else squad_limit
+        collect(load(), library / name, limit, seed, data, progress=progress)
+    provenance = (f"bench fit-answers --fairytaleqa-limit {fairytaleqa_limit} --squad-limit {squad_limit} "
+                  f"--seed {seed}: {sum(data.answerable)} answerable and {len(data.answerable) - sum(data.answerable)} "
+                  f"absent questions")
+    model, figures = fit_reader(data, provenance)
+    stdout.print(describe(model), markup=False, highlight=False)
+    stdout.print(json.dumps({k: round(v, 4) for k, v in figures.items()}), markup=False, highlight=False)
+    if write:
+        write_weights(model)

@@ -202,6 +202,7 @@ def fit_reader(data: TrainingData, provenance: str) -> tuple[ReaderModel, dict[s
 def _best_keep_ratio(model: ReaderModel, data: TrainingData, answerable: Sequence[int]) -> tuple[float, dict[str, float]]:
     """The keep ratio with the most gold-holding answers whose median length stays under the cap."""
     best: tuple[float, float, dict[str, float]] | None = None
+    trials: dict[str, float] = {}
     for ratio in KEEP_RATIOS:
         trial = ReaderModel(model.sentence_weights, 0.0, model.confidence_weights, model.confidence_bias, ratio)
         hits, chars = [], []
@@ -214,12 +215,12 @@ def _best_keep_ratio(model: ReaderModel, data: TrainingData, answerable: Sequenc
             hits.append(bool(data.labels[i][chosen].any()))
             chars.append(int(data.lengths[i][chosen].sum()))
         holds, median = float(np.mean(hits)), float(np.median(chars))
-        figures = {"keep_ratio": ratio, "holds_gold": holds, "median_chars": median}
-        print(f"  keep_ratio {ratio:5.2f}: holds gold {holds:.3f}, median {median:.0f} chars")
+        trials[f"holds_gold@{ratio}"] = holds
+        trials[f"median_chars@{ratio}"] = median
         if median <= MEDIAN_CHARS_CAP and (best is None or holds > best[1]):
-            best = (ratio, holds, figures)
+            best = (ratio, holds, {"keep_ratio": ratio, "holds_gold": holds, "median_chars": median})
     assert best is not None, "even one sentence per answer exceeds the median length cap"
-    return best[0], best[2]
+    return best[0], {**best[2], **trials}
 
 
 def write_weights(model: ReaderModel, path: Path = WEIGHTS_PATH) -> None:
