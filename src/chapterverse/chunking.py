@@ -19,9 +19,12 @@ import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from .positions import Span, defang_tags, paragraph_spans
-from .sources.base import ParsedDocument
+
+if TYPE_CHECKING:  # at run time it would import every reader (pypdf, ...) just for an annotation
+    from .sources.base import ParsedDocument
 
 __all__ = [
     "DEFAULT_SEPARATORS",

@@ -2,35 +2,96 @@
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (unknown or malformed tag, unreadable file).
 Errors go to stderr as one line naming the file and the reason.
+
+Each command imports what it needs when it runs (the library, the answerer, the model SDK, the server, the
+benchmarks), never at start-up: ``--help``, ``docs``, ``resolve`` and ``remove`` then cost about a quarter of a
+second of CPU, most of it typer's own, instead of more than a second (``chapterverse bench cli`` measures it;
+docs/BENCHMARKS.md, "Command start-up", has the table).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from rich.text import Text
+from typer.core import TyperGroup
 
-from .answering import AnswerResult
-from .config import load_config
 from .errors import ChapterverseError, InputError
-from .library import Library
-from .llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-from .llm.provider import ProviderConfig
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+if TYPE_CHECKING:
+    from rich.console import Console
+    from typer import _click as click  # typer's own copy of click: the types its TyperGroup is written against
+
+    from .answering import AnswerResult
+    from .library import Library
+    from .llm.provider import ProviderConfig
+
+
+LAZY_GROUPS: dict[str, tuple[str, str, str]] = {
+    "bench": ("chapterverse.bench.cli", "bench_app", "Benchmarks against real data."),
+}
+"""Sub-command name -> (module, its typer app, the one-line help ``--help`` shows without importing it)."""
+
+
+def load_lazy_group(name: str) -> click.Command:
+    """The click group of the lazily registered sub-app ``name`` (imports its module)."""
+    module, attribute, _ = LAZY_GROUPS[name]
+    group = typer.main.get_command(getattr(importlib.import_module(module), attribute))
+    group.name = name
+    return group
+
+
+class _LazyGroups(TyperGroup):
+    """The root command, with sub-apps that are imported only when invoked.
+
+    ``--help`` lists them from :data:`LAZY_GROUPS` alone; running one (its ``--help`` included) imports its
+    module and hands over to the real group.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [*super().list_commands(ctx), *(name for name in LAZY_GROUPS if name not in self.commands)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands or cmd_name not in LAZY_GROUPS:
+            return super().get_command(ctx, cmd_name)
+        return TyperGroup(name=cmd_name, help=LAZY_GROUPS[cmd_name][2])
+
+    def resolve_command(self, ctx: click.Context,
+                        args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        if name in LAZY_GROUPS and name not in self.commands:
+            group = load_lazy_group(name)
+            self.add_command(group, name)
+            return name, group, rest
+        return name, command, rest
+
+
+class _LazyConsole:
+    """Stands in for a rich ``Console`` and creates it on first use: rich costs a tenth of the start-up budget,
+    and commands whose output is plain text (``docs`` piped, ``resolve``, ``remove``) never need it."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Console | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
+app = typer.Typer(cls=_LazyGroups, add_completion=False, no_args_is_help=True,
                   help="chapterverse: answers about books and documents, with chapter and verse.")
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True)
-
-T = TypeVar("T")
+stdout = cast("Console", _LazyConsole(soft_wrap=True))
+stderr = cast("Console", _LazyConsole(stderr=True))
 
 LibraryOpt = Annotated[Path | None, typer.Option("--library", envvar="CHAPTERVERSE_HOME",
                                                    help="Library directory (default: the user data dir).")]
@@ -61,6 +122,7 @@ def _errors() -> Iterator[None]:
 
 
 def _open(library: Path | None, store: str | None = None, embedding_model: str | None = None) -> Library:
+    from .library import Library
     from .store import open_store
 
     with _errors():
@@ -77,6 +139,8 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
     with Progress(*columns, console=stderr, transient=True) as bar:
         task = bar.add_task("starting", total=1)
@@ -111,11 +175,16 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
 
 @app.command()
 def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
-           doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5, json_out: JsonOpt = False) -> None:
-    """Hybrid (BM25 + embedding) search; every result carries its position tag."""
+           doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5,
+           threshold: Annotated[float | None, typer.Option(
+               "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
+                                                 "little that does not.")] = None,
+           json_out: JsonOpt = False) -> None:
+    """Hybrid (BM25 + embedding) search; every result carries its position tag and its relevance score (0..1,
+    the passage's own evidence: the same whatever else the library holds)."""
     lib = _open(library, store, embedding_model)
     with _errors():
-        hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None)
+        hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
     results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "text": h.text,
                 "score": round(h.score, 4)} for h in hits]
     if json_out:
@@ -128,6 +197,8 @@ def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embed
 
 
 def _print_answer(result: AnswerResult) -> None:
+    from rich.text import Text
+
     text = result.answer
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
@@ -146,6 +217,9 @@ def _print_answer(result: AnswerResult) -> None:
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
+    from .config import load_config
+    from .llm.provider import ProviderConfig
+
     llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
     return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
 
@@ -153,6 +227,8 @@ def _provider(lib: Library, base_url: str | None, model: str | None, api_key: st
 def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
             history: list[dict[str, str]], stream: bool) -> AnswerResult:
     """Run one turn; when ``stream`` print deltas as they arrive (model mode) and return the result."""
+    from .llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+
     result: AnswerResult | None = None
     for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history):
         if isinstance(event, AnswerMeta) and event.notice and stream:
@@ -280,8 +356,8 @@ def resolve(tag: str, library: LibraryOpt = None, store: StoreOpt = None, json_o
         _emit({"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
                "end": r.end, "text": r.text, "toc_path": r.toc_path})
         return
-    stdout.print(f"[{r.tag}] {r.doc_title} — {' › '.join(r.toc_path) or r.file_title}", markup=False)
-    stdout.print(r.text, markup=False, highlight=False)
+    print(f"[{r.tag}] {r.doc_title} — {' › '.join(r.toc_path) or r.file_title}")
+    print(r.text)
 
 
 @app.command()
@@ -295,8 +371,7 @@ def docs(library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt =
         _emit({"documents": items})
         return
     for d in items:
-        stdout.print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}",
-                     markup=False, highlight=False)
+        print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}")
 
 
 @app.command()
@@ -305,7 +380,7 @@ def remove(doc_id: int, library: LibraryOpt = None, store: StoreOpt = None) -> N
     lib = _open(library, store)
     with _errors():
         lib.remove(doc_id)
-    stdout.print(f"removed {doc_id}")
+    print(f"removed {doc_id}")
 
 
 @app.command()
@@ -336,11 +411,6 @@ def mcp(library: LibraryOpt = None, store: StoreOpt = None, embedding_model: Emb
 
 from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
-
-
-from .bench.cli import bench_app  # noqa: E402  (the benchmarks register after the core commands)
-
-app.add_typer(bench_app, name="bench")
 
 
 def main() -> None:

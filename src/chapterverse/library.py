@@ -3,6 +3,9 @@
 ``Library`` is what the CLI, the server and the answerers talk to. It owns no format, storage or
 scoring logic of its own; it wires the readers, the chunker, the embedder and the store together
 and guarantees that each document lands atomically and only when its content changed.
+
+The readers, chunker, embedder and retriever are imported where they are first used, so that opening a
+library to list, resolve or remove (``chapterverse docs``) costs neither numpy nor the embedder.
 """
 
 from __future__ import annotations
@@ -13,18 +16,10 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import platformdirs
-
-from .analysis import detect_language, index_terms, language_for_code
-from .chunking import build_segments, chunk_document
-from .embeddings import Embedder, load_embedder
 from .errors import SourceError, TagError
 from .positions import Span, parse_tag
-from .retrieval import FusionWeights, Retriever, ScoredChunk
-from .sources import ParsedDocument, iter_folder, read_source
 from .store import (
     ChunkRecord,
     DocumentRecord,
@@ -37,6 +32,13 @@ from .store import (
     open_store,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .embeddings import Embedder
+    from .retrieval import FusionWeights, Retriever, ScoredChunk
+    from .sources import ParsedDocument
+
 __all__ = ["Library", "IngestResult", "Resolved", "Hit", "default_home"]
 
 Progress = Callable[[str, int, int], None]
@@ -46,7 +48,11 @@ Progress = Callable[[str, int, int], None]
 def default_home() -> Path:
     """``$CHAPTERVERSE_HOME`` or the platform's user data dir."""
     env = os.environ.get("CHAPTERVERSE_HOME")
-    return Path(env).expanduser() if env else Path(platformdirs.user_data_dir("chapterverse"))
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("chapterverse"))
 
 
 def content_hash(data: bytes) -> str:
@@ -141,12 +147,16 @@ class Library:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
+            from .embeddings import load_embedder
+
             self._embedder = load_embedder(self._embedding_model)
         return self._embedder
 
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
+            from .retrieval import Retriever
+
             self._retriever = Retriever(self.store, self.embedder, self._fusion)
         return self._retriever
 
@@ -157,6 +167,8 @@ class Library:
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
                progress: Progress | None = None) -> list[IngestResult]:
         """Ingest files and folders (recursively). Each document is written atomically on its own."""
+        from .sources import iter_folder
+
         self.reembed_if_model_changed(progress=progress)
         results: list[IngestResult] = []
         for path in map(Path, paths):
@@ -173,6 +185,8 @@ class Library:
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None) -> IngestResult:
+        from .sources import read_source
+
         path = Path(path)
         source = source or path.name
         try:
@@ -213,6 +227,9 @@ class Library:
         The slow half of ``add_parsed``, public so that a caller serializing its writes (the knowledge base)
         can embed a large document before taking its lock, and small writes need not wait behind it.
         """
+        from .analysis import detect_language, index_terms, language_for_code
+        from .chunking import build_segments, chunk_document
+
         sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
         language = language_for_code(parsed.metadata.get("language")) or detect_language(sample)
         toc_entries = [(e.level, e.title, e.file_index, e.offset) for e in parsed.toc
@@ -255,6 +272,8 @@ class Library:
         return self._embed_uncached(texts, progress=progress, label=label)
 
     def _embed_uncached(self, texts: Sequence[str], *, progress: Progress | None, label: str) -> np.ndarray:
+        import numpy as np
+
         embedder = self.embedder
         hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
         cached = self.store.cached_vectors(embedder.name, hashes)

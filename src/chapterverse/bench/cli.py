@@ -343,6 +343,28 @@ def crash(trials: Annotated[int, typer.Option("--trials")] = 10, seed: Annotated
         raise typer.Exit(1)
 
 
+@bench_app.command("cli")
+def cli_startup(
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="An existing library (remove runs on copies); default: a temporary demo library.")] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Timed runs per command (after one untimed).")] = 5,
+    question: Annotated[str | None, typer.Option("--question", help="Asked by search and ask.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Whole-process CPU time (user+sys, median of --runs) of --help, docs, resolve, remove, search and ask."""
+    from .startup import DEFAULT_QUESTION, run_startup_bench, startup_table
+
+    try:
+        report = run_startup_bench(library, runs=runs, question=question or DEFAULT_QUESTION)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        return
+    stdout.print(startup_table(report))
+
+
 @bench_app.command("fit-answers")
 def fit_answers_command(
     qa: Annotated[Path, typer.Option("--qa", help="The QA dev sets folder (../shared/data/qa).")] = Path(

@@ -8,6 +8,10 @@ module owns the retry policy (bounded, exponential backoff with jitter, ``Retry-
 up to a cap) so the limits are ours and testable, and maps every SDK failure to one of
 ``ProviderUnreachableError``, ``ProviderAuthError`` or ``ProviderError`` with a one-line message
 that names the endpoint and never the key.
+
+The SDK and its HTTP client are imported by the code that calls or checks an endpoint, not with this module:
+they cost more CPU than the rest of an extractive ``chapterverse ask``, which only needs to learn that no
+model is configured.
 """
 
 from __future__ import annotations
@@ -21,14 +25,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 from urllib.parse import urlsplit
-
-import httpx2
-import openai
 
 from ..errors import InputError, ProviderAuthError, ProviderError, ProviderUnreachableError
 from ..redaction import redact_url, scrub
+
+if TYPE_CHECKING:
+    import openai
 
 __all__ = [
     "OPENAI_BASE_URL",
@@ -88,6 +92,8 @@ def _clean(value: object) -> str | None:
 
 
 def _is_openai(base_url: str) -> bool:
+    import httpx2
+
     return httpx2.URL(base_url).host == "api.openai.com"
 
 
@@ -97,6 +103,8 @@ def check_base_url(base_url: str) -> str:
     Parsed, not pattern-matched: ``http://[::1`` or a port of ``99999`` must fail here, where the setting is
     made, not in every later chat request. The message shows the URL redacted (it may hold a key).
     """
+    import httpx2
+
     url = base_url.strip().rstrip("/")
     try:
         parts = urlsplit(url)
@@ -371,6 +379,9 @@ class ChatProvider:
 
     def __init__(self, config: ProviderConfig, *, client: openai.OpenAI | None = None,
                  sleep: Callable[[float], None] = time.sleep) -> None:
+        import httpx2
+        import openai
+
         self.config = config
         self._client = client or openai.OpenAI(
             base_url=config.base_url,
@@ -458,6 +469,8 @@ class ChatProvider:
                           finish_reason=choice.finish_reason or "")
 
     def _with_retries(self, call: Callable[[], T]) -> T:
+        import openai
+
         attempt = 0
         while True:
             try:
@@ -470,6 +483,8 @@ class ChatProvider:
             attempt += 1
 
     def _stream(self, params: dict[str, Any]) -> Iterator[StreamEvent]:
+        import openai
+
         attempt = 0
         while True:
             acc = _StreamAccumulator()
@@ -500,6 +515,8 @@ class ChatProvider:
 
     def _open_stream(self, params: dict[str, Any]) -> Any:
         """Ask for usage in the last chunk; servers that reject ``stream_options`` get one plain retry."""
+        import openai
+
         if self._stream_usage:
             try:
                 return self._client.chat.completions.create(
@@ -531,6 +548,8 @@ class ChatProvider:
 
     def _reason(self, exc: BaseException) -> str:
         """One short line about what went wrong, with the key scrubbed out."""
+        import openai
+
         if isinstance(exc, openai.APITimeoutError):
             text = f"no answer within {self.config.timeout_s:g} s"
         elif isinstance(exc, openai.APIStatusError):
@@ -545,6 +564,8 @@ class ChatProvider:
 
     def _map(self, exc: Exception) -> ProviderError:
         """The single boundary where SDK exceptions become chapterverse errors."""
+        import openai
+
         url, reason = self.config.shown_url, self._reason(exc)
         if isinstance(exc, openai.APIConnectionError):
             return ProviderUnreachableError(f"cannot reach {url}: {reason}")
@@ -632,6 +653,8 @@ def _usage(usage: Any) -> Usage | None:
 
 
 def _retryable(exc: Exception) -> bool:
+    import openai
+
     if isinstance(exc, (openai.APIConnectionError, _StreamCut)):
         return True
     if isinstance(exc, openai.APIStatusError):
@@ -641,6 +664,8 @@ def _retryable(exc: Exception) -> bool:
 
 def _connect_failure(exc: Exception) -> bool:
     """Nothing listening, no such host, or no route: the request never left, and waiting rarely helps."""
+    import httpx2
+
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, (httpx2.ConnectError, httpx2.ConnectTimeout, ConnectionRefusedError)):
@@ -651,6 +676,8 @@ def _connect_failure(exc: Exception) -> bool:
 
 def _retry_after_s(exc: Exception) -> float | None:
     """The server's requested wait: ``retry-after-ms``, ``Retry-After`` seconds, or an HTTP date."""
+    import openai
+
     if not isinstance(exc, openai.APIStatusError):
         return None
     headers = exc.response.headers
@@ -688,6 +715,8 @@ def _server_message(exc: openai.APIStatusError) -> str:
 
 def _root_cause(exc: BaseException) -> str:
     """The innermost cause (``[Errno 111] Connection refused``), not the SDK's 'Connection error.'"""
+    import httpx2
+
     cause: BaseException = exc
     while cause.__cause__ is not None:
         cause = cause.__cause__

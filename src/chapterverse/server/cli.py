@@ -6,29 +6,38 @@ registered in ``chapterverse.cli`` that hands it the raw arguments.
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import typer
 
 from ..errors import ChapterverseError, InputError
 
+if TYPE_CHECKING:
+    import logging
+
 __all__ = ["main", "serve"]
 
-log = logging.getLogger("chapterverse.server")
 GRACE_S = 5
 """Seconds a stopping server (SIGTERM, Ctrl-C) waits for requests in flight before cancelling them; embeddings
 under way then end at their next batch (``KnowledgeBase.close``, ``JobManager.shutdown``)."""
 
 
-def _configure_logging(level: str) -> None:
+def _configure_logging(level: str) -> logging.Logger:
+    """The server's logger, with chapterverse's records going to stderr at ``level``.
+
+    ``logging`` is imported here, not at the top: every other command would pay for it at start-up.
+    """
+    import logging
+
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger("chapterverse")
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     root.propagate = False
+    return logging.getLogger("chapterverse.server")
 
 
 def main(argv: Sequence[str]) -> int:
@@ -42,7 +51,7 @@ def main(argv: Sequence[str]) -> int:
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    _configure_logging(settings.log_level)
+    log = _configure_logging(settings.log_level)
     import uvicorn
 
     from .app import create_app

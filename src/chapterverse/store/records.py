@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..positions import without_nul
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "DocumentRecord",

@@ -5,7 +5,8 @@ previous state intact; WAL lets searches run while a write is in progress. Conne
 thread; writes are serialized by SQLite's own lock (``busy_timeout``), not by Python code.
 
 Vectors are little-endian float32 BLOBs, one row per chunk; the store records which embedding
-model and dimension made them and refuses to mix.
+model and dimension made them and refuses to mix. numpy is imported by the methods that build arrays, so
+commands that only read rows (``chapterverse docs``) start without it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any
-
-import numpy as np
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
@@ -36,6 +35,9 @@ from .records import (
     TocRecord,
     nul_free,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 try:  # POSIX; elsewhere (Windows) lock() and locked() coordinate nothing
     import fcntl
@@ -157,6 +159,8 @@ def _now() -> str:
 
 
 def _vector_blob(vector: np.ndarray) -> bytes:
+    import numpy as np
+
     return np.asarray(vector, dtype="<f4").tobytes()
 
 
@@ -569,6 +573,8 @@ class SQLiteStore:
 
     # -- embedding cache --------------------------------------------------------------------
     def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
         found: dict[str, np.ndarray] = {}
         hashes = list(dict.fromkeys(text_hashes))
         for i in range(0, len(hashes), 500):
@@ -682,6 +688,8 @@ class SQLiteStore:
         Chunk ids only grow (AUTOINCREMENT), so a reader that remembers the largest id it has seen gets exactly
         what was written since; ``limit`` pages through a large library without holding it all in memory.
         """
+        import numpy as np
+
         sql = ("SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id"
                " WHERE v.chunk_id > ? ORDER BY v.chunk_id")
         args: list[Any] = [chunk_id]
@@ -699,6 +707,8 @@ class SQLiteStore:
 
     def document_ids(self) -> np.ndarray:
         """The id of every document, ascending."""
+        import numpy as np
+
         rows = self.db.execute("SELECT id FROM documents ORDER BY id").fetchall()
         return np.fromiter((r[0] for r in rows), np.int64, len(rows))
 
