@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up .venv and runs the whole test suite (browser tests need Debian's chromium: apt-get install chromium).
+# Sets up .venv with the test dependencies and runs the whole test suite (browser tests need Debian's chromium:
+# apt-get install chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -1,0 +1,56 @@
+"""The README's two commands (issue 15): the demo installs the package alone, the tests install the test extras.
+
+The scripts run against a stub ``.venv`` whose python and chapterverse only record how they were called, so
+the test needs no network and installs nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_STUB = """#!/usr/bin/env bash
+echo "$(basename "$0") $*" >> "$(dirname "$0")/../calls.log"
+"""
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A copy of scripts/ beside a stub .venv that logs every call to .venv/calls.log."""
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in ("python", "chapterverse"):
+        (bin_dir / name).write_text(_STUB)
+        (bin_dir / name).chmod(0o755)
+    return tmp_path
+
+
+def _calls(checkout: Path, script: str, *args: str) -> list[str]:
+    subprocess.run(["bash", str(checkout / "scripts" / script), *args], check=True, capture_output=True)
+    return (checkout / ".venv" / "calls.log").read_text().splitlines()
+
+
+def test_the_demo_installs_the_package_alone_then_ingests_and_asks(checkout: Path) -> None:
+    calls = _calls(checkout, "demo.sh", "Who keeps the light?")
+    assert "python -m pip install -q -e ." in calls
+    assert not [c for c in calls if "test" in c or "[" in c]
+    assert calls[-2:] == ["chapterverse ingest src/chapterverse/demo/", "chapterverse ask Who keeps the light?"]
+
+
+def test_the_tests_install_the_test_extras_then_run_pytest(checkout: Path) -> None:
+    calls = _calls(checkout, "test.sh", "-x")
+    assert "python -m pip install -q -e .[test,postgres,mcp]" in calls
+    assert calls[-1] == "python -m pytest -x"
+
+
+def test_setup_refuses_an_unknown_option(checkout: Path) -> None:
+    result = subprocess.run(["bash", str(checkout / "scripts" / "setup.sh"), "--everything"], capture_output=True,
+                            text=True)
+    assert result.returncode == 2 and "usage" in result.stderr
+    assert not (checkout / ".venv" / "calls.log").exists()
