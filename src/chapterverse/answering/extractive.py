@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..embeddings import Embedder
 from ..library import Hit, Library
 from ..positions import Span
-from .features import FEATURES, question_coverage, sentence_features
+from .features import FEATURES, evidence_words, missing_words, question_coverage, sentence_features
 from .model import ReaderModel, load_reader_model
 from .phrases import answer_phrase
 from .question import Question, read_question
@@ -46,6 +47,9 @@ class Reading:
     features: np.ndarray = field(default_factory=lambda: np.zeros((0, len(FEATURES))))
     coverage: float = 0.0
     missing: float = 0.0
+    stand_in: float = 1.0
+    """How close in meaning the evidence comes to the question words it lacks: the mean, over those words,
+    of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
 
     def describe(self) -> None:
         """Compute the features of the candidates and the question's coverage from the evidence."""
@@ -71,7 +75,22 @@ def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int
     reading = Reading(question, found, candidates, cosines, library.retriever.term_rarity(question.terms),
                       list(languages))
     reading.describe()
+    reading.stand_in = stand_in_similarity(library.embedder, reading)
     return reading
+
+
+def stand_in_similarity(embedder: Embedder, reading: Reading) -> float:
+    """:attr:`Reading.stand_in`: a paraphrase ("lighthouse keeper" for "kept the light") is not a question
+    about something else, and word vectors tell the two apart where shared stems cannot."""
+    lacking = missing_words(reading.question, reading.candidates, reading.languages)
+    present = evidence_words(reading.candidates, reading.cosines, reading.languages)
+    if not lacking:
+        return 1.0
+    if not present:
+        return 0.0
+    vectors = embedder.embed([*lacking, *present])
+    similarity = vectors[:len(lacking)] @ vectors[len(lacking):].T
+    return float(similarity.max(axis=1).mean())
 
 
 def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
@@ -81,6 +100,7 @@ def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
     return np.array([
         float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], reading.coverage,
         reading.missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
+        reading.stand_in,
     ])
 
 

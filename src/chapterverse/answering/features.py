@@ -4,8 +4,9 @@ Three kinds of evidence: *meaning* (cosine of question and sentence vectors, fro
 embedder), *words* (how much of the question's weight, each term weighted by its rarity in the library,
 the sentence and its neighbours hold, and how much the sentence adds beyond the question), and *answer
 type* (a who-question wants a name the question does not contain, a when-question a date, how-many a
-number, where a place, why a cause; "Who is X?" wants "X, the ..." or "X was a ..."). Each is also given
-relative to the best candidate of the question, because the model ranks one question's candidates.
+number, where a place, why a cause; "Who is X?" wants "X, the ..." or "X was a ..."). The model ranks one
+question's candidates with a softmax, so a feature's level shared by all of them carries no information
+there; the confidence model (:mod:`.model`) is the one that reads absolute levels.
 """
 
 from __future__ import annotations
@@ -13,22 +14,25 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 import numpy as np
 
-from ..analysis import content_words, query_terms, word_tokens
-from .question import Question
+from ..analysis import content_words, word_tokens
+from .question import Question, reader_terms
 from .sentences import Candidate
 
-__all__ = ["FEATURES", "sentence_features", "question_coverage"]
+__all__ = ["FEATURES", "sentence_features", "question_coverage", "missing_words", "evidence_words"]
+
+SIMILAR_SENTENCES = 5
+"""The sentences, closest to the question by cosine, whose words stand in for a missing question word."""
 
 FEATURES: tuple[str, ...] = (
     "cos",  # cosine of question and sentence
-    "cos_gap",  # cos minus the best candidate's cos
     "overlap",  # rarity-weighted share of the question's terms in the sentence
-    "overlap_gap",  # overlap minus the best candidate's overlap
     "prefix_overlap",  # the same over five-letter stem prefixes (inflections, cognates)
     "window_overlap",  # the same over the sentence and its neighbours in the paragraph
+    "phrase_overlap",  # share of the question's word pairs found as pairs in the sentence and its neighbours
     "before_overlap",  # overlap of the sentence before it (the answer often follows the question's words)
     "after_overlap",  # overlap of the sentence after it
     "novel",  # log(1 + content words the question does not contain)
@@ -68,6 +72,20 @@ _CAPITALISED = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]+")
 _PREFIX = 5
 
 
+@lru_cache(maxsize=8192)
+def _stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
+    """The stems of ``text`` (cached: a sentence is also its neighbours' neighbour, and questions repeat)."""
+    return frozenset(reader_terms(text, languages)) if text else frozenset()
+
+
+@lru_cache(maxsize=8192)
+def _pairs(text: str, languages: tuple[str, ...]) -> frozenset[tuple[str, str]]:
+    """Consecutive content words of ``text``, each cut to its first five letters (a stemmer for any
+    language): "rekindled the fire" and "rekindle a fire" share the pair ("rekin", "fire")."""
+    words = [w[:_PREFIX] for w in word_tokens(text) if w in set(content_words(text, languages))]
+    return frozenset(zip(words, words[1:]))
+
+
 def sentence_features(question: Question, candidates: Sequence[Candidate], cosines: np.ndarray,
                       weight_of: Callable[[str], float], languages: Sequence[str]) -> np.ndarray:
     """One row of :data:`FEATURES` per candidate (float64)."""
@@ -79,19 +97,21 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
         prefix_weights[t[:_PREFIX]] = max(prefix_weights.get(t[:_PREFIX], 0.0), w)
     prefix_total = sum(prefix_weights.values()) or 1.0
     rows = []
+    langs = tuple(languages)
+    question_pairs = _pairs(question.text, langs)
     for cand, cos in zip(candidates, cosines.tolist()):
-        stems = set(query_terms(cand.text, languages))
-        before = set(query_terms(cand.before, languages))
-        after = set(query_terms(cand.after, languages))
+        stems, before, after = (_stems(t, langs) for t in (cand.text, cand.before, cand.after))
         window = stems | before | after
+        pairs = _pairs(cand.before, langs) | _pairs(cand.text, langs) | _pairs(cand.after, langs)
         prefixes = {s[:_PREFIX] for s in stems}
         words = content_words(cand.text, languages)
         novel = [w for w in words if w not in question.words]
         rows.append([
-            cos, 0.0,
-            sum(w for t, w in weights.items() if t in stems) / total, 0.0,
+            cos,
+            sum(w for t, w in weights.items() if t in stems) / total,
             sum(w for p, w in prefix_weights.items() if p in prefixes) / prefix_total,
             sum(w for t, w in weights.items() if t in window) / total,
+            len(question_pairs & pairs) / max(len(question_pairs), 1),
             sum(w for t, w in weights.items() if t in before) / total,
             sum(w for t, w in weights.items() if t in after) / total,
             math.log1p(len(novel)), 1 - len(novel) / max(len(words), 1),
@@ -100,12 +120,7 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
             float(cand.first_in_paragraph), float(cand.text.lstrip()[:1] in "\"“«‘'—–-"),
             *_answer_type(question, cand.text),
         ])
-    matrix = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
-    if len(rows):
-        for col in ("cos", "overlap"):
-            i = FEATURES.index(col)
-            matrix[:, i + 1] = matrix[:, i] - matrix[:, i].max()
-    return matrix
+    return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
 
 
 def _answer_type(question: Question, sentence: str) -> list[float]:
@@ -146,9 +161,27 @@ def question_coverage(question: Question, candidates: Sequence[Candidate], weigh
     """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
     candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
     found: set[str] = set()
+    langs = tuple(languages)
     for cand in candidates:
-        found.update(query_terms(f"{cand.before} {cand.text} {cand.after}", languages))
+        found.update(_stems(cand.before, langs), _stems(cand.text, langs), _stems(cand.after, langs))
     weights = {t: weight_of(t) for t in question.terms}
     total = sum(weights.values()) or 1.0
     missing = [w for t, w in weights.items() if t not in found]
     return sum(w for t, w in weights.items() if t in found) / total, max(missing, default=0.0)
+
+
+def missing_words(question: Question, candidates: Sequence[Candidate], languages: Sequence[str]) -> list[str]:
+    """The question's content words whose stems occur nowhere in the evidence ("lighthouse" in a book that
+    only says "kept the light")."""
+    langs = tuple(languages)
+    found: set[str] = set()
+    for cand in candidates:
+        found.update(_stems(cand.before, langs), _stems(cand.text, langs), _stems(cand.after, langs))
+    return [w for w in content_words(question.text, languages) if not _stems(w, langs) <= found]
+
+
+def evidence_words(candidates: Sequence[Candidate], cosines: np.ndarray, languages: Sequence[str]) -> list[str]:
+    """The distinct content words of the :data:`SIMILAR_SENTENCES` candidates closest to the question."""
+    closest = np.argsort(-cosines)[:SIMILAR_SENTENCES] if len(cosines) else []
+    words = (w for i in closest for w in content_words(candidates[int(i)].text, languages) if len(w) > 2)
+    return list(dict.fromkeys(words))

@@ -34,6 +34,7 @@ CONFIDENCE_FEATURES: tuple[str, ...] = (
     "missing",  # rarity of the rarest question term found nowhere in the evidence (0 when none)
     "passage_cos",  # cosine of the question and the best retrieved passage
     "candidates",  # log(1 + number of candidate sentences)
+    "stand_in",  # how close in meaning the evidence's words come to the question words it lacks
 )
 
 

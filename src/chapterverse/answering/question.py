@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..analysis import content_words, query_terms, word_tokens
 
-__all__ = ["KINDS", "Question", "read_question"]
+__all__ = ["KINDS", "Question", "read_question", "reader_terms"]
 
 KINDS = ("who", "when", "where", "number", "why", "how", "what", "yesno")
 
@@ -40,6 +40,38 @@ _DEFINITION = re.compile(
 )
 
 
+_IRREGULAR = {form: base for base, forms in (
+    ("be", "was were been"), ("become", "became"), ("begin", "began begun"), ("bring", "brought"),
+    ("build", "built"), ("buy", "bought"), ("catch", "caught"), ("choose", "chose chosen"), ("come", "came"),
+    ("do", "did done"), ("draw", "drew drawn"), ("drink", "drank drunk"), ("drive", "drove driven"),
+    ("eat", "ate eaten"), ("fall", "fell fallen"), ("feel", "felt"), ("fight", "fought"), ("find", "found"),
+    ("fly", "flew flown"), ("forget", "forgot forgotten"), ("get", "got gotten"), ("give", "gave given"),
+    ("go", "went gone"), ("grow", "grew grown"), ("have", "had"), ("hear", "heard"), ("hide", "hid hidden"),
+    ("hold", "held"), ("keep", "kept"), ("know", "knew known"), ("lead", "led"), ("leave", "left"),
+    ("lose", "lost"), ("make", "made"), ("meet", "met"), ("pay", "paid"), ("ride", "rode ridden"),
+    ("ring", "rang rung"), ("rise", "rose risen"), ("run", "ran"), ("say", "said"), ("see", "saw seen"),
+    ("seek", "sought"), ("sell", "sold"), ("send", "sent"), ("shake", "shook shaken"), ("shoot", "shot"),
+    ("sing", "sang sung"), ("sit", "sat"), ("sleep", "slept"), ("speak", "spoke spoken"), ("spend", "spent"),
+    ("stand", "stood"), ("steal", "stole stolen"), ("strike", "struck"), ("swim", "swam swum"),
+    ("take", "took taken"), ("teach", "taught"), ("tell", "told"), ("think", "thought"), ("throw", "threw thrown"),
+    ("understand", "understood"), ("wake", "woke woken"), ("wear", "wore worn"), ("win", "won"),
+    ("write", "wrote written"), ("bite", "bit bitten"), ("blow", "blew blown"),
+    ("break", "broke broken"), ("dig", "dug"), ("feed", "fed"), ("freeze", "froze frozen"), ("hang", "hung"),
+    ("lay", "laid"), ("lie", "lay lain"), ("light", "lit"), ("shine", "shone"), ("sink", "sank sunk"),
+    ("slay", "slew slain"), ("spin", "spun"), ("swear", "swore sworn"), ("weep", "wept"),
+) for form in forms.split()}
+"""English irregular verb forms and their base: "What did she find?" must match "she found", which no
+stemmer relates. Applied to questions and sentences alike, only by the reader (retrieval keeps its terms)."""
+_WORD_RUN = re.compile(r"\w+")
+
+
+def reader_terms(text: str, languages: Sequence[str]) -> list[str]:
+    """The stems the reader compares: :func:`analysis.query_terms` with irregular verb forms made regular."""
+    if "english" in languages:
+        text = _WORD_RUN.sub(lambda m: _IRREGULAR.get(m.group(0).lower(), m.group(0)), text)
+    return query_terms(text, languages)
+
+
 @dataclass(frozen=True, slots=True)
 class Question:
     text: str
@@ -60,7 +92,7 @@ def read_question(text: str, languages: Sequence[str]) -> Question:
     subject = _subject(flat, languages)
     spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject]
     pattern = r"\W+".join(re.escape(w) for w in spelled)
-    return Question(text=text, kind=_kind(flat), terms=tuple(query_terms(text, languages)),
+    return Question(text=text, kind=_kind(flat), terms=tuple(reader_terms(text, languages)),
                     words=frozenset(word_tokens(text)), subject=subject, subject_pattern=pattern)
 
 

@@ -62,6 +62,8 @@ __all__ = [
     "ask",
     "run_answers",
     "record_answer",
+    "split_articles",
+    "ARTICLE_HALVES",
     "score_records",
 ]
 
@@ -261,6 +263,19 @@ def _question_line(line: str, where: str, folder: Path) -> tuple[Path, str, tupl
 
 
 # ------------------------------------------------------------------------------------------------ library
+
+
+ARTICLE_HALVES = ("all", "even", "odd")
+
+
+def split_articles(answer_set: AnswerSet, keep: int) -> AnswerSet:
+    """The set restricted to its articles of even (``keep=0``) or odd (``keep=1``) position: the reader is fit
+    on one half of a SQuAD set and measured on the other."""
+    sources = {d.source for n, d in enumerate(answer_set.documents) if n % 2 == keep}
+    return AnswerSet(f"{answer_set.name}[{'even' if keep == 0 else 'odd'}]",
+                     [d for d in answer_set.documents if d.source in sources],
+                     [q for q in answer_set.questions if q.source in sources], answer_set.library_scope,
+                     answer_set.draws_absent)
 
 
 def set_digest(answer_set: AnswerSet) -> str:

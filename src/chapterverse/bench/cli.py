@@ -18,6 +18,7 @@ from rich.table import Table
 from ..errors import ChapterverseError, InputError
 from ..library import Library
 from .answers import (
+    ARTICLE_HALVES,
     AnswerReport,
     AnswerSet,
     ScopeScore,
@@ -28,6 +29,7 @@ from .answers import (
     open_answer_library,
     provider_from_flags,
     run_answers,
+    split_articles,
 )
 from .retrieval import METHODS, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
@@ -129,11 +131,15 @@ def _print_report(report: BenchReport) -> None:
     stdout.print(table)
 
 
-def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str, questions: Path | None) -> AnswerSet:
+def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str, questions: Path | None,
+                articles: str = "all") -> AnswerSet:
     if sum(given is not None for given in (squad, fairytaleqa, questions)) != 1:
         raise InputError("give exactly one of --squad FILE, --fairytaleqa DIR or --questions FILE.jsonl")
     if squad is not None:
-        return load_squad_answers(squad)
+        if articles not in ARTICLE_HALVES:
+            raise InputError(f"--articles must be one of {', '.join(ARTICLE_HALVES)}, not {articles!r}")
+        whole = load_squad_answers(squad)
+        return whole if articles == "all" else split_articles(whole, ARTICLE_HALVES.index(articles) - 1)
     if fairytaleqa is not None:
         return load_fairytaleqa(fairytaleqa, split)
     assert questions is not None
@@ -149,6 +155,9 @@ def answers(
         "--fairytaleqa", help="FairytaleQA dir (questions/ + section-stories/): explicit questions, one story each.")
     ] = None,
     split: Annotated[str, typer.Option("--split", help="FairytaleQA split: train or val.")] = "val",
+    articles: Annotated[str, typer.Option(
+        "--articles", help="SQuAD: all articles, or the even or odd ones (bench fit-answers learns from the even "
+                           "ones of SQuAD-it and SQuAD-es).")] = "all",
     questions: Annotated[Path | None, typer.Option(
         "--questions", help='JSON lines {"document": PATH, "question": ..., "answers": [...] | "absent": true}.')
     ] = None,
@@ -172,7 +181,7 @@ def answers(
     try:
         if split not in ("train", "val"):
             raise InputError(f"--split must be train or val, not {split!r}")
-        answer_set = _answer_set(squad, fairytaleqa, split, questions)
+        answer_set = _answer_set(squad, fairytaleqa, split, questions, articles)
         provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
         location = (library.expanduser() / answer_set.name if library is not None
                     else default_library_dir(answer_set, embedding_model))

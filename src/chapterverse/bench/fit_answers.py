@@ -40,12 +40,13 @@ from .answers import (
     load_squad_answers,
     open_answer_library,
     sample_questions,
+    split_articles,
 )
 
-__all__ = ["TrainingData", "collect", "fit_reader", "MemoEmbedder", "split_articles", "training_sets",
+__all__ = ["TrainingData", "collect", "fit_reader", "MemoEmbedder", "training_sets",
            "write_weights", "describe"]
 
-MEDIAN_CHARS_CAP = 400
+MEDIAN_CHARS_CAP = 450
 """Composition may not buy correctness with length: the median training answer stays under this."""
 KEEP_RATIOS = (0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.7, 1.01)
 L2 = 1e-3
@@ -96,14 +97,6 @@ class TrainingData:
         self.labels.append(np.array([holds_gold(c.text, answers) for c in reading.candidates], dtype=bool))
         self.lengths.append(np.array([len(c.text) for c in reading.candidates]))
         self.answerable.append(bool(answers))
-
-
-def split_articles(answer_set: AnswerSet, keep: int) -> AnswerSet:
-    """The set restricted to its articles of even (``keep=0``) or odd (``keep=1``) position."""
-    sources = {d.source for n, d in enumerate(answer_set.documents) if n % 2 == keep}
-    return AnswerSet(f"{answer_set.name}[{'even' if keep == 0 else 'odd'}]",
-                     [d for d in answer_set.documents if d.source in sources],
-                     [q for q in answer_set.questions if q.source in sources], answer_set.library_scope, True)
 
 
 def collect(answer_set: AnswerSet, directory: Path, limit: int | None, seed: int, data: TrainingData,
