@@ -182,6 +182,6 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
 
 def evidence_words(candidates: Sequence[Candidate], cosines: np.ndarray, languages: Sequence[str]) -> list[str]:
     """The distinct content words of the :data:`SIMILAR_SENTENCES` candidates closest to the question."""
-    closest = np.argsort(-cosines)[:SIMILAR_SENTENCES] if len(cosines) else []
-    words = (w for i in closest for w in content_words(candidates[int(i)].text, languages) if len(w) > 2)
+    closest = [int(i) for i in np.argsort(-cosines)[:SIMILAR_SENTENCES]]
+    words = (w for i in closest for w in content_words(candidates[i].text, languages) if len(w) > 2)
     return list(dict.fromkeys(words))
