@@ -26,6 +26,7 @@ from .errors import ChapterverseError, InputError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
     from typer import _click as click  # typer's own copy of click: the types its TyperGroup is written against
 
     from .answering import AnswerResult
@@ -362,16 +363,38 @@ def resolve(tag: str, library: LibraryOpt = None, store: StoreOpt = None, json_o
 
 @app.command()
 def docs(library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List the documents in the library."""
+    """List the documents in the library (a table on a terminal, one line per document otherwise)."""
     lib = _open(library, store)
     records = lib.documents()
     items = [{"id": d.id, "title": d.title, "source": d.source, "format": d.format, "files": d.files,
               "chunks": d.chunks, "segments": d.segments, "size_bytes": d.size_bytes} for d in records]
     if json_out:
         _emit({"documents": items})
-        return
+    elif sys.stdout.isatty():
+        stdout.print(_documents_table(items), soft_wrap=False)
+    else:
+        for d in items:
+            print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}")
+
+
+def _documents_table(items: list[dict[str, Any]]) -> Table:
+    """Columns that stay aligned whatever the titles' lengths; long titles and sources wrap in their cells.
+
+    Only for a terminal: scripts that read the piped lines keep their format, and never pay for rich.
+    """
+    from rich.box import SIMPLE_HEAD
+    from rich.table import Table
+
+    table = Table(box=SIMPLE_HEAD, header_style="bold", pad_edge=False)
+    table.add_column("id", justify="right", no_wrap=True)
+    table.add_column("format", no_wrap=True)
+    table.add_column("title", overflow="fold", ratio=3)
+    for column in ("files", "chunks"):
+        table.add_column(column, justify="right", no_wrap=True)
+    table.add_column("source", overflow="fold", ratio=2)
     for d in items:
-        print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}")
+        table.add_row(str(d["id"]), d["format"], d["title"], str(d["files"]), str(d["chunks"]), d["source"])
+    return table
 
 
 @app.command()

@@ -1,0 +1,83 @@
+"""``chapterverse docs`` (issue 15): an aligned table on a terminal; the piped lines and --json exactly as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_library_books import HashingEmbedder
+from typer.testing import CliRunner
+
+from chapterverse.cli import app
+from chapterverse.library import Library
+
+LONG = "A Considerably Longer Title For A Document About The Sea And Its Many Moods"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@pytest.fixture
+def library(tmp_path: Path) -> Path:
+    """Three documents whose titles differ in length by tens of characters."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.md").write_text("# Short\n\nSome text about whales.\n")
+    (src / "b.md").write_text(f"# {LONG}\n\nText.\n")
+    (src / "c.txt").write_text("plain text file\n")
+    Library(tmp_path / "lib", embedder=HashingEmbedder()).ingest([src])
+    return tmp_path / "lib"
+
+
+def _on_a_terminal(*args: str, columns: int = 100) -> str:
+    """The output of ``chapterverse ARGS`` with stdout on a pseudo-terminal, styles removed."""
+    master, slave = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns)}
+    result = subprocess.run([sys.executable, "-m", "chapterverse", *args], stdout=slave, stderr=slave, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child has exited and closed its side
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    assert result.returncode == 0
+    return _ANSI.sub("", b"".join(chunks).decode())
+
+
+def test_a_terminal_gets_a_table_whose_columns_line_up(library: Path) -> None:
+    lines = [line for line in _on_a_terminal("docs", "--library", str(library)).splitlines() if line.strip()]
+    header = next(line for line in lines if "title" in line)
+    assert all(name in header for name in ("id", "format", "files", "chunks", "source"))
+    rows = {line.split()[0]: line for line in lines if line.split()[0] in ("1", "2", "3")}
+    assert set(rows) == {"1", "2", "3"}
+    for column, values in (("format", ("markdown", "markdown", "text")), ("source", ("a.md", "b.md", "c.txt"))):
+        starts = {rows[str(n + 1)].index(value) for n, value in enumerate(values)}
+        assert starts == {header.index(column)}, (column, lines)
+    assert rows["1"].index("Short") == rows["2"].index("A Considerably") == header.index("title")
+
+
+def test_piped_output_is_one_line_per_document_as_before(library: Path) -> None:
+    result = CliRunner().invoke(app, ["docs", "--library", str(library)])
+    assert result.exit_code == 0
+    assert result.output.splitlines() == [
+        "   1  markdown Short  (1 chunks)  a.md",
+        f"   2  markdown {LONG}  (1 chunks)  b.md",
+        "   3  text  plain text file  (1 chunks)  c.txt",
+    ]
+
+
+def test_json_is_unchanged(library: Path) -> None:
+    for output in (CliRunner().invoke(app, ["docs", "--json", "--library", str(library)]).output,
+                   _on_a_terminal("docs", "--json", "--library", str(library))):
+        documents = json.loads(output)["documents"]
+        assert [d["title"] for d in documents] == ["Short", LONG, "plain text file"]
+        assert set(documents[0]) == {"id", "title", "source", "format", "files", "chunks", "segments", "size_bytes"}
