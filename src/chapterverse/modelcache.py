@@ -77,7 +77,7 @@ def _write_backend(backend: Any, path: Path) -> None:
     state = {name: value for name, value in vars(backend).items() if name not in _UNPICKLABLE}
     buffers: list[pickle.PickleBuffer] = []
     head = pickle.dumps(state, protocol=5, buffer_callback=buffers.append)
-    raws = [buffer.raw() for buffer in buffers]
+    raws: list[memoryview] = [buffer.raw() for buffer in buffers]
     offset = _ALIGN
     spans: list[tuple[int, int]] = []
     for size in (len(head), *(raw.nbytes for raw in raws)):
@@ -88,7 +88,7 @@ def _write_backend(backend: Any, path: Path) -> None:
         raise OSError("model cache index does not fit its page")
     with path.open("wb") as out:
         out.write(_MAGIC + struct.pack("<Q", len(index)) + index)
-        for (start, _), data in zip(spans, (head, *raws)):
+        for (start, _), data in zip(spans, [memoryview(head), *raws]):
             out.seek(start)
             out.write(data)
 
@@ -111,7 +111,7 @@ def _read_backend(path: Path, backend_class: type) -> Any | None:
         return None
     except Exception:  # noqa: BLE001 - a damaged or foreign cache file is rebuilt, whatever is wrong with it
         return None
-    backend = backend_class.__new__(backend_class)
+    backend: Any = object.__new__(backend_class)
     backend.__dict__.update(state)
     backend._threadpool = _thread_limiter()
     return backend
