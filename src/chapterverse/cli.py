@@ -157,11 +157,18 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
            library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
            force_rebuild: Annotated[bool, typer.Option("--force-rebuild")] = False,
            password: Annotated[str | None, typer.Option(help="Password for encrypted PDFs.")] = None,
+           as_book: Annotated[bool, typer.Option(
+               "--as-book", help="Each folder is one book: its Markdown, TXT and HTML files are the chapters, in "
+                                 "natural order (2 before 10), with a TOC from their headings.")] = False,
+           title: Annotated[str | None, typer.Option(
+               "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
+           ] = None,
            json_out: JsonOpt = False) -> None:
     """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library."""
     lib = _open(library, store, embedding_model)
     with _errors(), _progress(not json_out and stderr.is_terminal) as progress:
-        results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress)
+        results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
+                             as_books=as_book, title=title)
     docs = [{"id": r.document.id, "title": r.document.title, "source": r.document.source,
              "files": r.document.files, "chunks": r.document.chunks, "segments": r.document.segments,
              "changed": r.changed} for r in results]

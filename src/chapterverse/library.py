@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import SourceError, TagError
+from .errors import InputError, SourceError, TagError
 from .positions import Span, parse_tag
 from .store import (
     ChunkRecord,
@@ -57,6 +57,13 @@ def default_home() -> Path:
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SourceError(path, exc.strerror or str(exc)) from exc
 
 
 @dataclass(slots=True)
@@ -165,13 +172,24 @@ class Library:
 
     # -- ingest -----------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
-               progress: Progress | None = None) -> list[IngestResult]:
-        """Ingest files and folders (recursively). Each document is written atomically on its own."""
+               progress: Progress | None = None, as_books: bool = False,
+               title: str | None = None) -> list[IngestResult]:
+        """Ingest files and folders (recursively). Each document is written atomically on its own.
+
+        ``as_books``: every path is a folder of chapter files that becomes one document (:meth:`ingest_book`);
+        ``title`` names the book when there is one path.
+        """
         from .sources import iter_folder
 
+        locations = [Path(path) for path in paths]
+        if title is not None and not (as_books and len(locations) == 1):
+            raise InputError("a title names one book: give it with --as-book and a single folder")
         self.reembed_if_model_changed(progress=progress)
+        if as_books:
+            return [self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress)
+                    for path in locations]
         results: list[IngestResult] = []
-        for path in map(Path, paths):
+        for path in locations:
             if path.is_dir():
                 for file, source in iter_folder(path):
                     results.append(self.ingest_file(file, source=source, force_rebuild=force_rebuild,
@@ -188,12 +206,29 @@ class Library:
         from .sources import read_source
 
         path = Path(path)
-        source = source or path.name
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise SourceError(path, exc.strerror or str(exc)) from exc
-        digest = content_hash(data)
+        data = _read_bytes(path)
+        return self._ingest_changed(source or path.name, content_hash(data), len(data),
+                                    lambda: read_source(path, password=password), force_rebuild, progress)
+
+    def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
+                    progress: Progress | None = None) -> IngestResult:
+        """A folder of Markdown, TXT and HTML chapter files as one document (``sources.book``), stored under the
+        folder's name. Nothing is read again while the files, their bytes and the title are unchanged."""
+        from .sources.book import book_files, read_book
+
+        folder = Path(folder)
+        digest = hashlib.sha256(f"book\0{title or ''}\0".encode())
+        size = 0
+        for path in book_files(folder):
+            data = _read_bytes(path)
+            size += len(data)
+            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
+        return self._ingest_changed(folder.resolve().name, digest.hexdigest(), size,
+                                    lambda: read_book(folder, title=title), force_rebuild, progress)
+
+    def _ingest_changed(self, source: str, digest: str, size_bytes: int, read: Callable[[], ParsedDocument],
+                        force_rebuild: bool, progress: Progress | None) -> IngestResult:
+        """The stored document of ``source`` when its content hash is ``digest``, else ``read()`` replacing it."""
         existing = self.store.documents_by_source(source)
         if not force_rebuild:
             for doc in existing:
@@ -201,8 +236,7 @@ class Library:
                     return IngestResult(doc, changed=False)
         if progress:
             progress(f"reading {source}", 0, 1)
-        parsed = read_source(path, password=password)
-        doc = self.add_parsed(parsed, source=source, content_hash=digest, size_bytes=len(data),
+        doc = self.add_parsed(read(), source=source, content_hash=digest, size_bytes=size_bytes,
                               replace=[d.id for d in existing], progress=progress)
         return IngestResult(doc, changed=True)
 
