@@ -40,6 +40,7 @@ def previous_reader() -> types.ModuleType:
     source = subprocess.run(["git", "-C", str(ROOT), "show", f"{PREVIOUS}:src/chapterverse/answering.py"],
                             capture_output=True, text=True, check=True).stdout
     module = types.ModuleType("previous_answering")
+    sys.modules[module.__name__] = module  # dataclasses look their module up while the class is made
     exec(compile(source.replace("from .", "from chapterverse."), "previous_answering.py", "exec"), module.__dict__)
     return module
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..analysis import content_words, word_tokens
 from .question import Question, reader_terms
-from .sentences import Candidate
+from .sentences import Candidate, definition_pattern
 
 __all__ = ["FEATURES", "sentence_features", "question_coverage", "missing_words", "evidence_words"]
 
@@ -143,17 +143,12 @@ def _answer_type(question: Question, sentence: str) -> list[float]:
 
 
 def _definition(question: Question, tokens: Sequence[str], sentence: str) -> tuple[float, float]:
-    """Whether the sentence defines the subject of "Who/What is X?", and whether X opens the sentence."""
-    if not question.subject:
+    """Whether the sentence introduces the subject of "Who/What is X?" ("X, a ...", "X was the ..."), and
+    whether X is among its first words."""
+    if not question.subject or question.subject[-1] not in tokens:
         return 0.0, 0.0
-    head = question.subject[-1]
-    if head not in tokens:
-        return 0.0, 0.0
-    first = tokens.index(head)
-    after = " ".join(tokens[first + 1:first + 3])
-    defines = bool(re.match(r"(is|was|are|were|es|era|fue|e|fu|who|que|che)\b", after)) or bool(
-        re.search(re.escape(head) + r"\W{0,3}[,(—–-]\s*(the|a|an|el|la|un|una|il|lo)?\b", sentence, re.IGNORECASE))
-    return float(defines), float(first < 4)
+    defines = bool(definition_pattern(question.subject_pattern).search(sentence)) if question.subject_pattern else False
+    return float(defines), float(tokens.index(question.subject[-1]) < 4)
 
 
 def question_coverage(question: Question, candidates: Sequence[Candidate], weight_of: Callable[[str], float],

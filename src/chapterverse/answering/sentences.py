@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..analysis import content_words, word_tokens
 from ..chunking import sentence_spans
@@ -18,7 +19,7 @@ from ..library import Hit, Library
 from ..positions import Span
 from .question import Question
 
-__all__ = ["Candidate", "gather_candidates", "is_answer_prose", "definition_candidates"]
+__all__ = ["Candidate", "gather_candidates", "is_answer_prose", "definition_candidates", "definition_pattern"]
 
 SENTENCE_REACH = 400
 """Characters read around each passage, so a passage cut mid-sentence still yields whole sentences."""
@@ -113,6 +114,12 @@ _COPULA = r"(?:was|is|were|are|became|es|era|fue|son|eran|e|è|fu|sono|erano|est
 _ARTICLE = r"(?:a|an|the|un|una|uno|el|la|los|las|il|lo|gli|une|ein|eine|um|uma)"
 
 
+@lru_cache(maxsize=256)
+def definition_pattern(subject_pattern: str) -> re.Pattern[str]:
+    """ "X, a ...", "X was the ...", "X es un ...": the forms that introduce X."""
+    return re.compile(rf"\b{subject_pattern}\b(?:\s*,\s*|\s+{_COPULA}\s+){_ARTICLE}\s", re.IGNORECASE)
+
+
 def definition_candidates(library: Library, hits: Sequence[Hit], question: Question, languages: Sequence[str],
                           known: set[Span]) -> list[Candidate]:
     """For "Who/What is X?": the first sentences of the documents that say "X, a ..." or "X was a ...".
@@ -121,7 +128,7 @@ def definition_candidates(library: Library, hits: Sequence[Hit], question: Quest
     the sentence that introduces X is found by its form instead, wherever it is."""
     if not question.subject_pattern or not hits:
         return []
-    found = re.compile(rf"\b{question.subject_pattern}\b(?:\s*,\s*|\s+{_COPULA}\s+){_ARTICLE}\s", re.IGNORECASE)
+    found = definition_pattern(question.subject_pattern)
     best_hit: dict[int, Hit] = {}
     for hit in hits:
         best_hit.setdefault(hit.chunk.doc_id, hit)
