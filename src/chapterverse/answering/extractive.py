@@ -26,7 +26,7 @@ from .question import Question, read_question
 from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
 from .sentences import Candidate, gather_candidates
 
-__all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences"]
+__all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences", "first_introduction"]
 
 PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""
@@ -104,11 +104,15 @@ def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
     ])
 
 
-def choose_sentences(scores: np.ndarray, lengths: Sequence[int], model: ReaderModel) -> list[int]:
-    """Indices of the sentences to show: the best, then any whose softmax share is at least ``keep_ratio`` of
-    the best's, up to ``max_sentences`` and ``max_chars`` in all."""
+def choose_sentences(scores: np.ndarray, lengths: Sequence[int], model: ReaderModel, *,
+                     introduction: int | None = None) -> list[int]:
+    """Indices of the sentences to show: the best, then ``introduction`` when given, then any whose softmax
+    share is at least ``keep_ratio`` of the best's, up to ``max_sentences`` and ``max_chars`` in all."""
     order = [int(i) for i in np.argsort(-scores, kind="stable")]
     share = np.exp(scores - scores.max())
+    if introduction is not None:
+        order = [order[0], *dict.fromkeys([introduction, *order[1:]])] if order[0] != introduction else order
+        share[introduction] = 1.0
     chosen = [order[0]]
     used = lengths[order[0]]
     for i in order[1:]:
@@ -118,6 +122,14 @@ def choose_sentences(scores: np.ndarray, lengths: Sequence[int], model: ReaderMo
             chosen.append(i)
             used += lengths[i]
     return chosen
+
+
+def first_introduction(reading: Reading) -> int | None:
+    """For "Who/What is X?", the earliest candidate that introduces X ("X was a ..."): definitional questions
+    are rare in the training sets, so the model alone under-weighs the one sentence a reader wants shown."""
+    column = reading.features[:, FEATURES.index("definition")] if len(reading.candidates) else np.zeros(0)
+    introducing: list[int] = np.flatnonzero(column > 0).tolist()
+    return min(introducing, key=lambda i: reading.candidates[i].span) if introducing else None
 
 
 def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int] | None = None,
@@ -133,7 +145,8 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
     confidence = round(model.confidence(confidence_features(reading, scores)), 4)
     if confidence < 0.5:
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence)
-    chosen = choose_sentences(scores, [len(c.text) for c in reading.candidates], model)
+    chosen = choose_sentences(scores, [len(c.text) for c in reading.candidates], model,
+                              introduction=first_introduction(reading))
     best = chosen[0]
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
     citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
