@@ -79,10 +79,22 @@ def _stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
 
 
 @lru_cache(maxsize=8192)
+def _tokens(text: str) -> tuple[str, ...]:
+    """Normalized words of a sentence (cached: accent folding is the slow part of reading a sentence)."""
+    return tuple(word_tokens(text))
+
+
+@lru_cache(maxsize=8192)
+def _content(text: str, languages: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(content_words(text, languages))
+
+
+@lru_cache(maxsize=8192)
 def _pairs(text: str, languages: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """Consecutive content words of ``text``, each cut to its first five letters (a stemmer for any
     language): "rekindled the fire" and "rekindle a fire" share the pair ("rekin", "fire")."""
-    words = [w[:_PREFIX] for w in word_tokens(text) if w in set(content_words(text, languages))]
+    content = set(_content(text, languages))
+    words = [w[:_PREFIX] for w in _tokens(text) if w in content]
     return frozenset(zip(words, words[1:]))
 
 
@@ -104,7 +116,7 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
         window = stems | before | after
         pairs = _pairs(cand.before, langs) | _pairs(cand.text, langs) | _pairs(cand.after, langs)
         prefixes = {s[:_PREFIX] for s in stems}
-        words = content_words(cand.text, languages)
+        words = _content(cand.text, langs)
         novel = [w for w in words if w not in question.words]
         rows.append([
             cos,
@@ -126,7 +138,7 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
 def _answer_type(question: Question, sentence: str) -> list[float]:
     """who_name, when_time, number_number, where_place, why_cause, definition, subject_first."""
     kind = question.kind
-    tokens = word_tokens(sentence)
+    tokens = _tokens(sentence)
     names = [m.group(0) for m in _CAPITALISED.finditer(sentence) if m.start() > 0]
     new_name = any(word_tokens(n)[0] not in question.words for n in names if word_tokens(n))
     has_number = bool(_DIGIT.search(sentence)) or any(t in _NUMBER_WORDS for t in tokens)
@@ -172,7 +184,9 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     found: set[str] = set()
     for cand in candidates:
         found.update(_stems(cand.before, langs), _stems(cand.text, langs), _stems(cand.after, langs))
-    return [w for w in content_words(question.text, languages) if not _stems(w, langs) <= found]
+    asked = set(question.terms)
+    return [w for w in content_words(question.text, languages)
+            if _stems(w, langs) & asked and not _stems(w, langs) <= found]
 
 
 def evidence_words(candidates: Sequence[Candidate], cosines: np.ndarray, languages: Sequence[str]) -> list[str]:

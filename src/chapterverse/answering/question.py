@@ -65,11 +65,22 @@ stemmer relates. Applied to questions and sentences alike, only by the reader (r
 _WORD_RUN = re.compile(r"\w+")
 
 
+_FRAME_WORDS = frozenset({"name", "names", "nombre", "nombres", "nome", "nomi"})
+"""Words that frame a question rather than ask about anything: "What was the name of the cat?" is answered
+by "a grey cat called Admiral", which never says "name"."""
+
+
 def reader_terms(text: str, languages: Sequence[str]) -> list[str]:
     """The stems the reader compares: :func:`analysis.query_terms` with irregular verb forms made regular."""
     if "english" in languages:
         text = _WORD_RUN.sub(lambda m: _IRREGULAR.get(m.group(0).lower(), m.group(0)), text)
     return query_terms(text, languages)
+
+
+def _question_terms(text: str, languages: Sequence[str]) -> tuple[str, ...]:
+    """The reader's terms of a question, less its frame words (unless nothing else is left)."""
+    framed = _WORD_RUN.sub(lambda m: "" if m.group(0).lower() in _FRAME_WORDS else m.group(0), text)
+    return tuple(reader_terms(framed, languages) if content_words(framed, languages) else reader_terms(text, languages))
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +103,7 @@ def read_question(text: str, languages: Sequence[str]) -> Question:
     subject = _subject(flat, languages)
     spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject]
     pattern = r"\W+".join(re.escape(w) for w in spelled)
-    return Question(text=text, kind=_kind(flat), terms=tuple(reader_terms(text, languages)),
+    return Question(text=text, kind=_kind(flat), terms=_question_terms(text, languages),
                     words=frozenset(word_tokens(text)), subject=subject, subject_pattern=pattern)
 
 
