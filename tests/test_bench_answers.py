@@ -30,8 +30,8 @@ from chapterverse.cli import app
 from chapterverse.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
-METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "false_refusals",
-           "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99"}
+METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",
+           "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99"}
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -189,6 +189,7 @@ def test_bench_answers_over_the_demo_book(tmp_path: Path, demo_library: Path) ->
     assert report["mode"] == "extractive" and report["documents"] == 1 and list(report["scopes"]) == ["document"]
     scores = report["scopes"]["document"]
     assert set(scores) == METRICS
+    assert scores["answer_holds_gold"] <= scores["gold_in_document"] == 1.0, "every demo gold is in the book"
     assert scores["questions"] == 2 and scores["absent"] == 1
     assert scores["answer_holds_gold"] >= 0.5  # the chest question is answered by the demo's reader
     assert scores["answered"] + scores["false_refusals"] == pytest.approx(1)
