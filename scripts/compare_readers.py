@@ -6,6 +6,7 @@ Each question is asked of both readers one after the other, so machine load fall
 
     .venv/bin/python scripts/compare_readers.py --fairytaleqa ../shared/data/qa/fairytaleqa --limit 300
     .venv/bin/python scripts/compare_readers.py --squad ../shared/data/qa/xquad/xquad.en.dev.json --limit 300
+    .venv/bin/python scripts/compare_readers.py --squad ../shared/data/qa/squad-it/squad-it.dev.json --articles odd
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from chapterverse.answering import extractive_answer
 from chapterverse.bench.answers import (
+    ARTICLE_HALVES,
     AnswerRecord,
     absent_questions,
     default_library_dir,
@@ -29,6 +31,7 @@ from chapterverse.bench.answers import (
     record_answer,
     sample_questions,
     score_records,
+    split_articles,
 )
 
 PREVIOUS = "de7168a"
@@ -50,10 +53,14 @@ def main() -> None:
     parser.add_argument("--squad", type=Path)
     parser.add_argument("--fairytaleqa", type=Path)
     parser.add_argument("--split", default="val")
+    parser.add_argument("--articles", choices=ARTICLE_HALVES, default="all",
+                        help="SQuAD: all articles, or the even or odd ones (the reader learns from the even ones)")
     parser.add_argument("--limit", type=int, default=300)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     answer_set = (load_squad_answers(args.squad) if args.squad else load_fairytaleqa(args.fairytaleqa, args.split))
+    if args.squad and args.articles != "all":
+        answer_set = split_articles(answer_set, ARTICLE_HALVES.index(args.articles) - 1)
     library, doc_ids = open_answer_library(answer_set, default_library_dir(answer_set, None))
     asked = sample_questions([q for q in answer_set.questions if not q.absent], args.limit, args.seed)
     plan = [*asked, *absent_questions(answer_set, args.seed, asked)]
