@@ -2,7 +2,8 @@
 
 The previous reader is read from git (commit de7168a, ``src/chapterverse/answering.py``: the best sentences
 of the top passages by cosine and word overlap, "found" when the top passage's fused score reached 0.30).
-Each question is asked of both readers one after the other, so machine load falls on both alike.
+Each question is asked of every reader one after the other, so machine load falls on all alike; the current
+reader is also run limited to one sentence, so a gain is not read from longer answers alone.
 
     .venv/bin/python scripts/compare_readers.py --fairytaleqa ../shared/data/qa/fairytaleqa --limit 300
     .venv/bin/python scripts/compare_readers.py --squad ../shared/data/qa/xquad/xquad.en.dev.json --limit 300
@@ -12,6 +13,7 @@ Each question is asked of both readers one after the other, so machine load fall
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -20,6 +22,7 @@ import types
 from pathlib import Path
 
 from chapterverse.answering import extractive_answer
+from chapterverse.answering.model import load_reader_model
 from chapterverse.bench.answers import (
     ARTICLE_HALVES,
     AnswerRecord,
@@ -65,8 +68,10 @@ def main() -> None:
     asked = sample_questions([q for q in answer_set.questions if not q.absent], args.limit, args.seed)
     plan = [*asked, *absent_questions(answer_set, args.seed, asked)]
     previous = previous_reader()
+    one_sentence = dataclasses.replace(load_reader_model(), max_sentences=1)
     readers = {"previous": lambda q, d: previous.extractive_answer(library, q, doc_ids=[d]),
-               "current": lambda q, d: extractive_answer(library, q, doc_ids=[d])}
+               "current": lambda q, d: extractive_answer(library, q, doc_ids=[d]),
+               "current, 1 sentence": lambda q, d: extractive_answer(library, q, doc_ids=[d], model=one_sentence)}
     records: dict[str, list[AnswerRecord]] = {name: [] for name in readers}
     for reader in readers.values():
         reader(plan[0].text, doc_ids[plan[0].source])  # load the embedder and indexes outside the timings
@@ -77,13 +82,13 @@ def main() -> None:
             records[name].append(record_answer(question, "document", result, (time.perf_counter() - started) * 1000))
     print(f"{answer_set.name}: {len(asked)} answerable + {len(plan) - len(asked)} absent questions, "
           f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'':22s} {'previous':>9s} {'current':>9s}")
+    print(f"{'':22s} " + " ".join(f"{name:>20s}" for name in readers))
     scores = {name: score_records(rs) for name, rs in records.items()}
     for label, field in (("answer holds gold", "answer_holds_gold"), ("false refusals", "false_refusals"),
                          ("absent refused", "absent_refused"), ("answer chars median", "answer_chars_median"),
                          ("sentences median", "sentences_median"), ("ms p50", "ms_p50")):
         values = [getattr(scores[name], field) or 0.0 for name in readers]
-        print(f"{label:22s} " + " ".join(f"{v:9.3f}" for v in values))
+        print(f"{label:22s} " + " ".join(f"{v:20.3f}" for v in values))
 
 
 if __name__ == "__main__":
