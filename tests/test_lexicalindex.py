@@ -77,6 +77,23 @@ def assert_matches_fresh_build(index: LexicalIndex, store: SQLiteStore) -> None:
         np.testing.assert_array_equal(view.scores(prefixes, prefix=True), expected)
     known = {t for r in rows for t in (r[3] + " " + r[4]).split()}
     assert all((w in view.vocabulary) == (w in known) for w in WORDS + ["nothing"])
+    assert_term_matches(view, rows, index.settings)
+
+
+def assert_term_matches(view: Any, rows: list[Any], s: LexicalSettings) -> None:
+    """``term_matches`` against counting each row's tokens: the live rows in a shuffled order, a chunk id the
+    index does not hold, and a term nothing holds."""
+    ids = [r[0] for r in rows][::-1] + [10**9]
+    terms = ["whale", "ship", "w001", "captain", "nothing"]
+    for prefix in (False, True):
+        keys = [t[:s.prefix] for t in terms] if prefix else terms
+        cut = (lambda t: t[:s.prefix]) if prefix else (lambda t: t)
+        expected = np.array([[sum(cut(t) == k for t in r[3].split())
+                              + s.heading * sum(cut(t) == k for t in r[4].split()) for k in keys]
+                             for r in rows[::-1]] + [[0.0] * len(keys)])
+        found = view.term_matches(keys, ids, prefix=prefix)
+        np.testing.assert_allclose(found.tf, expected, rtol=1e-6)
+        np.testing.assert_array_equal(found.df, (expected[:-1] > 0).sum(axis=0))
 
 
 @pytest.fixture()

@@ -17,6 +17,7 @@ from conftest import shared_path
 
 from chapterverse.embeddings import Embedder, load_embedder
 from chapterverse.library import Library
+from chapterverse.relevance import RELEVANCE_FEATURES
 from chapterverse.retrieval import FEATURES, FusionWeights, Retriever
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 
@@ -77,7 +78,7 @@ def test_threshold_drops_what_is_off_topic(english: tuple[Library, dict[str, int
     assert library.search("How do I make tiramisu with mascarpone and espresso?", k=5, threshold=0.3) == []
     on_topic = library.search("Where did Nikola Tesla work as a young engineer?", k=5, threshold=0.3)
     assert on_topic and all(0.3 <= h.score <= 1 for h in on_topic)
-    assert [h.score for h in on_topic] == sorted((h.score for h in on_topic), reverse=True)
+    assert [h.rank_score for h in on_topic] == sorted((h.rank_score for h in on_topic), reverse=True)
 
 
 def test_mmr_returns_diverse_passages(tmp_path: Path, embedder: Embedder) -> None:
@@ -174,7 +175,7 @@ def test_stores_without_term_rows_fall_back_to_their_own_bm25(english: tuple[Lib
     retriever = Retriever(_StoreWithoutTerms(library.store.path), library.embedder)
     hits = retriever.search("Which team won Super Bowl 50?", k=3)
     assert hits[0].chunk.doc_id == ids["Super_Bowl_50"]
-    assert set(hits[0].extras) == set(FEATURES) and hits[0].extras["pre"] == 0.0
+    assert set(hits[0].extras) == set(FEATURES) | set(RELEVANCE_FEATURES) and hits[0].extras["pre"] == 0.0
 
 
 def test_fusion_weights_must_name_every_feature(english: tuple[Library, dict[str, int]]) -> None:

@@ -133,6 +133,52 @@ def test_bad_requests_are_json_with_code_and_message(client: httpx.Client) -> No
     assert reply.status_code == 400 and reply.json()["code"] == "BAD_INPUT"
 
 
+# ------------------------------------------------------------------------------ relevance scores
+
+ORDERS = [
+    {"source": "pedidos/8942", "text": "Pedido 8942 — cliente 456 (Lucía Fernández). Artículos: 2 cafeteras espresso "
+     "Ferro y un molinillo de café. Estado: enviado el 22/08/2026 por SEUR, seguimiento ES7781234. Entrega "
+     "estimada: 27/08/2026."},
+    {"source": "clientes/456", "text": "Cliente 456: Lucía Fernández. Dirección de envío: Calle del Prado 14, 3.º B, "
+     "28014 Madrid. Teléfono: +34 612 345 678. Cliente desde marzo de 2021, paga con tarjeta."},
+    {"source": "faq/devoluciones", "text": "Devoluciones: dispone de 30 días desde la entrega para devolver un "
+     "artículo sin usar en su embalaje original; el reembolso llega en cinco días hábiles."},
+    {"source": "faq/horario", "text": "Horario de atención al cliente: de lunes a viernes, de nueve a seis, por "
+     "teléfono o chat."},
+]
+"""A small shop's knowledge base: the order and the customer's address answer the question below together."""
+ORDER_QUESTION = "¿Qué pedido tiene el cliente 456 y cuándo llega?"
+
+
+@pytest.fixture(scope="module")
+def orders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    root = tmp_path_factory.mktemp("kb-orders")
+    (root / "kb").mkdir()
+    (root / "kb" / "crm.jsonl").write_text("".join(json.dumps(o, ensure_ascii=False) + "\n" for o in ORDERS),
+                                           encoding="utf-8")
+    with running_server(settings_for(root, rag_enabled=True)) as running, running.client() as c:
+        yield c
+
+
+def test_a_threshold_keeps_every_relevant_chunk_the_order_first(orders: httpx.Client) -> None:
+    body = ok(orders.post("/v1/rag/search", json={"query": ORDER_QUESTION, "top_k": 3, "threshold": 0.25}))
+    assert [r["source"] for r in body["results"]] == ["pedidos/8942", "clientes/456"]
+    assert all(0.25 <= r["score"] <= 1 for r in body["results"])
+    strict = ok(orders.post("/v1/rag/search", json={"query": ORDER_QUESTION, "top_k": 3, "threshold": 0.40}))
+    assert [r["source"] for r in strict["results"]] == ["pedidos/8942"]
+
+
+def test_min_score_keeps_exactly_the_chunks_that_reach_it(orders: httpx.Client) -> None:
+    every = ok(orders.post("/v1/rag/chunks/list", json={"query": ORDER_QUESTION}))
+    assert every["total"] == 4 and every["items"][0]["source"] == "pedidos/8942"
+    for least in (0.0, 0.25, 0.40, 1.0):
+        kept = ok(orders.post("/v1/rag/chunks/list", json={"query": ORDER_QUESTION, "min_score": least}))
+        expected = [i["source"] for i in every["items"] if i["score"] >= least]
+        assert [i["source"] for i in kept["items"]] == expected and kept["total"] == len(expected)
+    search = ok(orders.post("/v1/rag/search", json={"query": ORDER_QUESTION, "top_k": 4, "threshold": 0}))
+    assert {r["source"]: r["score"] for r in search["results"]} == {i["source"]: i["score"] for i in every["items"]}
+
+
 # ------------------------------------------------------------------------------------------ writes
 
 

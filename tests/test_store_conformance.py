@@ -319,6 +319,14 @@ def test_known_terms(store: Any) -> None:
     assert store.known_terms(["chapter"]) == {"chapter"}  # heading terms are indexed too
 
 
+def test_document_frequencies(store: Any) -> None:
+    store.add_document(make_doc())
+    stems = query_terms("keeper lamp storm unicorn", ["english"])
+    chunks = [c.terms.split() + c.heading_terms.split() for c in make_doc().chunks]
+    assert store.document_frequencies(stems) == {s: sum(s in words for words in chunks) for s in stems}
+    assert store.document_frequencies(stems)["unicorn"] == 0 and store.document_frequencies([]) == {}
+
+
 def test_dense_vectors_and_retriever(store: Any) -> None:
     doc = make_doc("a.txt")
     doc_id = store.add_document(doc)

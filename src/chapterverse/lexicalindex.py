@@ -73,7 +73,8 @@ from .indexfiles import (
     writer_lock,
 )
 
-__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "default_directory", "FORMAT"]
+__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
+           "FORMAT"]
 
 FORMAT = 1
 """Version of the on-disk layout; another version is rebuilt, never read."""
@@ -348,6 +349,28 @@ class LexicalView:
                 out[pos] += numerator.astype(np.float32)
         return out
 
+    def term_matches(self, terms: Sequence[str], chunk_ids: Sequence[int], *, prefix: bool) -> TermMatches:
+        """How often each of ``terms`` (stems, or stem prefixes) occurs in each of ``chunk_ids``, and in how many
+        live chunks: a passage's own lexical evidence, whatever else the library holds.
+
+        Each chunk is looked up by binary search in each term's postings, so a common term costs a few probes
+        instead of a pass over all its postings. Chunks the snapshot does not hold match nothing."""
+        keys = [(_PREFIX if prefix else _STEM) + t for t in terms]
+        wanted = np.asarray(chunk_ids, np.int64)
+        df = np.zeros(len(keys), np.int64)
+        tf = np.zeros((len(wanted), len(keys)))
+        located: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for seg, where, i, lo, hi in self._find(keys):
+            rows = seg.rows[lo:hi]
+            df[i] += hi - lo if isinstance(where, int) else int((where[rows] >= 0).sum())
+            if seg.name not in located:
+                located[seg.name] = _rows_of(seg, where, wanted)
+            which, own = located[seg.name]
+            at = np.minimum(np.searchsorted(rows, own), len(rows) - 1)
+            hit = rows[at] == own
+            tf[which[hit], i] = _decode_tf(seg.tf[lo:hi][at[hit]])
+        return TermMatches(df, tf)
+
     def _postings(self, keys: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per key, per segment that holds it: (live positions, float64 term frequencies)."""
         parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in keys]
@@ -386,6 +409,27 @@ class LexicalView:
         """Whether ``stem`` occurs in a live chunk, without gathering its postings where no row is removed."""
         return any(isinstance(where, int) or bool((where[seg.rows[lo:hi]] >= 0).any())
                    for seg, where, _, lo, hi in self._find([_STEM + stem]))
+
+
+def _rows_of(seg: _Segment, where: np.ndarray | int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(which of ``chunk_ids`` are live rows of ``seg``, their row numbers there)."""
+    if not seg.size:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.minimum(np.searchsorted(seg.ids, chunk_ids), seg.size - 1)
+    mine = seg.ids[rows] == chunk_ids
+    if not isinstance(where, int):
+        mine &= where[rows] >= 0
+    return np.flatnonzero(mine), rows[mine]
+
+
+@dataclass(frozen=True, slots=True)
+class TermMatches:
+    """:meth:`LexicalView.term_matches`: per term, and per chunk and term."""
+
+    df: np.ndarray
+    """Live chunks that hold each term."""
+    tf: np.ndarray
+    """Frequency of each term in each chunk (rows: chunks, columns: terms; heading occurrences weighted)."""
 
 
 class _Vocabulary:

@@ -94,8 +94,12 @@ class Hit:
     chunk: ChunkRecord
     doc_title: str
     score: float
+    """Pointwise relevance, 0..1: what thresholds compare (0.25 recall-oriented, 0.40 precision-oriented);
+    a passage's own evidence, so the same whatever else the library holds (``retrieval.ScoredChunk``)."""
     lexical: float = 0.0
     dense: float = 0.0
+    rank_score: float = 0.0
+    """The ranking model's output, 0..1: what orders the hits of one search, not comparable across searches."""
 
     @property
     def span(self) -> Span:
@@ -380,7 +384,8 @@ class Library:
                threshold: float | None = None, mmr: float | None = None) -> list[Hit]:
         scored: list[ScoredChunk] = self.retriever.search(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr)
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
-        return [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense) for s in scored]
+        return [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
+                for s in scored]
 
 
 def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:

@@ -6,7 +6,10 @@ the stems' first five letters, and dense cosine), describes every candidate by a
 query's best, its place in each ranking, how much of the query the library knows at all, the cosine
 of the passage after it, the best cosine in its document), and ranks by a logistic model of "this
 passage holds the answer" whose weights were fit on the development question sets (see
-:data:`LEARNED_WEIGHTS`). The fused score is that model's output through a sigmoid, 0..1.
+:data:`LEARNED_WEIGHTS`), plus a share of the pointwise relevance model's logit
+(:mod:`chapterverse.relevance`). What a hit reports as its ``score``, and what every threshold compares,
+is that pointwise relevance, 0..1: the fusion's features are relative to the other candidates, so its
+output says which passage wins, not whether any passage is good enough.
 
 Why these parts:
 
@@ -38,6 +41,7 @@ import numpy as np
 from .analysis import content_words, query_terms
 from .embeddings import Embedder
 from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView
+from .relevance import RELEVANCE_FEATURES, QueryWords, RelevanceModel, relevance_features, sigmoid, text_matches
 from .store import ChunkRecord, SQLiteStore
 from .topk import top_k
 from .vectorindex import VectorIndex
@@ -85,21 +89,6 @@ by question, hit@5 0.982 / 0.976 / 0.945 / 0.878 against 0.982 / 0.971 / 0.876 /
 (docs/BENCHMARKS.md). Embedders not listed get :data:`LEARNED_WEIGHTS`."""
 
 
-RELEVANCE_SHIFT = 2.0
-UNKNOWN_WORDS_LIFT = (10.0, 0.2)
-"""The fused score is ``sigmoid(logit + RELEVANCE_SHIFT + lift * (1 - coverage) * max(0, best_cos - floor))``.
-
-Both terms are the same for every candidate of a query, so they change no ranking, only where scores sit
-against a threshold (``answering.EXTRACTIVE_THRESHOLD`` is 0.30). The model's own probabilities are low
-even for the right passage (near-duplicate neighbours share the mass), hence the shift. And a question
-whose words the library does not know (a Spanish question to an English book) lacks all the lexical
-evidence the model rewards, so its best passage would score like an off-topic one; the lift gives that
-evidence back in proportion to how close the meaning is. Chosen on 120 XQuAD-en questions, 120 es->en
-questions and 64 off-topic ones (FinanceBench questions and four others against the XQuAD-en library):
-at 0.30 the top passage passes for 98 % of the English and 80 % of the cross-lingual questions (61 %
-without the lift) and 3 % of the off-topic ones."""
-
-
 @dataclass(frozen=True, slots=True)
 class FusionWeights:
     """How the retriever gathers and scores candidates (see docs/BENCHMARKS.md for how each was chosen)."""
@@ -133,14 +122,17 @@ class FusionWeights:
 class ScoredChunk:
     chunk: ChunkRecord
     score: float
-    """Fused score, 0..1: the model's log-odds that the passage holds the answer, plus a per-query offset
-    (:data:`UNKNOWN_WORDS_LIFT`), through a sigmoid."""
+    """Pointwise relevance, 0..1 (:mod:`chapterverse.relevance`): the passage's own evidence, the same
+    whatever else competes; 0.25 is a recall-oriented threshold, 0.40 a precision-oriented one."""
     lexical: float = 0.0
     """BM25 over stems relative to the query's best (0..1)."""
     dense: float = 0.0
     """Cosine similarity of query and passage."""
+    rank_score: float = 0.0
+    """The ranking model's output, 0..1 (fusion plus relevance): orders the hits of one query, and means
+    nothing across queries or against a threshold."""
     extras: dict[str, float] = field(default_factory=dict)
-    """Every feature the fusion saw, by name (see :data:`FEATURES`)."""
+    """Every feature the ranking and the relevance saw, by name (:data:`FEATURES`, ``RELEVANCE_FEATURES``)."""
 
 
 @dataclass(slots=True)
@@ -151,15 +143,19 @@ class _Candidates:
     features: np.ndarray
     lexical: np.ndarray
     cosines: np.ndarray
+    pointwise: np.ndarray
+    """Each candidate's :data:`~chapterverse.relevance.RELEVANCE_FEATURES` (rows in ``ids`` order)."""
 
 
 class Retriever:
     """Searches one store with one embedder; thread-safe for concurrent readers."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, weights: FusionWeights | None = None) -> None:
+    def __init__(self, store: SQLiteStore, embedder: Embedder, weights: FusionWeights | None = None,
+                 relevance: RelevanceModel | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.weights = weights or FusionWeights.for_embedder(embedder.name)
+        self.relevance = relevance or RelevanceModel.for_embedder(embedder.name)
         if len(self.weights.weights) != len(FEATURES):
             raise ValueError(f"FusionWeights.weights needs {len(FEATURES)} numbers, one per feature: {FEATURES}")
         self._index: VectorIndex | None = None
@@ -199,19 +195,21 @@ class Retriever:
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
                query_vector: np.ndarray | None = None) -> list[ScoredChunk]:
-        """The best ``k`` chunks by fused score; ``threshold`` drops those below it (0..1);
-        ``mmr`` (0..1, e.g. 0.7) trades relevance for diversity."""
+        """The best ``k`` chunks by the ranking model; ``threshold`` (0..1) drops those whose relevance is
+        below it before the ``k`` are taken; ``mmr`` (0..1, e.g. 0.7) trades relevance for diversity."""
         vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
         found = self.candidates(query, vector, n=max(self.weights.candidates, k), doc_ids=doc_ids)
         if found is None:
             return []
-        logits = found.features @ np.asarray(self.weights.weights) + self.weights.bias + _query_offset(found)
-        fused = 1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30)))
-        order = [int(i) for i in np.argsort(-fused, kind="stable")]
+        relevant = self.relevance.logits(found.pointwise)
+        ranked = sigmoid(found.features @ np.asarray(self.weights.weights) + self.weights.bias
+                          + self.relevance.in_ranking * relevant)
+        relevance = sigmoid(relevant)
+        order = [int(i) for i in np.argsort(-ranked, kind="stable")]
         if threshold is not None:
-            order = [i for i in order if fused[i] >= threshold]
+            order = [i for i in order if relevance[i] >= threshold]
         ids = found.ids
-        scores = {ids[i]: float(fused[i]) for i in order}
+        scores = {ids[i]: float(ranked[i]) for i in order}
         chosen = self._mmr([ids[i] for i in order], scores, k, mmr) if mmr is not None else [ids[i] for i in order[:k]]
         records = self.store.chunks_by_ids(chosen)
         row = {cid: i for i, cid in enumerate(ids)}
@@ -220,8 +218,9 @@ class Retriever:
             if cid in records:
                 i = row[cid]
                 extras = dict(zip(FEATURES, found.features[i].tolist()))
-                out.append(ScoredChunk(records[cid], scores[cid], float(found.lexical[i]), float(found.cosines[i]),
-                                       extras))
+                extras.update(zip(RELEVANCE_FEATURES, found.pointwise[i].tolist()))
+                out.append(ScoredChunk(records[cid], float(relevance[i]), float(found.lexical[i]),
+                                       float(found.cosines[i]), float(ranked[i]), extras))
         return out
 
     def candidates(self, query: str, vector: np.ndarray, *, n: int,
@@ -260,7 +259,19 @@ class Retriever:
             np.full(len(ids), coverage), lex * coverage, pre * coverage, next_cos,
             doc_best - best,
         ])
-        return _Candidates(ids, features, lex, cos)
+        return _Candidates(ids, features, lex, cos, self._pointwise(query, languages, index, ids, cos))
+
+    def _pointwise(self, query: str, languages: Sequence[str], index: LexicalView | None, ids: Sequence[int],
+                   cos: np.ndarray) -> np.ndarray:
+        """The relevance features of each candidate: its own evidence, whatever else competes."""
+        words = QueryWords.of(query, languages, self.weights.prefix)
+        if index is None:
+            records = self.store.chunks_by_ids(ids)
+            texts = [records[c].text if c in records else "" for c in ids]
+            return relevance_features(words, *text_matches(words, texts, languages, self.store.document_frequencies,
+                                                           self.weights.prefix), cos)
+        return relevance_features(words, index.term_matches(words.stems, ids, prefix=False),
+                                  index.term_matches(words.prefixes, ids, prefix=True), cos)
 
     # -- helpers ------------------------------------------------------------------------------
     @property
@@ -359,13 +370,6 @@ def _relative(ranking: list[tuple[int, float]], ids: Sequence[int]) -> np.ndarra
         return np.zeros(len(ids))
     scores = dict(ranking)
     return np.array([scores.get(c, 0.0) / top for c in ids])
-
-
-def _query_offset(found: _Candidates) -> float:
-    """The per-query part of the fused score (see :data:`UNKNOWN_WORDS_LIFT`)."""
-    lift, floor = UNKNOWN_WORDS_LIFT
-    coverage = float(found.features[0, FEATURES.index("coverage")])
-    return RELEVANCE_SHIFT + lift * (1 - coverage) * max(0.0, float(found.cosines.max()) - floor)
 
 
 def _best_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:

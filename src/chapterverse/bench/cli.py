@@ -31,6 +31,7 @@ from .answers import (
     run_answers,
     split_articles,
 )
+from .relevance import SetReport
 from .retrieval import METHODS, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
 __all__ = ["bench_app"]
@@ -232,6 +233,22 @@ def _print_answer_report(report: AnswerReport) -> None:
     stdout.print(table)
 
 
+def _fit_sets(squad: list[Path] | None, cross: list[str] | None,
+              financebench: Path | None) -> list[tuple[BenchSet, str]]:
+    """The sets a fit runs on, each with the folder of its library (a cross-lingual pair shares its articles')."""
+    sets: list[tuple[BenchSet, str]] = [(load_squad(p), p.stem) for p in squad or []]
+    for pair in cross or []:
+        articles, _, asked = pair.partition(":")
+        if not asked:
+            _fail(InputError(f"--cross wants ARTICLES.json:QUESTIONS.json, got {pair!r}"))
+        sets.append((load_squad(Path(articles), Path(asked)), Path(articles).stem))
+    if financebench is not None:
+        sets.append((load_financebench(financebench), "financebench"))
+    if not sets:
+        _fail(InputError("give at least one --squad, --cross or --financebench"))
+    return sets
+
+
 @bench_app.command("fit-fusion")
 def fit_fusion_command(
     squad: Annotated[list[Path] | None, typer.Option("--squad", help="A SQuAD dev file (repeatable).")] = None,
@@ -248,16 +265,7 @@ def fit_fusion_command(
     the WEIGHTS_BY_EMBEDDER entry of another embedder)."""
     from .fusion import collect_groups, default_weights, evaluate_weights, fit_fusion, weights_source
 
-    sets: list[tuple[BenchSet, str]] = [(load_squad(p), p.stem) for p in squad or []]
-    for pair in cross or []:
-        articles, _, asked = pair.partition(":")
-        if not asked:
-            _fail(InputError(f"--cross wants ARTICLES.json:QUESTIONS.json, got {pair!r}"))
-        sets.append((load_squad(Path(articles), Path(asked)), Path(articles).stem))
-    if financebench is not None:
-        sets.append((load_financebench(financebench), "financebench"))
-    if not sets:
-        _fail(InputError("give at least one --squad, --cross or --financebench"))
+    sets = _fit_sets(squad, cross, financebench)
     groups = {}
     embedder = ""
     progress = _progress(stderr.is_terminal)
@@ -275,6 +283,51 @@ def fit_fusion_command(
         after = evaluate_weights(gs, weights, bias)
         stderr.print(f"{name}: hit@5 {before['hit@5']:.4f} -> {after['hit@5']:.4f}", markup=False)
     stdout.print(weights_source(weights, bias, embedder), markup=False, highlight=False)
+
+
+@bench_app.command("fit-relevance")
+def fit_relevance_command(
+    squad: Annotated[list[Path] | None, typer.Option("--squad", help="A SQuAD dev file (repeatable).")] = None,
+    cross: Annotated[list[str] | None, typer.Option(
+        "--cross", help="ARTICLES.json:QUESTIONS.json, a cross-lingual pair (repeatable).")] = None,
+    financebench: Annotated[Path | None, typer.Option("--financebench", help="FinanceBench dev dir.")] = None,
+    library: Annotated[Path, typer.Option("--library", help="Where the sets' libraries are kept (reused).")] = Path(
+        "bench-libraries"),
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N questions of each set.")] = None,
+    embedding_model: Annotated[str | None, typer.Option(
+        "--embedding-model", help="Fit for this embedder (keep one --library per model).")] = None,
+) -> None:
+    """Fit the pointwise relevance model on dev sets: the held-out table (2-fold by article) on stderr, the
+    RELEVANCE_MODELS entry for relevance.py on stdout."""
+    from .relevance import collect_judged, cross_validate, evaluate, fit_relevance, model_source
+
+    judged = []
+    embedder = ""
+    progress = _progress(stderr.is_terminal)
+    for bench, folder in _fit_sets(squad, cross, financebench):
+        lib, doc_ids = open_bench_library(bench, library / folder, progress=progress,
+                                          embedding_model=embedding_model)
+        embedder = lib.embedder.name
+        judged += collect_judged(bench, lib, doc_ids, limit=limit, progress=progress)
+        lib.close()
+    _print_relevance_reports(evaluate(cross_validate(judged)))
+    sys.stdout.write(model_source(fit_relevance(judged), embedder) + "\n")
+
+
+def _print_relevance_reports(reports: list[SetReport]) -> None:
+    """The held-out table as Markdown (it goes to docs/BENCHMARKS.md as printed)."""
+    lines = ["| set | questions | fusion hit@1 / hit@5 / MRR@10 | + relevance hit@1 / hit@5 / MRR@10 | threshold "
+             "| recall | precision | first holds | off-topic empty | passages per question |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    for report in reports:
+        for n, point in enumerate(report.points):
+            ranking = [" / ".join(f"{v:.3f}" for v in report.ranking[m]) if n == 0 else ""
+                       for m in ("fusion", "fusion+relevance")]
+            cells = [report.set_name if n == 0 else "", str(report.questions) if n == 0 else "", *ranking,
+                     f"{point.threshold:.2f}", f"{point.recall:.3f}", f"{point.precision:.3f}",
+                     f"{point.first_precision:.3f}", f"{point.off_topic_empty:.3f}", f"{point.per_question:.2f}"]
+            lines.append("| " + " | ".join(cells) + " |")
+    stderr.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 
 @bench_app.command("latency")

@@ -51,8 +51,9 @@ class ServeSettings(BaseModel):
                                                                "sentence-transformers name, or openai:MODEL@URL.")
     rag_device: str = Field("auto", description="Device for sentence-transformers models (auto, cpu, cuda, mps).")
     rag_top_k: int = Field(3, ge=1, le=100, description="Chunks retrieved per question.")
-    rag_threshold: float = Field(0.25, ge=0.0, le=1.0, description="Least retrieval score (0..1) a chunk "
-                                                                    "needs to be injected.")
+    rag_threshold: float = Field(0.25, ge=0.0, le=1.0, description="Least relevance score (0..1) a chunk needs "
+                                                                    "to be injected: 0.25 recall-oriented, 0.40 "
+                                                                    "precision-oriented.")
     rag_language: Literal["es", "it", "en"] = Field("es", description="Language of the injected context header.")
     rag_inject_as: Literal["system", "user"] = Field("system", description="Inject retrieved context as a "
                                                                            "system message or into the user turn.")

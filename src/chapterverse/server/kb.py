@@ -43,7 +43,8 @@ Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 class ChunksListRequest(BaseModel):
     source_prefix: str | None = Field(None, description="Only chunks whose source starts with this.")
     query: str | None = Field(None, description="Rank by relevance to this text (every chunk is scored).")
-    min_score: float | None = Field(None, ge=0, le=1, description="With query: least score.")
+    min_score: float | None = Field(None, ge=0, le=1, description="With query: least relevance score (0..1; "
+                                                                 "0.25 recall-oriented, 0.40 precision-oriented).")
     limit: int = Field(100, ge=1, le=10_000)
     offset: int = Field(0, ge=0, le=MAX_ID)
     include_text: bool = True
@@ -71,7 +72,8 @@ class UpsertRequest(BaseModel):
 class SearchRequest(BaseModel):
     query: str = Field(..., min_length=1)
     top_k: int | None = Field(None, ge=1, le=100, description="Default: --rag_top_k.")
-    threshold: float | None = Field(None, ge=0, le=1, description="Default: --rag_threshold.")
+    threshold: float | None = Field(None, ge=0, le=1, description="Least relevance score (0..1) a result needs; "
+                                                                 "default: --rag_threshold.")
 
 
 class AddDocumentRequest(BaseModel):

@@ -894,6 +894,14 @@ class PostgresStore:
             return set()
         return {r[0] for r in self._rows("SELECT term FROM lexicon WHERE term = ANY(%s)", (list(terms),))}
 
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
+        in-process lexical index is at hand (``chapterverse.relevance``)."""
+        if not terms:
+            return {}
+        found = dict(self._rows("SELECT term, df FROM lexicon WHERE term = ANY(%s)", (list(terms),)))
+        return {t: int(found.get(t, 0)) for t in terms}
+
     def dense_search(self, vector: np.ndarray, *, k: int, doc_ids: Sequence[int] | None = None
                      ) -> list[tuple[int, float]]:
         """The ``k`` chunks nearest to ``vector`` by cosine, best first: (chunk id, cosine similarity).

@@ -567,6 +567,15 @@ class SQLiteStore:
         marks = ",".join("?" * len(terms))
         return {r[0] for r in self.db.execute(f"SELECT term FROM chunks_vocab WHERE term IN ({marks})", list(terms))}
 
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
+        in-process lexical index is at hand (``chapterverse.relevance``)."""
+        if not terms:
+            return {}
+        marks = ",".join("?" * len(terms))
+        found = dict(self.db.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+        return {t: int(found.get(t, 0)) for t in terms}
+
     def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, doc ids, float32 matrix) of every stored vector, in chunk id order."""
         return self.vectors_since(0)
