@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import content_words, index_terms, query_terms, word_tokens
+from .analysis import content_words, index_terms, word_tokens
 from .lexicalindex import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
@@ -106,11 +106,13 @@ class QueryWords:
         language of the library, as :func:`~chapterverse.analysis.query_terms` stems them."""
         words = [w for w in content_words(query, languages) if len(w) > 1] or \
             [w for w in dict.fromkeys(word_tokens(query)) if len(w) > 1]
+        # one stemmer call per language; the words are tokens already, so the stems come back aligned
+        stemmed = [index_terms(" ".join(words), lang).split() for lang in dict.fromkeys(languages or ["english"])]
         stems: dict[str, int] = {}
         prefixes: dict[str, int] = {}
         word_stems, word_prefixes = [], []
-        for word in words:
-            own = query_terms(word, languages)
+        for at in range(len(words)):
+            own = {per_language[at] for per_language in stemmed}
             word_stems.append(sorted({stems.setdefault(s, len(stems)) for s in own}))
             word_prefixes.append(sorted({prefixes.setdefault(s[:prefix], len(prefixes)) for s in own}))
         numeric = [any(c.isdigit() for c in w) for w in words]
