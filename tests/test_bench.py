@@ -78,3 +78,18 @@ def test_bench_latency_on_an_existing_library(xquad_slice: Path, tmp_path: Path)
     missing = CliRunner().invoke(app, ["bench", "latency", "--library", str(library), "--squad",
                                        str(tmp_path / "nope.json")])
     assert missing.exit_code == 2 and "nope.json" in missing.output
+
+
+def test_bench_fit_relevance_prints_the_held_out_table_and_the_model(xquad_slice: Path, tmp_path: Path) -> None:
+    one_article = CliRunner().invoke(app, ["bench", "fit-relevance", "--squad", str(xquad_slice), "--limit", "20",
+                                           "--library", str(tmp_path)])
+    assert one_article.exit_code == 2 and "at least two documents" in one_article.stderr
+    result = CliRunner().invoke(app, ["bench", "fit-relevance", "--squad", str(xquad_slice), "--limit", "127",
+                                      "--library", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    entry = result.stdout.strip()
+    assert entry.startswith('"usem3": RelevanceModel((') and entry.endswith("),")
+    weights = entry.split("((")[1].split(")")[0].split(", ")
+    assert len(weights) == 6 and float(weights[0]) > 0  # the cosine counts for relevance
+    table = [line for line in result.stderr.splitlines() if line.startswith("| xquad-slice")]
+    assert len(table) == 1 and table[0].count("|") == 11

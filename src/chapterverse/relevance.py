@@ -59,7 +59,7 @@ class RelevanceModel:
     in_ranking: float
     """How much of this model's logit the ranking adds to the fusion model's: the fusion ranks by how a
     passage compares with the others, this by its own evidence, and together they rank better than either
-    (hit@1 +2 to +4 points on the development sets, docs/BENCHMARKS.md)."""
+    (hit@1 +1.4 to +4.5 points on the development sets, docs/BENCHMARKS.md)."""
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         return np.asarray(features @ np.asarray(self.weights) + self.bias, np.float64)
@@ -83,7 +83,7 @@ RELEVANCE_MODELS: dict[str, RelevanceModel] = {
     "usem3": RelevanceModel((2.6971, 1.3415, 1.7996, -0.6875, 4.9558, 0.3733), -2.6708, 3),
 }
 """Per embedder, printed by ``chapterverse bench fit-relevance`` (pointwise logistic regression, every set
-weighing the same and every question within a set the same, on XQuAD-en, XQuAD-es, es->en XQuAD, SQuAD-it
+weighing the same and every search within a set the same, on XQuAD-en, XQuAD-es, es->en XQuAD, SQuAD-it
 and SQuAD-es; negatives are the other candidates of each question and, for every other question, the
 candidates it finds among the *other* articles, where nothing answers it)."""
 

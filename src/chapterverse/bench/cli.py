@@ -310,7 +310,12 @@ def fit_relevance_command(
         embedder = lib.embedder.name
         judged += collect_judged(bench, lib, doc_ids, limit=limit, progress=progress)
         lib.close()
-    _print_relevance_reports(evaluate(cross_validate(judged)))
+    try:
+        folds = cross_validate(judged)
+    except ValueError as exc:
+        _fail(InputError(str(exc)))
+        return
+    _print_relevance_reports(evaluate(folds))
     sys.stdout.write(model_source(fit_relevance(judged), embedder) + "\n")
 
 

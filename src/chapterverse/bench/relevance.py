@@ -111,7 +111,11 @@ def cross_validate(judged: Sequence[Judged], *, l2: float = 1e-6) -> list[tuple[
     folds = []
     for parity in (0, 1):
         train = [j for j in judged if j.document % 2 != parity]
-        folds.append((fit_relevance(train, l2=l2), [j for j in judged if j.document % 2 == parity]))
+        test = [j for j in judged if j.document % 2 == parity]
+        if not train or not test:
+            raise ValueError("cross-validation by article needs questions from at least two documents: "
+                             "ask more questions (--limit) or more sets")
+        folds.append((fit_relevance(train, l2=l2), test))
     return folds
 
 
