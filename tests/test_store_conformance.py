@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import shared_path
 from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.analysis import index_terms, query_terms, word_tokens
@@ -603,9 +604,8 @@ def test_library_reads_nul_as_a_replacement_character(location: str, tmp_path: P
 def test_both_stores_rank_alike(pg_schema_url: str, tmp_path: Path) -> None:  # noqa: F811
     """The reference comparison: PostgreSQL's BM25 equals FTS5's bm25(), and fused search picks the same chunks."""
     texts = [DEMO.read_text(encoding="utf-8")]
-    longfellow = Path(__file__).resolve().parents[2] / "shared/data/books/text/divine-comedy-en-longfellow.txt"
-    if longfellow.exists():
-        texts.append(longfellow.read_text(encoding="utf-8")[:150_000])
+    longfellow = shared_path("books", "text", "divine-comedy-en-longfellow.txt")
+    texts.append(longfellow.read_text(encoding="utf-8")[:150_000])
     libraries = [_library(str(tmp_path / "ref.sqlite3"), tmp_path), _library(pg_schema_url, tmp_path)]
     for number, text in enumerate(texts):
         path = tmp_path / f"text{number}.md"
