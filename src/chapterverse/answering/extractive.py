@@ -26,7 +26,8 @@ from .question import Question, read_question
 from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
 from .sentences import Candidate, gather_candidates
 
-__all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences", "first_introduction"]
+__all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
+           "first_introduction", "stand_in_similarity"]
 
 PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""

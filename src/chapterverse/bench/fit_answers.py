@@ -192,7 +192,8 @@ def fit_reader(data: TrainingData, provenance: str) -> tuple[ReaderModel, dict[s
     return model, figures
 
 
-def _best_keep_ratio(model: ReaderModel, data: TrainingData, answerable: Sequence[int]) -> tuple[float, dict[str, float]]:
+def _best_keep_ratio(model: ReaderModel, data: TrainingData,
+                     answerable: Sequence[int]) -> tuple[float, dict[str, float]]:
     """The keep ratio with the most gold-holding answers whose median length stays under the cap."""
     best: tuple[float, float, dict[str, float]] | None = None
     trials: dict[str, float] = {}
