@@ -362,6 +362,9 @@ def test_extractive_answer_has_numbered_footnotes(reader_server: Any, browser_pa
         assert note.get_attribute("href") == f"/read/{lighthouse}#{tag}"
         assert (note.get_attribute("aria-label") or "").startswith(f"Citation {label[1:-1]}")
     assert "[f" not in answer.locator("[data-cv-answer-text]").text_content(), "a raw tag was left in the text"
+    phrase = answer.locator("[data-cv-answer-text] .cv-answer-phrase")
+    expect(phrase).to_have_count(1)  # the reader's answer phrase, emphasised inside its sentence
+    assert (phrase.text_content() or "").strip() in (answer.locator("[data-cv-answer-text]").text_content() or "")
     browser_page.shot(page, "reader-answer")
     browser_page.assert_clean()
 

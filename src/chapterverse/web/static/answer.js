@@ -83,6 +83,10 @@ function locate(answer, needle) {
 }
 
 const DECORATIONS = {
+  answer: {
+    cls: "cv-answer-phrase",
+    title: "The likeliest answer phrase: the reader's pick inside the cited sentence",
+  },
   unsupported: {
     cls: "cv-unsupported",
     title: "Not supported by the cited passages: the verifier could not find this in the evidence",
@@ -98,6 +102,7 @@ function decorations(answer, result) {
   const ranges = [];
   const unplaced = [];
   const lists = [
+    ["answer", result.answer_spans],
     ["unsupported", result.unsupported_sentences],
     ["unverified", result.unverified_quotes],
   ];
@@ -106,7 +111,8 @@ function decorations(answer, result) {
       const text = itemText(item);
       const span = locate(answer, text);
       if (span) ranges.push({ start: span[0], end: span[1], ...DECORATIONS[kind] });
-      else if (text.trim()) unplaced.push({ text, ...DECORATIONS[kind] });
+      // An answer phrase is emphasis, not a finding: one that cannot be placed is simply not shown.
+      else if (text.trim() && kind !== "answer") unplaced.push({ text, ...DECORATIONS[kind] });
     }
   }
   return { ranges, unplaced };
@@ -145,8 +151,8 @@ function pieces(answer, ranges) {
 }
 
 /**
- * The answer text as a fragment: text nodes, footnote links, and spans marking unsupported
- * sentences / unverified quotes. Returns {fragment, numbers, unplaced}.
+ * The answer text as a fragment: text nodes, footnote links, and spans marking the answer phrase,
+ * unsupported sentences / unverified quotes. Returns {fragment, numbers, unplaced}.
  */
 export function answerFragment(result, docId) {
   const answer = String(result.answer || "");
