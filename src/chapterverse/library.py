@@ -381,8 +381,12 @@ class Library:
                         file_title=file.title, label=file.label)
 
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
-               threshold: float | None = None, mmr: float | None = None) -> list[Hit]:
-        scored: list[ScoredChunk] = self.retriever.search(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr)
+               threshold: float | None = None, mmr: float | None = None,
+               query_vector: np.ndarray | None = None) -> list[Hit]:
+        """The best ``k`` passages; ``query_vector`` (``embedder.embed_query(query)``) saves embedding the
+        query again when the caller needs the vector too (the extractive reader does)."""
+        scored: list[ScoredChunk] = self.retriever.search(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr,
+                                                          query_vector=query_vector)
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
         return [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]

@@ -66,11 +66,12 @@ def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int
     """Retrieve (unless ``hits`` are given), gather candidate sentences and compute their features."""
     languages = library.store.languages()
     question = read_question(question_text, languages)
-    found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids)
+    query_vector = library.embedder.embed_query(question_text)
+    found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids,
+                                                                query_vector=query_vector)
     candidates = gather_candidates(library, found, question, languages)
     if candidates:
-        vectors = library.embedder.embed([c.text for c in candidates])
-        cosines = vectors @ library.embedder.embed_query(question_text)
+        cosines = library.embedder.embed([c.text for c in candidates]) @ query_vector
     else:
         cosines = np.zeros(0)
     reading = Reading(question, found, candidates, cosines, library.retriever.term_rarity(question.terms),
