@@ -163,14 +163,19 @@ def _definition(question: Question, tokens: Sequence[str], sentence: str) -> tup
     return float(defines), float(tokens.index(question.subject[-1]) < 4)
 
 
+def _evidence_stems(candidates: Sequence[Candidate], languages: tuple[str, ...]) -> set[str]:
+    """Every stem of the candidate sentences and their neighbours: what the evidence knows."""
+    found: set[str] = set()
+    for cand in candidates:
+        found.update(_stems(cand.before, languages), _stems(cand.text, languages), _stems(cand.after, languages))
+    return found
+
+
 def question_coverage(question: Question, candidates: Sequence[Candidate], weight_of: Callable[[str], float],
                       languages: Sequence[str]) -> tuple[float, float]:
     """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
     candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
-    found: set[str] = set()
-    langs = tuple(languages)
-    for cand in candidates:
-        found.update(_stems(cand.before, langs), _stems(cand.text, langs), _stems(cand.after, langs))
+    found = _evidence_stems(candidates, tuple(languages))
     weights = {t: weight_of(t) for t in question.terms}
     total = sum(weights.values()) or 1.0
     missing = [w for t, w in weights.items() if t not in found]
@@ -181,9 +186,7 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     """The question's content words whose stems occur nowhere in the evidence ("lighthouse" in a book that
     only says "kept the light")."""
     langs = tuple(languages)
-    found: set[str] = set()
-    for cand in candidates:
-        found.update(_stems(cand.before, langs), _stems(cand.text, langs), _stems(cand.after, langs))
+    found = _evidence_stems(candidates, langs)
     asked = set(question.terms)
     return [w for w in content_words(question.text, languages)
             if _stems(w, langs) & asked and not _stems(w, langs) <= found]
