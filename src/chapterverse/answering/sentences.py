@@ -98,7 +98,7 @@ def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
             before = _neighbour(text, spans, i - 1, start)
             after = _neighbour(text, spans, i + 1, end)
             out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before))
-    return out + definition_candidates(library, hits, question, languages, seen)
+    return out + definition_candidates(library, hits, question, languages, seen, titles)
 
 
 def _neighbour(text: str, spans: Sequence[tuple[int, int]], i: int, edge: int) -> str:
@@ -121,11 +121,12 @@ def definition_pattern(subject_pattern: str) -> re.Pattern[str]:
 
 
 def definition_candidates(library: Library, hits: Sequence[Hit], question: Question, languages: Sequence[str],
-                          known: set[Span]) -> list[Candidate]:
+                          known: set[Span], titles: dict[int, frozenset[str]]) -> list[Candidate]:
     """For "Who/What is X?": the first sentences of the documents that say "X, a ..." or "X was a ...".
 
     Retrieval finds the passages that mention X most, which for a main character is anywhere in the book;
-    the sentence that introduces X is found by its form instead, wherever it is."""
+    the sentence that introduces X is found by its form instead, wherever it is. ``titles`` are the TOC
+    titles of each document of ``hits``, as :func:`gather_candidates` read them."""
     if not question.subject_pattern or not hits:
         return []
     found = definition_pattern(question.subject_pattern)
@@ -134,14 +135,13 @@ def definition_candidates(library: Library, hits: Sequence[Hit], question: Quest
         best_hit.setdefault(hit.chunk.doc_id, hit)
     out: list[Candidate] = []
     for doc_id, hit in list(best_hit.items())[:DEFINITION_DOCUMENTS]:
-        titles = frozenset(" ".join(word_tokens(t.title)) for t in library.store.toc(doc_id))
         for record in library.store.files(doc_id):
             text = library.store.file(record.id).text
             for match in found.finditer(text):
                 candidate = _sentence_at(text, record.id, match.start(), hit, len(hits))
                 if candidate is None or candidate.span in known:
                     continue
-                if is_answer_prose(candidate.text, question, languages, titles):
+                if is_answer_prose(candidate.text, question, languages, titles[doc_id]):
                     known.add(candidate.span)
                     out.append(candidate)
                 if len(out) >= MAX_DEFINITIONS:
