@@ -320,7 +320,6 @@ class LexicalView:
                                                     (("ids", np.int64), ("docs", np.int64), ("files", np.int64),
                                                      ("lengths", np.float64)))
         self.live = base
-        self.vocabulary = _Vocabulary(self)
         average = float(lengths.mean()) if len(lengths) else 1.0
         self._norm = settings.k1 * (1 - settings.b + settings.b * lengths / max(average, 1e-9))
 
@@ -405,11 +404,6 @@ class LexicalView:
             out.append(math.log1p((n - df + 0.5) / (df + 0.5)) / ceiling)
         return out
 
-    def knows(self, stem: str) -> bool:
-        """Whether ``stem`` occurs in a live chunk, without gathering its postings where no row is removed."""
-        return any(isinstance(where, int) or bool((where[seg.rows[lo:hi]] >= 0).any())
-                   for seg, where, _, lo, hi in self._find([_STEM + stem]))
-
 
 def _rows_of(seg: _Segment, where: np.ndarray | int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(which of ``chunk_ids`` are live rows of ``seg``, their row numbers there)."""
@@ -430,16 +424,6 @@ class TermMatches:
     """Live chunks that hold each term."""
     tf: np.ndarray
     """Frequency of each term in each chunk (rows: chunks, columns: terms; heading occurrences weighted)."""
-
-
-class _Vocabulary:
-    """``stem in view.vocabulary``: does the stem occur in a live chunk (the coverage feature asks)."""
-
-    def __init__(self, view: LexicalView) -> None:
-        self._view = view
-
-    def __contains__(self, stem: object) -> bool:
-        return isinstance(stem, str) and self._view.knows(stem)
 
 
 def _joined(parts: Sequence[np.ndarray], dtype: Any) -> np.ndarray:

@@ -38,7 +38,7 @@ from .analysis import content_words, index_terms, word_tokens
 from .lexicalindex import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
-           "relevance_features", "sigmoid", "text_matches"]
+           "relevance_features", "sigmoid", "text_matches", "word_coverage"]
 
 RELEVANCE_FEATURES: tuple[str, ...] = ("cos", "share", "prefix_share", "coverage", "cos_unknown", "numbers")
 
@@ -141,11 +141,19 @@ def relevance_features(words: QueryWords, stems: TermMatches, prefixes: TermMatc
     has_stem = np.column_stack([stems.tf[:, own].max(axis=1) > 0 for own in words.word_stems])
     has_prefix = np.column_stack([prefixes.tf[:, own].max(axis=1) > 0 for own in words.word_prefixes])
     total = float(weight.sum())
-    coverage = float(np.mean(df > 0))
+    coverage = word_coverage(words, stems)
     numeric = np.array(words.numeric)
     numbers = has_stem[:, numeric].mean(axis=1) if numeric.any() else np.zeros(n)
     return np.column_stack([cosines, has_stem @ weight / total, (has_stem | has_prefix) @ weight / total,
                             np.full(n, coverage), cosines * (1 - coverage), numbers])
+
+
+def word_coverage(words: QueryWords, stems: TermMatches) -> float:
+    """Share of the query's words of which some chunk holds a stem (0 for a query without words): the fusion
+    reads it too, to lean on meaning when the words cannot help."""
+    if not words.word_stems:
+        return 0.0
+    return float(np.mean([stems.df[own].max() > 0 for own in words.word_stems]))
 
 
 def text_matches(words: QueryWords, texts: Sequence[str], languages: Sequence[str],

@@ -38,10 +38,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .analysis import content_words, query_terms
+from .analysis import query_terms
 from .embeddings import Embedder
-from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView
-from .relevance import RELEVANCE_FEATURES, QueryWords, RelevanceModel, relevance_features, sigmoid, text_matches
+from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from .relevance import (
+    RELEVANCE_FEATURES,
+    QueryWords,
+    RelevanceModel,
+    relevance_features,
+    sigmoid,
+    text_matches,
+    word_coverage,
+)
 from .store import ChunkRecord, SQLiteStore
 from .topk import top_k
 from .vectorindex import VectorIndex
@@ -203,7 +211,7 @@ class Retriever:
             return []
         relevant = self.relevance.logits(found.pointwise)
         ranked = sigmoid(found.features @ np.asarray(self.weights.weights) + self.weights.bias
-                          + self.relevance.in_ranking * relevant)
+                         + self.relevance.in_ranking * relevant)
         relevance = sigmoid(relevant)
         order = [int(i) for i in np.argsort(-ranked, kind="stable")]
         if threshold is not None:
@@ -251,7 +259,9 @@ class Retriever:
         lex = _relative(lexical, ids)
         pre = _relative(prefixed, ids)
         doc_best = _best_by(doc_of, cos)
-        coverage = self._coverage(query, languages, index)
+        words = QueryWords.of(query, languages, self.weights.prefix)
+        stem_matches, prefix_matches = self._word_matches(words, ids, languages, index)
+        coverage = word_coverage(words, stem_matches)
         miss = 1.0 / (1 + n)
         features = np.column_stack([
             cos, cos - best, lex, pre,
@@ -259,19 +269,19 @@ class Retriever:
             np.full(len(ids), coverage), lex * coverage, pre * coverage, next_cos,
             doc_best - best,
         ])
-        return _Candidates(ids, features, lex, cos, self._pointwise(query, languages, index, ids, cos))
+        pointwise = relevance_features(words, stem_matches, prefix_matches, cos)
+        return _Candidates(ids, features, lex, cos, pointwise)
 
-    def _pointwise(self, query: str, languages: Sequence[str], index: LexicalView | None, ids: Sequence[int],
-                   cos: np.ndarray) -> np.ndarray:
-        """The relevance features of each candidate: its own evidence, whatever else competes."""
-        words = QueryWords.of(query, languages, self.weights.prefix)
+    def _word_matches(self, words: QueryWords, ids: Sequence[int], languages: Sequence[str],
+                      index: LexicalView | None) -> tuple[TermMatches, TermMatches]:
+        """Which of the query's stems and prefixes each candidate holds, and how many chunks hold each stem:
+        the candidate's own lexical evidence, whatever else competes."""
         if index is None:
             records = self.store.chunks_by_ids(ids)
             texts = [records[c].text if c in records else "" for c in ids]
-            return relevance_features(words, *text_matches(words, texts, languages, self.store.document_frequencies,
-                                                           self.weights.prefix), cos)
-        return relevance_features(words, index.term_matches(words.stems, ids, prefix=False),
-                                  index.term_matches(words.prefixes, ids, prefix=True), cos)
+            return text_matches(words, texts, languages, self.store.document_frequencies, self.weights.prefix)
+        return (index.term_matches(words.stems, ids, prefix=False),
+                index.term_matches(words.prefixes, ids, prefix=True))
 
     # -- helpers ------------------------------------------------------------------------------
     @property
@@ -330,16 +340,6 @@ class Retriever:
             return np.where(index.ids[rows] == np.asarray(ids, np.int64), index.docs[rows], -1)
         records = self.store.chunks_by_ids(ids)
         return np.array([records[c].doc_id if c in records else -1 for c in ids], np.int64)
-
-    def _coverage(self, query: str, languages: Sequence[str], index: LexicalView | None) -> float:
-        """Share of the query's content words that occur in the library at all (0..1)."""
-        stems_of = {w: query_terms(w, languages) for w in content_words(query, languages) if len(w) > 1}
-        if not stems_of:
-            return 0.0
-        wanted = sorted({s for stems in stems_of.values() for s in stems})
-        known = ({s for s in wanted if s in index.vocabulary} if index is not None
-                 else self.store.known_terms(wanted))
-        return sum(1 for stems in stems_of.values() if known.intersection(stems)) / len(stems_of)
 
     def _mmr(self, ranked: list[int], fused: dict[int, float], k: int, balance: float) -> list[int]:
         vectors = self._vectors(ranked)

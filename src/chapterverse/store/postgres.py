@@ -888,12 +888,6 @@ class PostgresStore:
         return [tuple(r) for r in self._rows(
             "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id")]  # type: ignore[misc]
 
-    def known_terms(self, terms: Sequence[str]) -> set[str]:
-        """The subset of ``terms`` that occur anywhere in the lexical index."""
-        if not terms:
-            return set()
-        return {r[0] for r in self._rows("SELECT term FROM lexicon WHERE term = ANY(%s)", (list(terms),))}
-
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
         in-process lexical index is at hand (``chapterverse.relevance``)."""

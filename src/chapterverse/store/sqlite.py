@@ -560,13 +560,6 @@ class SQLiteStore:
         return self.db.execute(
             "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id").fetchall()
 
-    def known_terms(self, terms: Sequence[str]) -> set[str]:
-        """The subset of ``terms`` that occur anywhere in the lexical index."""
-        if not terms:
-            return set()
-        marks = ",".join("?" * len(terms))
-        return {r[0] for r in self.db.execute(f"SELECT term FROM chunks_vocab WHERE term IN ({marks})", list(terms))}
-
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
         in-process lexical index is at hand (``chapterverse.relevance``)."""
