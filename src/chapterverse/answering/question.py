@@ -13,9 +13,7 @@ from dataclasses import dataclass
 
 from ..analysis import content_words, query_terms, word_tokens
 
-__all__ = ["KINDS", "Question", "read_question", "reader_terms"]
-
-KINDS = ("who", "when", "where", "number", "why", "how", "what", "yesno")
+__all__ = ["Question", "read_question", "reader_terms"]
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern)) for kind, pattern in (
     ("number", r"\bhow (many|much|old|long|far|big|tall)\b|\bwhat (percentage|number|amount)\b"
