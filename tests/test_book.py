@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_library_books import HashingEmbedder
+from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app

@@ -6,7 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_library_books import HashingEmbedder
+from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_library_books import HashingEmbedder
+from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app

@@ -6,35 +6,15 @@ deterministic hashing embedder to keep the whole shelf under a minute.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
 from conftest import shared_path
+from hashembed import HashingEmbedder
 
-from chapterverse.embeddings import Embedder
 from chapterverse.library import Library
 from chapterverse.positions import Span
-
-
-class HashingEmbedder(Embedder):
-    """Bag of hashed words: deterministic, fast, and similar texts still get similar vectors."""
-
-    name = "test-hashing-64"
-
-    @property
-    def dim(self) -> int:
-        return 64
-
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        out = np.zeros((len(texts), 64), np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.blake2b(word.encode(), digest_size=2).hexdigest(), 16) % 64] += 1
-            out[i, 0] += 1e-3
-        return out
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ unless a test says so. Also here: issue 16's config drift (``ask`` and ``serve``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import re
@@ -21,10 +20,10 @@ import httpx
 import numpy as np
 import pytest
 from fakellm import FakeLLM, Reply
+from hashembed import HashingEmbedder
 from serverutil import Server, running_server, settings_for, wait_for_job
 from typer.testing import CliRunner
 
-from chapterverse.embeddings import Embedder
 from chapterverse.errors import InputError
 from chapterverse.server.config import settings_from_mapping
 
@@ -260,7 +259,7 @@ def test_tools_mode_refuses_an_overlong_question(tmp_path: Path, honest: FakeLLM
     assert honest.requests == []
 
 
-class GatedEmbedder(Embedder):
+class GatedEmbedder(HashingEmbedder):
     """Hashed bags of words; a batch holding ``GATE`` waits until the test opens the gate."""
 
     name = "test-gated-64"
@@ -269,20 +268,11 @@ class GatedEmbedder(Embedder):
         self.entered = threading.Event()
         self.gate = threading.Event()
 
-    @property
-    def dim(self) -> int:
-        return 64
-
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         if any("GATE" in t for t in texts):
             self.entered.set()
             self.gate.wait(30)
-        out = np.zeros((len(texts), 64), np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[i, int(hashlib.blake2b(word.encode(), digest_size=2).hexdigest(), 16) % 64] += 1
-            out[i, 0] += 1e-3
-        return out
+        return super()._embed_batch(texts)
 
 
 def test_a_small_write_is_answered_while_a_large_document_is_embedded(tmp_path: Path) -> None:
