@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .store import SQLiteStore
+from .store import Store
 
 __all__ = ["chat_markdown"]
 
 
-def chat_markdown(store: SQLiteStore, chat_id: int, base_url: str) -> str:
+def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
     """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text."""
     chat = store.chat(chat_id)
     lines = [f"# {chat.title}", ""]

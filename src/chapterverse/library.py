@@ -27,7 +27,7 @@ from .store import (
     NewDocument,
     NewFile,
     NewSegment,
-    SQLiteStore,
+    Store,
     TocRecord,
     open_store,
 )
@@ -144,7 +144,7 @@ class Library:
 
     def __init__(self, location: str | Path | None = None, *, embedder: Embedder | None = None,
                  embedding_model: str | None = None, chunk_size: int = 512, chunk_overlap: int = 64,
-                 fusion: FusionWeights | None = None, store: SQLiteStore | None = None) -> None:
+                 fusion: FusionWeights | None = None, store: Store | None = None) -> None:
         self.location = Path(location).expanduser() if location else default_home()
         self.store = store or open_store(self.location)
         self.chunk_size = chunk_size

@@ -50,7 +50,7 @@ from .relevance import (
     text_matches,
     word_coverage,
 )
-from .store import ChunkRecord, SQLiteStore
+from .store import ChunkRecord, Store
 from .topk import top_k
 from .vectorindex import VectorIndex
 
@@ -158,7 +158,7 @@ class _Candidates:
 class Retriever:
     """Searches one store with one embedder; thread-safe for concurrent readers."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, weights: FusionWeights | None = None,
+    def __init__(self, store: Store, embedder: Embedder, weights: FusionWeights | None = None,
                  relevance: RelevanceModel | None = None) -> None:
         self.store = store
         self.embedder = embedder
@@ -169,8 +169,6 @@ class Retriever:
         self._index: VectorIndex | None = None
         self._index_lock = threading.Lock()
         self._lexical: LexicalIndex | None = None
-        self._in_database = callable(getattr(store, "dense_search", None))
-        """PostgreSQL searches vectors itself (pgvector HNSW): no process holds the whole matrix."""
 
     @property
     def index(self) -> VectorIndex:
@@ -193,10 +191,10 @@ class Retriever:
     def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
               query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Cosine similarity: (chunk id, cosine), best first."""
-        if self._in_database:
-            vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
-            return self.store.dense_search(vector, k=k, doc_ids=doc_ids)  # type: ignore[attr-defined,no-any-return]
         vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        in_database = self.store.vector_search
+        if in_database is not None:
+            return in_database.dense_search(vector, k=k, doc_ids=doc_ids)
         return self.index.search(vector, k, doc_ids)
 
     # -- fusion -------------------------------------------------------------------------------
@@ -358,8 +356,9 @@ class Retriever:
 
     def _vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The vectors of some chunks: asked from the store when it searches in the database, else from the matrix."""
-        if self._in_database:
-            return self.store.vectors_by_ids(chunk_ids)  # type: ignore[attr-defined,no-any-return]
+        in_database = self.store.vector_search
+        if in_database is not None:
+            return in_database.vectors_by_ids(chunk_ids)
         return self.index.vectors(chunk_ids)
 
 

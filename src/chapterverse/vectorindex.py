@@ -70,7 +70,7 @@ from .indexfiles import (
     write_manifest,
     writer_lock,
 )
-from .store import SQLiteStore
+from .store import SQLiteStore, Store
 from .topk import top_k
 
 __all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
@@ -373,7 +373,7 @@ class VectorIndex:
     >>> index.search(query_vector, k=10)          # [(chunk_id, cosine), ...] best first
     """
 
-    def __init__(self, store: SQLiteStore, directory: str | Path | None = None, *,
+    def __init__(self, store: Store, directory: str | Path | None = None, *,
                  settings: IndexSettings | None = None) -> None:
         if not isinstance(store, SQLiteStore):
             raise StoreError(f"{type(store).__name__}: the memory-mapped vector index serves SQLite libraries; "
@@ -395,7 +395,7 @@ class VectorIndex:
         """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``rebuilt`` (for tests and benches)."""
 
     @classmethod
-    def open(cls, store: SQLiteStore, directory: str | Path | None = None, *,
+    def open(cls, store: Store, directory: str | Path | None = None, *,
              settings: IndexSettings | None = None) -> VectorIndex:
         """Open (or build) the index of ``store`` and bring it up to date."""
         index = cls(store, directory, settings=settings)

@@ -53,7 +53,7 @@ from ..analysis import index_terms, query_terms
 from ..embeddings import Embedder, load_embedder
 from ..lexicalindex import LexicalIndex
 from ..retrieval import Retriever
-from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, open_store
+from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, Store, open_store
 from ..vectorindex import IndexSettings, VectorIndex
 
 __all__ = ["run_scale_bench", "format_report", "SIZES", "DEFAULT_WORKDIR"]
@@ -274,7 +274,7 @@ def _rss_anon_mb() -> float:
 class IndexedRetriever(Retriever):
     """``Retriever`` over the indexes the bench opened (timed on their own), with a fixed ``nprobe`` if asked."""
 
-    def __init__(self, store: SQLiteStore, embedder: Embedder, index: VectorIndex, *,
+    def __init__(self, store: Store, embedder: Embedder, index: VectorIndex, *,
                  lexical: LexicalIndex | None = None, nprobe: int | None = None) -> None:
         super().__init__(store, embedder)
         self.vector_index = index
@@ -429,7 +429,7 @@ def _build_indexes(directory: Path, settings: IndexSettings, out: dict[str, Any]
     store.close()
 
 
-def _after_a_write(store: SQLiteStore, index: VectorIndex, lexical: LexicalIndex, retriever: Retriever,
+def _after_a_write(store: Store, index: VectorIndex, lexical: LexicalIndex, retriever: Retriever,
                    question: str, vector: np.ndarray) -> dict[str, Any]:
     """Seconds each index takes to follow one 1,000-chunk document added, then removed (content unchanged)."""
     records = store.chunks(doc_id=int(store.document_ids()[0]))  # a copy of the first document, as built

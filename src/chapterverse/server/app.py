@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import TYPE_CHECKING
+
 
 import httpx
 from fastapi import FastAPI
@@ -37,7 +37,7 @@ from ..embeddings import Embedder, load_embedder
 from ..library import Library
 from ..llm.summaries import SummaryJobs
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
-from ..store import SQLiteStore, open_store
+from ..store import Store, open_store
 from . import kb as kb_routes
 from . import proxy as proxy_routes
 from . import reader as reader_routes
@@ -49,9 +49,6 @@ from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
 from .upstream import UpstreamSettings
-
-if TYPE_CHECKING:
-    from ..store import PostgresStore
 
 __all__ = ["create_app", "ServerState", "open_state"]
 
@@ -77,7 +74,7 @@ class ServerState:
             self.kb.close()
 
 
-def _open_store(settings: ServeSettings, directory: Path) -> SQLiteStore | PostgresStore:
+def _open_store(settings: ServeSettings, directory: Path) -> Store:
     """The store of the library in ``directory``: ``--store`` when given (it overrides the directory), as in the CLI."""
     return open_store(settings.secret("store") or directory)
 

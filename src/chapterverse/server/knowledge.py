@@ -33,17 +33,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError, StoppingError
 from ..library import Hit, Library
 from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
-from ..store import ChunkRecord, DocumentRecord, NewDocument, SQLiteStore
-
-if TYPE_CHECKING:
-    from ..store import PostgresStore
+from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
 
 __all__ = [
     "KnowledgeBase",
@@ -153,7 +150,7 @@ def server_lock(server_id: str) -> str:
     return f"server/{server_id}"
 
 
-def drop_orphaned_ephemeral(store: SQLiteStore | PostgresStore) -> int:
+def drop_orphaned_ephemeral(store: Store) -> int:
     """Remove the ``persist: false`` documents whose server no longer runs; return how many went.
 
     Those of a server still running (this one, or another on a shared database) are acknowledged writes it
@@ -181,7 +178,7 @@ class KnowledgeBase:
         self._stopping = threading.Event()
 
     @property
-    def store(self) -> SQLiteStore | PostgresStore:
+    def store(self) -> Store:
         return self.library.store
 
     @contextmanager

@@ -1,10 +1,14 @@
-"""Where a library lives. SQLite is the embedded default; ``postgresql://`` URLs select PostgreSQL."""
+"""Where a library lives. SQLite is the embedded default; ``postgresql://`` URLs select PostgreSQL.
+
+Code outside this package is typed against :class:`Store` (``protocol.py``), never against one implementation.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .protocol import Store, VectorSearch
 from .records import (
     ChatRecord,
     ChunkRecord,
@@ -25,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "open_store",
+    "Store",
+    "VectorSearch",
     "SQLiteStore",
     "PostgresStore",
     "ChatRecord",
@@ -53,7 +59,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def open_store(location: str | Path) -> SQLiteStore | PostgresStore:
+def open_store(location: str | Path) -> Store:
     """Open the store at ``location``: a library directory, a ``.sqlite3`` file, a ``sqlite:///`` URL, or a
     ``postgresql://`` URL (any libpq URL; ``?options=-csearch_path%3Dname`` picks the schema)."""
     text = str(location)

@@ -44,7 +44,15 @@ import numpy as np
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
+from .protocol import VectorSearch
 from .records import (
+    CHAT_COLUMNS,
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    FILE_COLUMNS,
+    MESSAGE_COLUMNS,
+    SEGMENT_COLUMNS,
+    TOC_COLUMNS,
     ChatRecord,
     ChunkRecord,
     DocumentRecord,
@@ -53,7 +61,15 @@ from .records import (
     NewDocument,
     SegmentRecord,
     TocRecord,
+    chat_record,
+    chunk_record,
+    document_record,
+    file_record,
+    message_record,
     nul_free,
+    segment_record,
+    toc_record,
+    vector_blob,
 )
 
 try:
@@ -191,15 +207,6 @@ _K1, _B, _IDF_FLOOR = 1.2, 0.75, 1e-6
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def _iso(value: datetime) -> str:
-    """The same text SQLiteStore stores: UTC, ISO 8601, whole seconds."""
-    return value.astimezone(timezone.utc).isoformat(timespec="seconds")
-
-
-def _vector_blob(vector: np.ndarray) -> bytes:
-    return np.asarray(vector, dtype="<f4").tobytes()
 
 
 def _token_count(terms: str) -> int:
@@ -394,6 +401,11 @@ class PostgresStore:
         finally:
             self._local.conn = None
             self._pool.put(conn)
+
+    @property
+    def vector_search(self) -> VectorSearch:
+        """This store: it searches vectors in the database (:meth:`dense_search` on the HNSW index)."""
+        return self
 
     def close(self) -> None:
         """Close idle connections; the store reconnects on next use (as SQLiteStore does)."""
@@ -677,35 +689,19 @@ class PostgresStore:
         return removed
 
     # -- document reads ---------------------------------------------------------------------
-    _DOC_COLUMNS = (
-        "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
-        " d.ephemeral, d.created_at,"
-        " (SELECT count(*) FROM files f WHERE f.doc_id=d.id),"
-        " (SELECT count(*) FROM chunks c WHERE c.doc_id=d.id),"
-        " (SELECT count(*) FROM segments s WHERE s.doc_id=d.id)"
-    )
-
-    @staticmethod
-    def _document(row: Sequence[Any]) -> DocumentRecord:
-        return DocumentRecord(
-            id=row[0], source=row[1], title=row[2], format=row[3], content_hash=row[4], size_bytes=row[5],
-            language=row[6], metadata=row[7], dynamic=row[8], ephemeral=row[9], created_at=_iso(row[10]),
-            files=row[11], chunks=row[12], segments=row[13],
-        )
-
     def documents(self) -> list[DocumentRecord]:
-        return [self._document(r) for r in self._rows(f"SELECT {self._DOC_COLUMNS} FROM documents d ORDER BY d.id")]
+        return [document_record(r) for r in self._rows(f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.id")]
 
     def document(self, doc_id: int) -> DocumentRecord:
-        row = self._one(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.id=%s", (doc_id,))
+        row = self._one(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.id=%s", (doc_id,))
         if row is None:
             raise NotFoundError(f"no document with id {doc_id}")
-        return self._document(row)
+        return document_record(row)
 
     def documents_by_source(self, source: str) -> list[DocumentRecord]:
-        rows = self._rows(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=%s ORDER BY d.id",
+        rows = self._rows(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.source=%s ORDER BY d.id",
                           (without_nul(source),))
-        return [self._document(r) for r in rows]
+        return [document_record(r) for r in rows]
 
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         return dict(self._rows("SELECT id, title FROM documents WHERE id = ANY(%s)", (list(doc_ids),)))
@@ -714,18 +710,17 @@ class PostgresStore:
         return [r[0] for r in self._rows("SELECT DISTINCT language FROM documents ORDER BY language")]
 
     def files(self, doc_id: int) -> list[FileRecord]:
-        rows = self._rows("SELECT id, doc_id, ordinal, title, label, has_text, '' FROM files WHERE doc_id=%s"
-                          " ORDER BY ordinal", (doc_id,))
-        return [FileRecord(*r) for r in rows]
+        rows = self._rows(f"SELECT {FILE_COLUMNS}, '' FROM files WHERE doc_id=%s ORDER BY ordinal", (doc_id,))
+        return [file_record(r) for r in rows]
 
     def file_lengths(self, doc_id: int) -> dict[int, int]:
         return dict(self._rows("SELECT id, length(text) FROM files WHERE doc_id=%s", (doc_id,)))
 
     def file(self, file_id: int) -> FileRecord:
-        row = self._one("SELECT id, doc_id, ordinal, title, label, has_text, text FROM files WHERE id=%s", (file_id,))
+        row = self._one(f"SELECT {FILE_COLUMNS}, text FROM files WHERE id=%s", (file_id,))
         if row is None:
             raise NotFoundError(f"no file with id {file_id}")
-        return FileRecord(*row)
+        return file_record(row)
 
     def file_slice(self, file_id: int, start: int, end: int) -> str | None:
         """The exact text of a span, or None when the file is unknown or the span is out of range."""
@@ -738,38 +733,27 @@ class PostgresStore:
         return str(row[1])
 
     def toc(self, doc_id: int) -> list[TocRecord]:
-        rows = self._rows('SELECT doc_id, ordinal, level, title, file_id, "offset" FROM toc WHERE doc_id=%s'
-                          " ORDER BY ordinal", (doc_id,))
-        return [TocRecord(*r) for r in rows]
+        rows = self._rows(f"SELECT {TOC_COLUMNS} FROM toc WHERE doc_id=%s ORDER BY ordinal", (doc_id,))
+        return [toc_record(r) for r in rows]
 
     def segments(self, doc_id: int) -> list[SegmentRecord]:
-        rows = self._rows("SELECT id, doc_id, seq, title_path, start_file, start_offset, end_file, end_offset,"
-                          " content_hash FROM segments WHERE doc_id=%s ORDER BY seq", (doc_id,))
-        return [SegmentRecord(*r) for r in rows]
+        rows = self._rows(f"SELECT {SEGMENT_COLUMNS} FROM segments WHERE doc_id=%s ORDER BY seq", (doc_id,))
+        return [segment_record(r) for r in rows]
 
     # -- chunks -----------------------------------------------------------------------------
-    _CHUNK_COLUMNS = (
-        'c.id, c.doc_id, c.file_id, c.start, c."end", c.text, c.source, c.chunk_index, c.metadata, c.title_path,'
-        " d.dynamic"
-    )
-
-    @staticmethod
-    def _chunk(row: Sequence[Any]) -> ChunkRecord:
-        return ChunkRecord(*row)
-
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
-        rows = self._rows(f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
+        rows = self._rows(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
                           " WHERE c.id = ANY(%s)", (list(chunk_ids),))
-        return {r[0]: self._chunk(r) for r in rows}
+        return {r[0]: chunk_record(r) for r in rows}
 
     def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
                limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
         where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        query = f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
+        query = f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
         if limit is not None:
             query += " LIMIT %s OFFSET %s"
             args += [limit, offset]
-        return [self._chunk(r) for r in self._rows(query, args)]
+        return [chunk_record(r) for r in self._rows(query, args)]
 
     def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
                      source_exact: str | None = None) -> int:
@@ -794,7 +778,7 @@ class PostgresStore:
     def source_counts(self) -> list[tuple[str, int, bool]]:
         rows = self._rows("SELECT c.source, count(*), bool_or(d.dynamic) FROM chunks c JOIN documents d"
                           " ON d.id=c.doc_id GROUP BY c.source ORDER BY c.source")
-        return [(r[0], r[1], r[2]) for r in rows]
+        return [(r[0], r[1], bool(r[2])) for r in rows]
 
     # -- search primitives ------------------------------------------------------------------
     _TERM_STATS = """
@@ -980,7 +964,7 @@ class PostgresStore:
         with self.transaction() as tx:
             tx.cursor().executemany(
                 "INSERT INTO embedding_cache(model, text_hash, vector) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
-                [(model, h, _vector_blob(v)) for h, v in vectors.items()],
+                [(model, h, vector_blob(v)) for h, v in vectors.items()],
             )
 
     # -- summaries --------------------------------------------------------------------------
@@ -1005,16 +989,16 @@ class PostgresStore:
         return int(row[0])  # type: ignore[index]
 
     def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
-        query, args = "SELECT id, doc_id, title, created_at FROM chats", []
+        query, args = f"SELECT {CHAT_COLUMNS} FROM chats", []
         if doc_id is not None:
             query, args = query + " WHERE doc_id=%s", [doc_id]
-        return [ChatRecord(r[0], r[1], r[2], _iso(r[3])) for r in self._rows(query + " ORDER BY id", args)]
+        return [chat_record(r) for r in self._rows(query + " ORDER BY id", args)]
 
     def chat(self, chat_id: int) -> ChatRecord:
-        row = self._one("SELECT id, doc_id, title, created_at FROM chats WHERE id=%s", (chat_id,))
+        row = self._one(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id=%s", (chat_id,))
         if row is None:
             raise NotFoundError(f"no chat with id {chat_id}")
-        return ChatRecord(row[0], row[1], row[2], _iso(row[3]))
+        return chat_record(row)
 
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:
@@ -1029,9 +1013,8 @@ class PostgresStore:
             )
 
     def messages(self, chat_id: int) -> list[MessageRecord]:
-        rows = self._rows("SELECT chat_id, seq, role, content, result, created_at FROM messages WHERE chat_id=%s"
-                          " ORDER BY seq", (chat_id,))
-        return [MessageRecord(r[0], r[1], r[2], r[3], r[4], _iso(r[5])) for r in rows]
+        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE chat_id=%s ORDER BY seq", (chat_id,))
+        return [message_record(r) for r in rows]
 
     # -- integrity --------------------------------------------------------------------------
     def integrity_problems(self) -> list[str]:

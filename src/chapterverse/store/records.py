@@ -1,8 +1,16 @@
-"""Plain records that cross the store boundary. Both store implementations speak only these."""
+"""Plain records that cross the store boundary, and the row mappers both store implementations read them with.
+
+Both stores select the same columns in the same order (``*_COLUMNS``) and map rows with the same functions;
+the drivers differ only in what they hand back for JSON (text from SQLite, decoded from psycopg), booleans
+(0/1 from SQLite) and timestamps (ISO text from SQLite, ``datetime`` from psycopg), which the mappers even out.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..positions import without_nul
@@ -23,6 +31,22 @@ __all__ = [
     "ChatRecord",
     "MessageRecord",
     "nul_free",
+    "DOC_COLUMNS",
+    "CHUNK_COLUMNS",
+    "FILE_COLUMNS",
+    "TOC_COLUMNS",
+    "SEGMENT_COLUMNS",
+    "CHAT_COLUMNS",
+    "MESSAGE_COLUMNS",
+    "document_record",
+    "chunk_record",
+    "file_record",
+    "toc_record",
+    "segment_record",
+    "chat_record",
+    "message_record",
+    "iso",
+    "vector_blob",
 ]
 
 
@@ -189,3 +213,78 @@ class MessageRecord:
     content: str
     result: dict[str, Any] | None
     created_at: str
+
+
+# -- row mappers (one per record; both stores select the columns below, in this order) ---------------------------
+DOC_COLUMNS = (
+    "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
+    " d.ephemeral, d.created_at,"
+    " (SELECT count(*) FROM files f WHERE f.doc_id=d.id),"
+    " (SELECT count(*) FROM chunks c WHERE c.doc_id=d.id),"
+    " (SELECT count(*) FROM segments s WHERE s.doc_id=d.id)"
+)
+"""Columns of ``documents d`` for :func:`document_record`."""
+CHUNK_COLUMNS = (
+    'c.id, c.doc_id, c.file_id, c.start, c."end", c.text, c.source, c.chunk_index, c.metadata, c.title_path,'
+    " d.dynamic"
+)
+"""Columns of ``chunks c JOIN documents d`` for :func:`chunk_record`."""
+FILE_COLUMNS = "id, doc_id, ordinal, title, label, has_text"
+"""Columns of ``files`` for :func:`file_record`, which also takes the text (or ``''`` for a listing) after them."""
+TOC_COLUMNS = 'doc_id, ordinal, level, title, file_id, "offset"'
+SEGMENT_COLUMNS = "id, doc_id, seq, title_path, start_file, start_offset, end_file, end_offset, content_hash"
+CHAT_COLUMNS = "id, doc_id, title, created_at"
+MESSAGE_COLUMNS = "chat_id, seq, role, content, result, created_at"
+
+
+def vector_blob(vector: np.ndarray) -> bytes:
+    """A vector as both stores keep it in BLOB/bytea columns: little-endian float32."""
+    import numpy as np  # here, not at the top: commands that only read rows start without numpy
+
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def iso(value: str | datetime) -> str:
+    """A timestamp as SQLiteStore stores it (UTC, ISO 8601, whole seconds); text passes through."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).isoformat(timespec="seconds")
+    return value
+
+
+def _json(value: Any) -> Any:
+    """A JSON column's value: SQLite hands back the text, psycopg the decoded value (json, text[])."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def document_record(row: Sequence[Any]) -> DocumentRecord:
+    return DocumentRecord(
+        id=row[0], source=row[1], title=row[2], format=row[3], content_hash=row[4], size_bytes=row[5],
+        language=row[6], metadata=_json(row[7]), dynamic=bool(row[8]), ephemeral=bool(row[9]),
+        created_at=iso(row[10]), files=row[11], chunks=row[12], segments=row[13],
+    )
+
+
+def chunk_record(row: Sequence[Any]) -> ChunkRecord:
+    return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], _json(row[8]),
+                       _json(row[9]), bool(row[10]))
+
+
+def file_record(row: Sequence[Any]) -> FileRecord:
+    return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+
+
+def toc_record(row: Sequence[Any]) -> TocRecord:
+    return TocRecord(row[0], row[1], row[2], row[3], row[4], row[5])
+
+
+def segment_record(row: Sequence[Any]) -> SegmentRecord:
+    return SegmentRecord(row[0], row[1], row[2], _json(row[3]), row[4], row[5], row[6], row[7], row[8])
+
+
+def chat_record(row: Sequence[Any]) -> ChatRecord:
+    return ChatRecord(row[0], row[1], row[2], iso(row[3]))
+
+
+def message_record(row: Sequence[Any]) -> MessageRecord:
+    """``result`` is NULL for a message without one (both stores write NULL for an empty result)."""
+    return MessageRecord(row[0], row[1], row[2], row[3], _json(row[4]) if row[4] else None, iso(row[5]))

@@ -24,7 +24,15 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
+from .protocol import VectorSearch
 from .records import (
+    CHAT_COLUMNS,
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    FILE_COLUMNS,
+    MESSAGE_COLUMNS,
+    SEGMENT_COLUMNS,
+    TOC_COLUMNS,
     ChatRecord,
     ChunkRecord,
     DocumentRecord,
@@ -33,7 +41,15 @@ from .records import (
     NewDocument,
     SegmentRecord,
     TocRecord,
+    chat_record,
+    chunk_record,
+    document_record,
+    file_record,
+    message_record,
     nul_free,
+    segment_record,
+    toc_record,
+    vector_blob,
 )
 
 if TYPE_CHECKING:
@@ -158,12 +174,6 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _vector_blob(vector: np.ndarray) -> bytes:
-    import numpy as np
-
-    return np.asarray(vector, dtype="<f4").tobytes()
-
-
 def _hold(path: Path) -> IO[bytes]:
     """An open handle of ``path`` holding its exclusive ``flock``.
 
@@ -223,6 +233,11 @@ class SQLiteStore:
             db.execute("ROLLBACK")
             raise
         db.execute("COMMIT")
+
+    @property
+    def vector_search(self) -> VectorSearch | None:
+        """None: vectors are searched in process, by the memory-mapped index beside the file (``vectorindex``)."""
+        return None
 
     def close(self) -> None:
         conn = getattr(self._local, "db", None)
@@ -320,7 +335,7 @@ class SQLiteStore:
             tx.execute("DELETE FROM vectors")
             tx.executemany(
                 "INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)",
-                ((cid, _vector_blob(vec)) for cid, vec in vectors.items()),
+                ((cid, vector_blob(vec)) for cid, vec in vectors.items()),
             )
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
@@ -373,7 +388,7 @@ class SQLiteStore:
                  chunk.chunk_index, json.dumps(chunk.metadata, ensure_ascii=False),
                  json.dumps(chunk.title_path, ensure_ascii=False), chunk.terms, chunk.heading_terms),
             ).lastrowid
-            tx.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (cid, _vector_blob(vector)))
+            tx.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (cid, vector_blob(vector)))
         return doc_id
 
     def remove_documents(self, doc_ids: Sequence[int]) -> int:
@@ -385,36 +400,20 @@ class SQLiteStore:
         return removed
 
     # -- document reads ---------------------------------------------------------------------
-    _DOC_COLUMNS = (
-        "d.id, d.source, d.title, d.format, d.content_hash, d.size_bytes, d.language, d.metadata, d.dynamic,"
-        " d.ephemeral, d.created_at,"
-        " (SELECT count(*) FROM files f WHERE f.doc_id=d.id),"
-        " (SELECT count(*) FROM chunks c WHERE c.doc_id=d.id),"
-        " (SELECT count(*) FROM segments s WHERE s.doc_id=d.id)"
-    )
-
-    @staticmethod
-    def _document(row: Sequence[Any]) -> DocumentRecord:
-        return DocumentRecord(
-            id=row[0], source=row[1], title=row[2], format=row[3], content_hash=row[4], size_bytes=row[5],
-            language=row[6], metadata=json.loads(row[7]), dynamic=bool(row[8]), ephemeral=bool(row[9]),
-            created_at=row[10], files=row[11], chunks=row[12], segments=row[13],
-        )
-
     def documents(self) -> list[DocumentRecord]:
-        rows = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d ORDER BY d.id").fetchall()
-        return [self._document(r) for r in rows]
+        rows = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.id").fetchall()
+        return [document_record(r) for r in rows]
 
     def document(self, doc_id: int) -> DocumentRecord:
-        row = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.id=?", (doc_id,)).fetchone()
+        row = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.id=?", (doc_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no document with id {doc_id}")
-        return self._document(row)
+        return document_record(row)
 
     def documents_by_source(self, source: str) -> list[DocumentRecord]:
-        rows = self.db.execute(f"SELECT {self._DOC_COLUMNS} FROM documents d WHERE d.source=? ORDER BY d.id",
+        rows = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.source=? ORDER BY d.id",
                                (without_nul(source),)).fetchall()
-        return [self._document(r) for r in rows]
+        return [document_record(r) for r in rows]
 
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         ids = list(dict.fromkeys(doc_ids))
@@ -426,22 +425,19 @@ class SQLiteStore:
 
     def files(self, doc_id: int) -> list[FileRecord]:
         rows = self.db.execute(
-            "SELECT id, doc_id, ordinal, title, label, has_text, '' FROM files WHERE doc_id=? ORDER BY ordinal",
-            (doc_id,),
+            f"SELECT {FILE_COLUMNS}, '' FROM files WHERE doc_id=? ORDER BY ordinal", (doc_id,)
         ).fetchall()
-        return [FileRecord(r[0], r[1], r[2], r[3], r[4], bool(r[5]), r[6]) for r in rows]
+        return [file_record(r) for r in rows]
 
     def file_lengths(self, doc_id: int) -> dict[int, int]:
         rows = self.db.execute("SELECT id, length(text) FROM files WHERE doc_id=?", (doc_id,))
         return {r[0]: r[1] for r in rows}
 
     def file(self, file_id: int) -> FileRecord:
-        row = self.db.execute(
-            "SELECT id, doc_id, ordinal, title, label, has_text, text FROM files WHERE id=?", (file_id,)
-        ).fetchone()
+        row = self.db.execute(f"SELECT {FILE_COLUMNS}, text FROM files WHERE id=?", (file_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no file with id {file_id}")
-        return FileRecord(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6])
+        return file_record(row)
 
     def file_slice(self, file_id: int, start: int, end: int) -> str | None:
         """The exact text of a span, or None when the file is unknown or the span is out of range."""
@@ -453,31 +449,15 @@ class SQLiteStore:
         return str(row[1])
 
     def toc(self, doc_id: int) -> list[TocRecord]:
-        rows = self.db.execute(
-            "SELECT doc_id, ordinal, level, title, file_id, offset FROM toc WHERE doc_id=? ORDER BY ordinal",
-            (doc_id,),
-        ).fetchall()
-        return [TocRecord(*r) for r in rows]
+        rows = self.db.execute(f"SELECT {TOC_COLUMNS} FROM toc WHERE doc_id=? ORDER BY ordinal", (doc_id,)).fetchall()
+        return [toc_record(r) for r in rows]
 
     def segments(self, doc_id: int) -> list[SegmentRecord]:
-        rows = self.db.execute(
-            "SELECT id, doc_id, seq, title_path, start_file, start_offset, end_file, end_offset, content_hash"
-            " FROM segments WHERE doc_id=? ORDER BY seq",
-            (doc_id,),
-        ).fetchall()
-        return [SegmentRecord(r[0], r[1], r[2], json.loads(r[3]), *r[4:]) for r in rows]
+        rows = self.db.execute(f"SELECT {SEGMENT_COLUMNS} FROM segments WHERE doc_id=? ORDER BY seq",
+                               (doc_id,)).fetchall()
+        return [segment_record(r) for r in rows]
 
     # -- chunks -----------------------------------------------------------------------------
-    _CHUNK_COLUMNS = (
-        'c.id, c.doc_id, c.file_id, c.start, c."end", c.text, c.source, c.chunk_index, c.metadata, c.title_path,'
-        " d.dynamic"
-    )
-
-    @staticmethod
-    def _chunk(row: Sequence[Any]) -> ChunkRecord:
-        return ChunkRecord(row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], json.loads(row[8]),
-                           json.loads(row[9]), bool(row[10]))
-
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
         found: dict[int, ChunkRecord] = {}
         ids = list(chunk_ids)
@@ -485,20 +465,20 @@ class SQLiteStore:
             part = ids[i:i + 500]
             marks = ",".join("?" * len(part))
             rows = self.db.execute(
-                f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id WHERE c.id IN ({marks})",
+                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id WHERE c.id IN ({marks})",
                 part,
             )
-            found.update((r[0], self._chunk(r)) for r in rows)
+            found.update((r[0], chunk_record(r)) for r in rows)
         return found
 
     def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
                limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
         where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        sql = f"SELECT {self._CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
+        sql = f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
         if limit is not None:
             sql += " LIMIT ? OFFSET ?"
             args += [limit, offset]
-        return [self._chunk(r) for r in self.db.execute(sql, args)]
+        return [chunk_record(r) for r in self.db.execute(sql, args)]
 
     def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
                      source_exact: str | None = None) -> int:
@@ -593,7 +573,7 @@ class SQLiteStore:
         with self.transaction() as tx:
             tx.executemany(
                 "INSERT OR IGNORE INTO embedding_cache(model, text_hash, vector) VALUES (?,?,?)",
-                ((model, h, _vector_blob(v)) for h, v in vectors.items()),
+                ((model, h, vector_blob(v)) for h, v in vectors.items()),
             )
 
     # -- summaries --------------------------------------------------------------------------
@@ -625,16 +605,16 @@ class SQLiteStore:
                                   (doc_id, without_nul(title), _now())).lastrowid or 0)
 
     def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
-        sql, args = "SELECT id, doc_id, title, created_at FROM chats", []
+        sql, args = f"SELECT {CHAT_COLUMNS} FROM chats", []
         if doc_id is not None:
             sql, args = sql + " WHERE doc_id=?", [doc_id]
-        return [ChatRecord(*r) for r in self.db.execute(sql + " ORDER BY id", args)]
+        return [chat_record(r) for r in self.db.execute(sql + " ORDER BY id", args)]
 
     def chat(self, chat_id: int) -> ChatRecord:
-        row = self.db.execute("SELECT id, doc_id, title, created_at FROM chats WHERE id=?", (chat_id,)).fetchone()
+        row = self.db.execute(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id=?", (chat_id,)).fetchone()
         if row is None:
             raise NotFoundError(f"no chat with id {chat_id}")
-        return ChatRecord(*row)
+        return chat_record(row)
 
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:
@@ -649,11 +629,8 @@ class SQLiteStore:
             )
 
     def messages(self, chat_id: int) -> list[MessageRecord]:
-        rows = self.db.execute(
-            "SELECT chat_id, seq, role, content, result, created_at FROM messages WHERE chat_id=? ORDER BY seq",
-            (chat_id,),
-        )
-        return [MessageRecord(r[0], r[1], r[2], r[3], json.loads(r[4]) if r[4] else None, r[5]) for r in rows]
+        rows = self.db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE chat_id=? ORDER BY seq", (chat_id,))
+        return [message_record(r) for r in rows]
 
     # -- integrity --------------------------------------------------------------------------
     def integrity_problems(self) -> list[str]:

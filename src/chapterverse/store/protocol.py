@@ -1,0 +1,176 @@
+"""The store interface: what every part of chapterverse may ask of a library, whichever database holds it.
+
+:class:`~chapterverse.store.sqlite.SQLiteStore` and :class:`~chapterverse.store.postgres.PostgresStore`
+implement :class:`Store`; code outside ``store/`` is typed against it, so a second implementation is checked by
+mypy at every call site rather than discovered by a test. What only some stores can do is an explicit
+capability, a property that is ``None`` where the store lacks it (:attr:`Store.vector_search`), never a probe
+of attribute names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .records import (
+    ChatRecord,
+    ChunkRecord,
+    DocumentRecord,
+    FileRecord,
+    MessageRecord,
+    NewDocument,
+    SegmentRecord,
+    TocRecord,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["Store", "VectorSearch"]
+
+
+class VectorSearch(Protocol):
+    """Nearest-neighbour search run by the database itself, so that no process holds every vector."""
+
+    def dense_search(self, vector: np.ndarray, *, k: int, doc_ids: Sequence[int] | None = None
+                     ) -> list[tuple[int, float]]:
+        """The ``k`` chunks nearest to ``vector`` by cosine, best first: (chunk id, cosine similarity)."""
+        ...
+
+    def vectors_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vector of each known chunk id (float32, as written)."""
+        ...
+
+
+class Store(Protocol):
+    """One library: documents, their files, TOC, segments, chunks and vectors, plus chats, summaries and caches.
+
+    Every write is one transaction; every read sees committed writes (see the implementations' docstrings).
+    """
+
+    url: str
+    """Where the library lives, as ``open_store`` accepts it (a ``postgresql://`` URL may carry a password)."""
+
+    @property
+    def vector_search(self) -> VectorSearch | None:
+        """The store's own dense search when it searches vectors in the database (PostgreSQL + pgvector);
+        ``None`` when the process searches them (the memory-mapped vector index beside a SQLite file)."""
+        ...
+
+    def close(self) -> None:
+        """Release connections; the store reconnects on next use."""
+        ...
+
+    # -- locks between processes
+    def lock(self, name: str) -> AbstractContextManager[None]:
+        """Hold the library-wide lock ``name`` for the block: every process using this library waits for it."""
+        ...
+
+    def locked(self, name: str) -> bool:
+        """Whether a process (this one included) holds ``lock(name)`` now."""
+        ...
+
+    # -- meta
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def generation(self) -> int:
+        """A counter bumped by every write that changes chunks, so caches know when to reload."""
+        ...
+
+    def check_embedding_model(self, name: str, dim: int) -> None:
+        """Record the embedding model on first use; refuse vectors from any other."""
+        ...
+
+    def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
+        """Swap every chunk's vector and the recorded model in one transaction."""
+        ...
+
+    # -- writes
+    def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
+        """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
+        ...
+
+    def remove_documents(self, doc_ids: Sequence[int]) -> int:
+        """Remove documents (and everything derived from them) atomically; return how many existed."""
+        ...
+
+    # -- document reads
+    def documents(self) -> list[DocumentRecord]: ...
+    def document(self, doc_id: int) -> DocumentRecord: ...
+    def documents_by_source(self, source: str) -> list[DocumentRecord]: ...
+    def titles(self, doc_ids: Sequence[int]) -> dict[int, str]: ...
+    def languages(self) -> list[str]: ...
+    def files(self, doc_id: int) -> list[FileRecord]: ...
+    def file_lengths(self, doc_id: int) -> dict[int, int]: ...
+    def file(self, file_id: int) -> FileRecord: ...
+
+    def file_slice(self, file_id: int, start: int, end: int) -> str | None:
+        """The exact text of a span, or None when the file is unknown or the span is out of range."""
+        ...
+
+    def toc(self, doc_id: int) -> list[TocRecord]: ...
+    def segments(self, doc_id: int) -> list[SegmentRecord]: ...
+
+    # -- chunks
+    def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]: ...
+    def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
+               limit: int | None = None, offset: int = 0) -> list[ChunkRecord]: ...
+    def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
+                     source_exact: str | None = None) -> int: ...
+
+    def source_counts(self) -> list[tuple[str, int, bool]]:
+        """(source, chunks, whether any of its documents is dynamic) per source, by source."""
+        ...
+
+    # -- search primitives
+    def lexical_search(self, terms: Sequence[str], *, k: int, doc_ids: Sequence[int] | None = None,
+                       heading_weight: float = 0.5, prefix: bool = False) -> list[tuple[int, float]]:
+        """BM25 over stemmed terms (any term may match), best first; both stores score alike."""
+        ...
+
+    def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
+        """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order."""
+        ...
+
+    def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many chunks hold each of ``terms`` (0 for those none holds)."""
+        ...
+
+    def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, doc ids, float32 matrix) of every stored vector, in chunk id order."""
+        ...
+
+    def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(chunk ids, doc ids, float32 matrix) of the vectors of chunks with id > ``chunk_id``, in id order."""
+        ...
+
+    def document_ids(self) -> np.ndarray:
+        """The id of every document, ascending."""
+        ...
+
+    def max_chunk_id(self) -> int:
+        """The largest chunk id in the library (0 when empty)."""
+        ...
+
+    # -- embedding cache and summaries
+    def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None: ...
+    def summaries(self, segment_hashes: Sequence[str], model: str, prompt_version: str) -> dict[str, str]: ...
+    def put_summary(self, segment_hash: str, model: str, prompt_version: str, text: str,
+                    dropped_tags: int) -> None: ...
+
+    # -- chats
+    def create_chat(self, doc_id: int | None, title: str) -> int: ...
+    def chats(self, doc_id: int | None = None) -> list[ChatRecord]: ...
+    def chat(self, chat_id: int) -> ChatRecord: ...
+    def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None: ...
+    def messages(self, chat_id: int) -> list[MessageRecord]: ...
+
+    # -- integrity
+    def integrity_problems(self) -> list[str]:
+        """Disagreements between rows, the lexical index and the vectors (empty when consistent)."""
+        ...
+
+    def rebuild_lexical_index(self) -> None: ...
