@@ -43,10 +43,10 @@ def test_the_demo_installs_the_package_alone_then_ingests_and_asks(checkout: Pat
     assert calls[-2:] == ["chapterverse ingest src/chapterverse/demo/", "chapterverse ask Who keeps the light?"]
 
 
-def test_the_tests_install_the_test_extras_then_run_pytest(checkout: Path) -> None:
+def test_the_tests_install_the_test_extras_then_type_check_then_run_pytest(checkout: Path) -> None:
     calls = _calls(checkout, "test.sh", "-x")
     assert "python -m pip install -q -e .[test,postgres,mcp]" in calls
-    assert calls[-1] == "python -m pytest -x"
+    assert calls[-2:] == ["python -m mypy", "python -m pytest -x"]
 
 
 def test_setup_refuses_an_unknown_option(checkout: Path) -> None:

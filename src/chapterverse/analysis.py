@@ -84,7 +84,8 @@ def _stemmer(language: str) -> Stemmer.Stemmer:
 
 
 def _stems(tokens: list[str], language: str) -> list[str]:
-    return _stemmer(language).stemWords(tokens)
+    stems: list[str] = _stemmer(language).stemWords(tokens)
+    return stems
 
 
 def index_terms(text: str, language: str) -> str:

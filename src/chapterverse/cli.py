@@ -342,8 +342,8 @@ def summarize(library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = 
     if json_out:
         _emit({"documents": report})
         return
-    for doc_id, counts in report.items():
-        stdout.print(f"{doc_id}: {counts['done']} summarised, {counts['skipped']} already done, "
+    for doc_key, counts in report.items():
+        stdout.print(f"{doc_key}: {counts['done']} summarised, {counts['skipped']} already done, "
                      f"{counts['removed_tags']} invalid tags removed", highlight=False)
 
 

@@ -240,7 +240,8 @@ def _segment_arrays(rows: Sequence[Row], settings: LexicalSettings) -> dict[str,
         stem_ids = np.fromiter(map(stems.__getitem__, tokens), np.int64, len(tokens))
         token_rows = np.repeat(np.arange(n, dtype=np.int64), per_row)
         both = np.concatenate([stem_rank[stem_ids], prefix_rank[prefix_of[stem_ids]]])
-        return both * max(n, 1) + np.concatenate([token_rows, token_rows])
+        keys: np.ndarray = both * max(n, 1) + np.concatenate([token_rows, token_rows])
+        return keys
 
     pairs, tf = _collapse(keys_of(body, counts), keys_of(heading, heading_counts), settings.heading)
     key_of_pair = pairs // max(n, 1)
@@ -631,7 +632,7 @@ class LexicalIndex:
             dead = int(np.isin(seg.docs, snap.dead_docs).sum()) if len(snap.dead_docs) else 0
             if dead > s.dead_share * seg.size:
                 rebuilt, next_segment = self._from_range(seg, seg, next_segment)
-                segments[i:i + 1] = rebuilt  # type: ignore[assignment]
+                segments[i:i + 1] = rebuilt
                 self.last_refresh = "compacted"
                 return self._maintain(self._with(snap, segments, next_segment))
         small = [seg.size < s.segment_rows // 2 for seg in segments]

@@ -255,7 +255,8 @@ def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     here), where BLAS ``matrix @ vector`` reached 6 GB/s under load and spends milliseconds starting threads
     on matrices that spill the cache; those scans add the second core (see :data:`CACHED_SCAN_BYTES`)."""
     if matrix.nbytes <= CACHED_SCAN_BYTES:
-        return matrix @ vector
+        products: np.ndarray = matrix @ vector
+        return products
     out = np.empty(len(matrix), np.result_type(matrix.dtype, vector.dtype))
     half = len(matrix) // 2
     first = _helper().submit(np.vecdot, matrix[:half], vector, out=out[:half])
@@ -279,7 +280,7 @@ def _kmeans(matrix: np.ndarray, nlist: int, rng: np.random.Generator, *, iters: 
     n = len(matrix)
     sample_rows = np.sort(rng.choice(n, size=min(n, nlist * sample_per_list), replace=False))
     sample = np.asarray(matrix[sample_rows], np.float32)
-    centroids = sample[rng.choice(len(sample), size=nlist, replace=False)].copy()
+    centroids: np.ndarray = sample[rng.choice(len(sample), size=nlist, replace=False)].copy()
     for _ in range(iters):
         assign = _assign(sample, centroids)
         sums = np.zeros_like(centroids)
@@ -504,21 +505,21 @@ class VectorIndex:
                         want: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
         """(rows, scores) of the candidates of one segment: one doc filter's rows, probed lists, or every row
         (rows None: a million-row ``arange`` per query costs milliseconds)."""
-        use_ivf = seg.centroids is not None and snap.nprobe is not None
+        centroids = seg.centroids if snap.nprobe is not None else None  # set: searched through its lists (IVF)
         if want is not None:
             allowed = np.isin(seg.docs, want)
             if dead is not None:
                 allowed &= ~dead
             rows = np.flatnonzero(allowed)
-            if use_ivf and len(rows) > self.settings.exact_below:
+            if centroids is not None and len(rows) > self.settings.exact_below:
                 # a broad filter: probe proportionally more lists, fall back to exact when too few survive
                 share = len(rows) / max(seg.rows, 1)
-                nprobe = min(len(seg.centroids), int(np.ceil((snap.nprobe or 1) / max(share, 1e-9))))
+                nprobe = min(len(centroids), int(np.ceil((snap.nprobe or 1) / max(share, 1e-9))))
                 found, scores = _probe(seg, q, nprobe, None, allowed)
                 if len(found) >= k:
                     return found, scores
             return rows, _dot(seg.matrix[rows], q)
-        if use_ivf:
+        if centroids is not None:
             return _probe(seg, q, snap.nprobe or 1, dead)
         scores = _dot(seg.matrix, q)
         if dead is not None:

@@ -444,8 +444,10 @@ def _after_a_write(store: Store, index: VectorIndex, lexical: LexicalIndex, retr
                       size_bytes=len(body), language="english", files=[NewFile(body)], toc=[], segments=[],
                       chunks=chunks, vectors=np.stack([vectors[r.id] for r in records]))
     out: dict[str, Any] = {}
-    for step, write in (("append", lambda: store.add_document(doc)), ("remove", lambda: store.remove_documents(
-            [d.id for d in store.documents_by_source("bench-write")]))):
+    writes: list[tuple[str, Callable[[], int]]] = [
+        ("append", lambda: store.add_document(doc)),
+        ("remove", lambda: store.remove_documents([d.id for d in store.documents_by_source("bench-write")]))]
+    for step, write in writes:
         write()
         t = time.perf_counter()
         index.refresh()
@@ -499,7 +501,7 @@ def measure_ingest(book: Path, spec: str | None = None) -> dict[str, Any]:
 
 def embedder_throughput(texts: Sequence[str], specs: Sequence[str]) -> list[dict[str, Any]]:
     """Passages per second and query latency of each embedder that loads here."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for spec in specs:
         try:
             embedder = load_embedder(spec, device="cpu")

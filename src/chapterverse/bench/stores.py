@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,8 @@ def _vocabulary(rng: np.random.Generator) -> list[str]:
 
 def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     vectors = rng.standard_normal((n, DIM)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    unit: np.ndarray = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    return unit
 
 
 @dataclass(slots=True)
@@ -176,9 +178,9 @@ def _queries(store: Any, corpus: _Corpus, result: StoreResult) -> None:
     languages = store.languages()
     terms = [query_terms(q, languages) for q in corpus.questions]
     pairs = list(zip(corpus.questions, corpus.near))
-    result.lexical = _timed([lambda t=t: store.lexical_search(t, k=CANDIDATES) for t in terms])
-    result.dense = _timed([lambda v=v: retriever.dense("", k=CANDIDATES, query_vector=v) for v in corpus.near])
-    result.hybrid = _timed([lambda q=q, v=v: retriever.search(q, k=5, query_vector=v) for q, v in pairs])
+    result.lexical = _timed([partial(store.lexical_search, t, k=CANDIDATES) for t in terms])
+    result.dense = _timed([partial(retriever.dense, "", k=CANDIDATES, query_vector=v) for v in corpus.near])
+    result.hybrid = _timed([partial(retriever.search, q, k=5, query_vector=v) for q, v in pairs])
 
 
 def _recall(store: Any, corpus: _Corpus, ids: np.ndarray, queries: np.ndarray, k: int = 10) -> float:

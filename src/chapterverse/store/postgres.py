@@ -283,7 +283,7 @@ def _could_reach(rest: Sequence[tuple[float, int, str]], threshold: float, extra
 class _Pool:
     """Connections shared by threads: borrowed per call (or per transaction) and returned idle."""
 
-    def __init__(self, connect: Any, max_idle: int) -> None:
+    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], max_idle: int) -> None:
         self._connect = connect
         self._idle: list[psycopg.Connection[Any]] = []
         self._lock = threading.Lock()
@@ -870,7 +870,7 @@ class PostgresStore:
         """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order: what an in-memory
         lexical index is built from (``chapterverse.retrieval``)."""
         return [tuple(r) for r in self._rows(
-            "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id")]  # type: ignore[misc]
+            "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id")]
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
@@ -889,7 +889,8 @@ class PostgresStore:
         """
         vector = np.asarray(vector, dtype=np.float32)
         cast, _ = _cast(len(vector))
-        where, args = f"WHERE vector_dims(embedding) = {len(vector)}", [vector]
+        where = f"WHERE vector_dims(embedding) = {len(vector)}"
+        args: list[Any] = [vector]
         if doc_ids is not None:
             where += " AND doc_id = ANY(%s)"
             args.append(list(doc_ids))
