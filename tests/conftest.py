@@ -26,6 +26,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     monkeypatch.setenv("CHAPTERVERSE_HOME", str(home))
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "CHAPTERVERSE_LLM_BASE_URL", "CHAPTERVERSE_LLM_MODEL",
                 "CHAPTERVERSE_LLM_API_KEY", "CHAPTERVERSE_STORE_URL", "CHAPTERVERSE_EMBED_API_KEY",
-                "CHAPTERVERSE_EMBEDDING_MODEL", "CHAPTERVERSE_API_KEY"):
+                "CHAPTERVERSE_EMBEDDING_MODEL", "CHAPTERVERSE_API_KEY", "CHAPTERVERSE_RERANKER",
+                "CHAPTERVERSE_RERANK_TOP_N", "CHAPTERVERSE_RERANK_MODEL", "CHAPTERVERSE_RERANK_API_KEY"):
         monkeypatch.delenv(var, raising=False)
 from serverutil import reader_server  # noqa: E402,F401  (fixture for the browser tests)

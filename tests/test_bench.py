@@ -93,3 +93,23 @@ def test_bench_fit_relevance_prints_the_held_out_table_and_the_model(xquad_slice
     assert len(weights) == 6 and float(weights[0]) > 0  # the cosine counts for relevance
     table = [line for line in result.stderr.splitlines() if line.startswith("| xquad-slice")]
     assert len(table) == 1 and table[0].count("|") == 11
+
+
+def test_bench_retrieval_with_a_reranker_reports_it_beside_the_first_stage(xquad_slice: Path, tmp_path: Path) -> None:
+    from fakererank import fake_reranker
+
+    def args(reranker: str) -> list[str]:
+        return ["bench", "retrieval", "--squad", str(xquad_slice), "--limit", "30", "--json", "--library",
+                str(tmp_path), "--reranker", reranker, "--rerank-top-n", "10"]
+
+    with fake_reranker(lambda q, docs: [-float(i) for i in range(len(docs))]) as keep:  # the first stage's order
+        same = CliRunner().invoke(app, args(keep.url))
+    with fake_reranker(lambda q, docs: [float(i) for i in range(len(docs))]) as flip:  # its top 10 reversed
+        flipped = CliRunner().invoke(app, args(flip.url))
+    assert same.exit_code == 0 and flipped.exit_code == 0, same.output + flipped.output
+    methods = json.loads(same.stdout)["methods"]
+    assert methods["chapterverse+rerank"] | {"ms_per_query": 0, "ms_p50": 0} == \
+        methods["chapterverse"] | {"ms_per_query": 0, "ms_p50": 0}
+    worse = json.loads(flipped.stdout)["methods"]
+    assert worse["chapterverse+rerank"]["hit@1"] < worse["chapterverse"]["hit@1"]
+    assert len(keep.requests) == 31  # one warm-up question, then each question once

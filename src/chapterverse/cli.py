@@ -106,6 +106,11 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-c
                                                 "http://localhost:11434/v1 (env CHAPTERVERSE_LLM_BASE_URL).")]
 ModelOpt = Annotated[str | None, typer.Option("--llm-model", help="Chat model name (env CHAPTERVERSE_LLM_MODEL).")]
 KeyOpt = Annotated[str | None, typer.Option("--llm-api-key", help="API key (env CHAPTERVERSE_LLM_API_KEY).")]
+RerankOpt = Annotated[str | None, typer.Option("--reranker", help="Second stage (off by default): a local "
+                                               "cross-encoder path or cached name, http(s)://.../rerank, "
+                                               "tei:http(s)://.../rerank, or llm (env CHAPTERVERSE_RERANKER).")]
+TopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", min=1, help="Candidates the reranker reorders "
+                                             "(default 30; env CHAPTERVERSE_RERANK_TOP_N).")]
 
 
 def _fail(exc: ChapterverseError) -> None:
@@ -129,6 +134,15 @@ def _open(library: Path | None, store: str | None = None, embedding_model: str |
     with _errors():
         backend = open_store(store) if store else None
         return Library(library, embedding_model=embedding_model, store=backend)
+
+
+def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
+                  provider: ProviderConfig | None = None) -> None:
+    """Give ``lib`` the second stage its flags, env and config file name (``chapterverse.rerank``)."""
+    from .rerank import library_reranker
+
+    lib.reranker, lib.rerank_top_n = library_reranker(lib.location, reranker=reranker, top_n=top_n,
+                                                      provider=provider)
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -187,11 +201,12 @@ def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embed
            threshold: Annotated[float | None, typer.Option(
                "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
                                                  "little that does not.")] = None,
-           json_out: JsonOpt = False) -> None:
+           reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
     """Hybrid (BM25 + embedding) search; every result carries its position tag and its relevance score (0..1,
     the passage's own evidence: the same whatever else the library holds)."""
     lib = _open(library, store, embedding_model)
     with _errors():
+        _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
     results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "text": h.text,
                 "score": round(h.score, 4)} for h in hits]
@@ -253,11 +268,12 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
 @app.command()
 def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
-        json_out: JsonOpt = False) -> None:
+        reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
     """Answer a question with cited passages (with a model when one is configured, else extractively)."""
     lib = _open(library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        _use_reranker(lib, reranker, rerank_top_n, provider)
         if doc is not None:
             lib.document(doc)
         result = _answer(lib, question, doc, provider, [], stream=False)
@@ -276,11 +292,13 @@ def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embed
 @app.command()
 def chat(doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")], library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
-         llm_model: ModelOpt = None, llm_api_key: KeyOpt = None) -> None:
+         llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, reranker: RerankOpt = None,
+         rerank_top_n: TopNOpt = None) -> None:
     """Interactive chat about one document, streamed, with footnotes; stored for export."""
     lib = _open(library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        _use_reranker(lib, reranker, rerank_top_n, provider)
         title = lib.document(doc).title
         chat_id = lib.store.create_chat(doc, title)
     stderr.print(f"chat {chat_id} about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)")

@@ -36,10 +36,11 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .embeddings import Embedder
+    from .rerank import Reranker, RerankReport
     from .retrieval import FusionWeights, Retriever, ScoredChunk
     from .sources import ParsedDocument
 
-__all__ = ["Library", "IngestResult", "Resolved", "Hit", "default_home"]
+__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "default_home"]
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding."""
@@ -115,6 +116,14 @@ class Hit:
 
 
 @dataclass(slots=True)
+class SearchResult:
+    """The hits of one search and, when a reranker ran, what it did (``rerank.RerankReport``)."""
+
+    hits: list[Hit]
+    rerank: RerankReport | None = None
+
+
+@dataclass(slots=True)
 class _TocIndex:
     """TOC entries of one document sorted by position, for "which chapter is this offset in"."""
 
@@ -144,7 +153,8 @@ class Library:
 
     def __init__(self, location: str | Path | None = None, *, embedder: Embedder | None = None,
                  embedding_model: str | None = None, chunk_size: int = 512, chunk_overlap: int = 64,
-                 fusion: FusionWeights | None = None, store: Store | None = None) -> None:
+                 fusion: FusionWeights | None = None, store: Store | None = None,
+                 reranker: Reranker | None = None, rerank_top_n: int = 30) -> None:
         self.location = Path(location).expanduser() if location else default_home()
         self.store = store or open_store(self.location)
         self.chunk_size = chunk_size
@@ -153,6 +163,9 @@ class Library:
         self._embedding_model = embedding_model or self.store.get_meta("embedding_model")
         self._fusion = fusion
         self._retriever: Retriever | None = None
+        self.reranker = reranker
+        """The second stage (``chapterverse.rerank``): reorders the first stage's best ``rerank_top_n``."""
+        self.rerank_top_n = rerank_top_n
 
     # -- components -------------------------------------------------------------------------
     @property
@@ -385,11 +398,26 @@ class Library:
                query_vector: np.ndarray | None = None) -> list[Hit]:
         """The best ``k`` passages; ``query_vector`` (``embedder.embed_query(query)``) saves embedding the
         query again when the caller needs the vector too (the extractive reader does)."""
-        scored: list[ScoredChunk] = self.retriever.search(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr,
-                                                          query_vector=query_vector)
+        return self.search_report(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr,
+                                  query_vector=query_vector).hits
+
+    def search_report(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
+                      threshold: float | None = None, mmr: float | None = None,
+                      query_vector: np.ndarray | None = None) -> SearchResult:
+        """``search`` with what the reranker did. With a reranker, the first stage's best ``rerank_top_n`` (at
+        least ``k``) above ``threshold`` are reordered and the first ``k`` kept; each hit keeps its own score."""
+        depth = max(k, self.rerank_top_n) if self.reranker is not None else k
+        scored: list[ScoredChunk] = self.retriever.search(query, k=depth, doc_ids=doc_ids, threshold=threshold,
+                                                          mmr=mmr, query_vector=query_vector)
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
-        return [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
+        hits = [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]
+        if self.reranker is None:
+            return SearchResult(hits)
+        from .rerank import rerank_order
+
+        order, report = rerank_order(self.reranker, query, [h.text for h in hits])
+        return SearchResult([hits[i] for i in order][:k], report)
 
 
 def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:

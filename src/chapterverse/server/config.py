@@ -66,6 +66,11 @@ class ServeSettings(BaseModel):
     rag_mode: Literal["inject", "tools"] = Field("inject", description="inject: add retrieved passages to the "
                                                                        "request; tools: answer with chapterverse's "
                                                                        "retrieval tool loop on the upstream model.")
+    rag_reranker: str | None = Field(None, description="Second-stage reranker (off by default): a local "
+                                                        "cross-encoder path or cached name, http(s)://.../rerank, "
+                                                        "tei:http(s)://.../rerank, or llm (the upstream model).")
+    rag_rerank_top_n: int | None = Field(None, ge=1, le=500, description="Candidates the reranker reorders "
+                                                                         "(default 30).")
     rag_watch: bool = Field(False, description="Re-index the folder when files change (polling).")
     rag_watch_interval: float = Field(2.0, gt=0, description="Seconds between polls with --rag_watch.")
     # -- network

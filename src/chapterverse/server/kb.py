@@ -191,7 +191,8 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     settings = _state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
-    hits = kb.search(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
+    found = kb.search_report(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
+    hits = found.hits
     docs: dict[int, Any] = {}
     results = []
     for hit in hits:
@@ -199,7 +200,10 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
         results.append({"text": hit.text, "source": hit.chunk.source, "score": round(hit.score, 4),
                         "tag": item["tag"], "index": hit.chunk.id, "chunk_index": hit.chunk.chunk_index,
                         "metadata": item["metadata"], "doc_title": hit.doc_title})
-    return {"query": body.query, "count": len(results), "results": results}
+    reply = {"query": body.query, "count": len(results), "results": results}
+    if found.rerank is not None:
+        reply["rerank"] = found.rerank.to_json()
+    return reply
 
 
 @router.post("/add/document", summary="Add free text, chunked automatically")

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError, StoppingError
-from ..library import Hit, Library
+from ..library import Hit, Library, SearchResult
 from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
 from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
 
@@ -325,6 +325,10 @@ class KnowledgeBase:
     # -- reads ----------------------------------------------------------------------------------------
     def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
         return self.library.search(query, k=k, threshold=threshold)
+
+    def search_report(self, query: str, *, k: int, threshold: float | None = None) -> SearchResult:
+        """``search`` with what the reranker did, for responses that report it."""
+        return self.library.search_report(query, k=k, threshold=threshold)
 
     def chunk_json(self, chunk: ChunkRecord, *, score: float | None = None, include_text: bool = True,
                    docs: dict[int, DocumentRecord] | None = None) -> dict[str, Any]:
