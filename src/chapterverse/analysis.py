@@ -55,7 +55,10 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 def normalize(text: str) -> str:
     """Lower-case and strip combining marks (``canción`` -> ``cancion``) so accents never block a match."""
     decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    if decomposed.isascii():  # no combining marks: the common case, without a Python step per character
+        return decomposed
+    marks = {ord(ch): None for ch in set(decomposed) if unicodedata.combining(ch)}
+    return decomposed.translate(marks) if marks else decomposed
 
 
 def word_tokens(text: str) -> list[str]:

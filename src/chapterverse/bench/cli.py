@@ -389,6 +389,23 @@ def scale(chunks: Annotated[list[int] | None, typer.Option("--chunks", help="Siz
     run_scale_bench(chunks or SIZES, json_out, workdir=workdir, real_limit=real_limit, queries=queries, ingest=ingest)
 
 
+@bench_app.command("ingest")
+def ingest(upserts: Annotated[int, typer.Option("--upserts", help="Small documents written one by one.")] = 2_000,
+           passages: Annotated[int, typer.Option("--passages", help="Passages (~500 characters) per small document.")] = 3,
+           bulk_chunks: Annotated[int, typer.Option("--bulk-chunks", help="Chunks of the bulk load (1,000 a document).")] = 20_000,
+           rounds: Annotated[int, typer.Option("--rounds", min=1)] = 3,
+           against: Annotated[Path | None, typer.Option(
+               "--against", help="Another chapterverse checkout measured in the same run (its src/ on the path).")] = None,
+           json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Write path without embedding: many small upserts and a bulk load, chunks/s and bytes per chunk, with
+    LanceDB and bm25s in the same run where they are installed."""
+    from .ingest import format_report, run_ingest_bench
+
+    report = run_ingest_bench(upserts=upserts, passages=passages, bulk_chunks=bulk_chunks, rounds=rounds,
+                              against=against)
+    print(json.dumps(report, indent=2) if json_out else format_report(report))
+
+
 @bench_app.command("stores")
 def stores(sizes: Annotated[list[int] | None, typer.Option("--sizes")] = None,
            pg_url: Annotated[str | None, typer.Option("--pg-url")] = None,

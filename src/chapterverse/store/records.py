@@ -193,8 +193,13 @@ def nul_free(doc: NewDocument) -> NewDocument:
                   for s in doc.segments],
         chunks=[replace(c, source=without_nul(c.source), terms=without_nul(c.terms),
                         heading_terms=without_nul(c.heading_terms), title_path=_nul_free_path(c.title_path))
-                for c in doc.chunks],
+                if _has_nul(c) else c for c in doc.chunks],
     )
+
+
+def _has_nul(chunk: NewChunk) -> bool:
+    """Whether a text column of ``chunk`` holds NUL (rare: most chunks are passed on as they are, not copied)."""
+    return any("\0" in text for text in (chunk.source, chunk.terms, chunk.heading_terms, *chunk.title_path))
 
 
 @dataclass(slots=True)

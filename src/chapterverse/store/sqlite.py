@@ -4,19 +4,26 @@ Every write is one ``BEGIN IMMEDIATE`` transaction, so a crash or an exception m
 previous state intact; WAL lets searches run while a write is in progress. Connections are per
 thread; writes are serialized by SQLite's own lock (``busy_timeout``), not by Python code.
 
-Vectors are little-endian float32 BLOBs, one row per chunk; the store records which embedding
-model and dimension made them and refuses to mix. numpy is imported by the methods that build arrays, so
-commands that only read rows (``chapterverse docs``) start without it.
+Vectors are little-endian float32, one BLOB per run of consecutive chunk ids of one document
+(``vector_blocks``: a document's chunks get consecutive ids, so normally one block per document). A row per
+chunk cost twice the raw size: a 2 KB vector is too large for two to share a 4 KB page, so every page
+was half empty; a block spans overflow pages, 4 bytes of bookkeeping per page. The store records which
+embedding model and dimension made them and refuses to mix. That block is the library's one durable copy of
+a vector: the embedding cache holds only vectors of text the library does not (a chunk's ``text_hash``
+finds the library's own), and the memory-mapped index beside the file is derived and rebuildable.
+numpy is imported by the methods that build arrays, so commands that only read rows (``chapterverse docs``)
+start without it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
@@ -165,13 +172,67 @@ _M001_INITIAL = """
             PRIMARY KEY(chat_id, seq));
 """
 
-MIGRATIONS: list[str] = [_M001_INITIAL]
-"""Each migration is one SQL script, applied in one transaction together with its ``user_version``."""
+_M002_VECTOR_BLOCKS = """
+        CREATE TABLE vector_blocks(
+            first_chunk INTEGER PRIMARY KEY,
+            doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+            count INTEGER NOT NULL,
+            vectors BLOB NOT NULL);
+        CREATE INDEX vector_blocks_doc ON vector_blocks(doc_id);
+        ALTER TABLE chunks ADD COLUMN text_hash BLOB;
+        CREATE INDEX chunks_text_hash ON chunks(text_hash);
+        DROP TRIGGER chunks_ai;
+"""
+"""``vector_blocks``: chunks ``first_chunk .. first_chunk + count - 1`` (one document) and their vectors, row
+after row. ``chunks.text_hash``: the first 16 bytes of the SHA-256 of the chunk's text, what the embedding
+cache is keyed by. The insert trigger of the full-text index goes: a write fills it with one batch."""
+
+
+def _m002_vector_blocks(db: sqlite3.Connection) -> None:
+    """Move per-chunk vector rows into blocks, hash every chunk's text, and drop cached vectors the library
+    now holds itself."""
+    for statement in filter(str.strip, _M002_VECTOR_BLOCKS.split(";")):  # executescript would commit first
+        db.execute(statement)
+    rows = db.execute("SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id"
+                      " ORDER BY v.chunk_id")
+    _insert_blocks(db, rows)
+    db.execute("DROP TABLE vectors")
+    hashes = [(_text_hash(text), cid) for cid, text in db.execute("SELECT id, text FROM chunks")]
+    db.executemany("UPDATE chunks SET text_hash=? WHERE id=?", hashes)
+    db.execute("DELETE FROM embedding_cache WHERE model=(SELECT value FROM meta WHERE key='embedding_model')"
+               " AND substr(text_hash, 1, 32) IN (SELECT lower(hex(text_hash)) FROM chunks)")
+
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_M001_INITIAL, _m002_vector_blocks]
+"""Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _text_hash(text: str) -> bytes:
+    """What ``chunks.text_hash`` holds: 16 bytes of the SHA-256 the embedding cache's hex keys spell out."""
+    return hashlib.sha256(text.encode()).digest()[:16]
+
+
+def _insert_blocks(tx: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
+    """Write (chunk id, doc id, vector bytes) rows, in id order, as one block per run of consecutive ids of
+    one document."""
+    run: list[tuple[int, int, bytes]] = []
+
+    def flush() -> None:
+        if run:
+            tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, vectors) VALUES (?,?,?,?)",
+                       (run[0][0], run[0][1], len(run), b"".join(r[2] for r in run)))
+            run.clear()
+
+    for row in rows:
+        if run and (row[0] != run[-1][0] + 1 or row[1] != run[-1][1]):
+            flush()
+        run.append(row)
+    flush()
 
 
 def _hold(path: Path) -> IO[bytes]:
@@ -288,8 +349,16 @@ class SQLiteStore:
         if version > SCHEMA_VERSION:
             raise StoreError(f"{self.path}: library schema v{version} is newer than this chapterverse (v{SCHEMA_VERSION})")
         for number in range(version, SCHEMA_VERSION):
+            migration = MIGRATIONS[number]
             try:
-                db.executescript(f"BEGIN IMMEDIATE;\n{MIGRATIONS[number]}\nPRAGMA user_version={number + 1};\nCOMMIT;")
+                if isinstance(migration, str):
+                    db.executescript(f"BEGIN IMMEDIATE;\n{migration}\nPRAGMA user_version={number + 1};\nCOMMIT;")
+                    continue
+                db.execute("BEGIN IMMEDIATE")
+                if int(db.execute("PRAGMA user_version").fetchone()[0]) == number:  # not done by another process
+                    migration(db)
+                    db.execute(f"PRAGMA user_version={number + 1}")
+                db.execute("COMMIT")
             except sqlite3.Error:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
@@ -332,11 +401,9 @@ class SQLiteStore:
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
         """Swap every chunk's vector and the recorded model in one transaction."""
         with self.transaction() as tx:
-            tx.execute("DELETE FROM vectors")
-            tx.executemany(
-                "INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)",
-                ((cid, vector_blob(vec)) for cid, vec in vectors.items()),
-            )
+            tx.execute("DELETE FROM vector_blocks")
+            chunks = tx.execute("SELECT id, doc_id FROM chunks ORDER BY id").fetchall()
+            _insert_blocks(tx, ((cid, doc, vector_blob(vectors[cid])) for cid, doc in chunks if cid in vectors))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
             self._bump(tx)
@@ -379,17 +446,39 @@ class SQLiteStore:
             ((doc_id, s.seq, json.dumps(s.title_path, ensure_ascii=False), file_ids[s.start_ordinal],
               s.start_offset, file_ids[s.end_ordinal], s.end_offset, s.content_hash) for s in doc.segments),
         )
-        for chunk, vector in zip(doc.chunks, doc.vectors, strict=True):
-            text = doc.files[chunk.file_ordinal].text[chunk.start:chunk.end]
-            cid = tx.execute(
-                'INSERT INTO chunks(doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
-                " terms, heading_terms) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (doc_id, file_ids[chunk.file_ordinal], chunk.start, chunk.end, text, chunk.source,
-                 chunk.chunk_index, json.dumps(chunk.metadata, ensure_ascii=False),
-                 json.dumps(chunk.title_path, ensure_ascii=False), chunk.terms, chunk.heading_terms),
-            ).lastrowid
-            tx.execute("INSERT INTO vectors(chunk_id, vector) VALUES (?, ?)", (cid, vector_blob(vector)))
+        self._insert_chunks(tx, doc, doc_id, file_ids)
         return doc_id
+
+    @staticmethod
+    def _insert_chunks(tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int]) -> None:
+        """The chunks, their full-text entries and their vectors, each one batch.
+
+        Chunk ids are given, not left to AUTOINCREMENT row by row: the next ``len(chunks)`` ids (the write
+        transaction holds the only write lock, and ``sqlite_sequence`` follows explicit ids), so the vectors
+        go in as one block and the full-text index gets its rows without a trigger per row. Cached vectors
+        of these texts are dropped: from now on the library holds them (``cached_vectors`` finds them here).
+        """
+        if not doc.chunks:
+            return
+        first = 1 + int(tx.execute(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name='chunks'), 0),"
+            " coalesce((SELECT max(id) FROM chunks), 0))").fetchone()[0])
+        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for c in doc.chunks]
+        tx.executemany(
+            'INSERT INTO chunks(id, doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
+            " terms, heading_terms, text_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            ((first + i, doc_id, file_ids[c.file_ordinal], c.start, c.end, text, c.source, c.chunk_index,
+              json.dumps(c.metadata, ensure_ascii=False), json.dumps(c.title_path, ensure_ascii=False), c.terms,
+              c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
+        )
+        tx.executemany("INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
+                       ((first + i, c.terms, c.heading_terms) for i, c in enumerate(doc.chunks)))
+        tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, vectors) VALUES (?,?,?,?)",
+                   (first, doc_id, len(doc.chunks), vector_blob(doc.vectors)))
+        if tx.execute("SELECT 1 FROM embedding_cache LIMIT 1").fetchone() is not None:
+            tx.executemany("DELETE FROM embedding_cache WHERE model=(SELECT value FROM meta WHERE"
+                           " key='embedding_model') AND text_hash=?",
+                           ((hashlib.sha256(t.encode()).hexdigest(),) for t in texts))
 
     def remove_documents(self, doc_ids: Sequence[int]) -> int:
         """Remove documents (and everything derived from them) atomically; return how many existed."""
@@ -555,6 +644,8 @@ class SQLiteStore:
 
     # -- embedding cache --------------------------------------------------------------------
     def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors ``model`` made of the texts with these SHA-256 hex digests: from the cache, and from the
+        library's own chunks when ``model`` made the library's vectors."""
         import numpy as np
 
         found: dict[str, np.ndarray] = {}
@@ -567,6 +658,39 @@ class SQLiteStore:
                 [model, *part],
             )
             found.update((r[0], np.frombuffer(r[1], dtype="<f4")) for r in rows)
+        missing = [h for h in hashes if h not in found]
+        if missing and model == self.get_meta("embedding_model"):
+            found.update(self._library_vectors(missing))
+        return found
+
+    def _library_vectors(self, hex_hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Vectors of chunks whose text has one of these SHA-256 hex digests (one chunk per digest)."""
+        by_key = {bytes.fromhex(h)[:16]: h for h in hex_hashes}
+        keys = list(by_key)
+        chunk_of: dict[int, str] = {}
+        for i in range(0, len(keys), 500):
+            part = keys[i:i + 500]
+            marks = ",".join("?" * len(part))
+            rows = self.db.execute(f"SELECT text_hash, min(id) FROM chunks WHERE text_hash IN ({marks})"
+                                   " GROUP BY text_hash", part)
+            chunk_of.update((int(r[1]), by_key[bytes(r[0])]) for r in rows)
+        return {chunk_of[cid]: vec for cid, vec in self._vectors_by_ids(list(chunk_of)).items()}
+
+    def _vectors_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vector of each known chunk id (float32, as written): only its bytes are read from the
+        block that holds it."""
+        import numpy as np
+
+        found: dict[int, np.ndarray] = {}
+        for cid in dict.fromkeys(int(c) for c in chunk_ids):
+            row = self.db.execute("SELECT first_chunk, count FROM vector_blocks WHERE first_chunk <= ?"
+                                  " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
+            if row is None or cid >= row[0] + row[1]:
+                continue
+            with self.db.blobopen("vector_blocks", "vectors", row[0], readonly=True) as blob:
+                width = len(blob) // row[1]
+                blob.seek((cid - row[0]) * width)
+                found[cid] = np.frombuffer(blob.read(width), dtype="<f4")
         return found
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -643,10 +767,17 @@ class SQLiteStore:
             db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
         except sqlite3.DatabaseError as exc:
             problems.append(f"full-text index disagrees with chunks: {exc}")
-        missing = db.execute("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id=c.id"
-                             " WHERE v.chunk_id IS NULL").fetchone()[0]
+        missing = db.execute(
+            "SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vector_blocks b WHERE b.first_chunk ="
+            " (SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= c.id) AND c.id < b.first_chunk + b.count)"
+        ).fetchone()[0]
         if missing:
             problems.append(f"{missing} chunks have no vector")
+        dim = int(self.get_meta("embedding_dim") or 0)
+        bad_blocks = dim and db.execute("SELECT count(*) FROM vector_blocks WHERE length(vectors) != count * ? * 4",
+                                        (dim,)).fetchone()[0]
+        if bad_blocks:
+            problems.append(f"{bad_blocks} vector blocks do not hold {dim} float32 per chunk")
         bad_spans = db.execute(
             'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
             " != c.text"
@@ -669,20 +800,32 @@ class SQLiteStore:
         """
         import numpy as np
 
-        sql = ("SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id"
-               " WHERE v.chunk_id > ? ORDER BY v.chunk_id")
-        args: list[Any] = [chunk_id]
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        rows = self.db.execute(sql, args).fetchall()
         dim = int(self.get_meta("embedding_dim") or 0)
-        if not rows:
+        ids: list[np.ndarray] = []
+        docs: list[np.ndarray] = []
+        parts: list[np.ndarray] = []
+        remaining = limit
+        blocks = self.db.execute(
+            "SELECT first_chunk, doc_id, count, vectors FROM vector_blocks WHERE first_chunk >="
+            " coalesce((SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= ?), 0) ORDER BY first_chunk",
+            (chunk_id,))
+        try:
+            for first, doc, count, blob in blocks:
+                if remaining == 0:
+                    break
+                skip = max(0, chunk_id + 1 - first)
+                take = count - skip if remaining is None else min(count - skip, remaining)
+                if take <= 0:
+                    continue
+                ids.append(np.arange(first + skip, first + skip + take, dtype=np.int64))
+                docs.append(np.full(take, doc, np.int64))
+                parts.append(np.frombuffer(blob, dtype="<f4").reshape(count, -1)[skip:skip + take])
+                remaining = None if remaining is None else remaining - take
+        finally:
+            blocks.close()
+        if not ids:
             return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        ids = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
-        matrix = np.frombuffer(b"".join(r[2] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        return ids, docs, matrix
+        return np.concatenate(ids), np.concatenate(docs), np.concatenate(parts).astype(np.float32, copy=False)
 
     def document_ids(self) -> np.ndarray:
         """The id of every document, ascending."""

@@ -1,0 +1,133 @@
+"""One durable copy of each vector: the SQLite store's vector blocks, the embedding cache that holds only what the
+library does not, and the migration that brings an older library file to that layout without losing a vector."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+from hashembed import HashingEmbedder
+
+from chapterverse.library import Library
+from chapterverse.lexicalindex import LexicalIndex
+from chapterverse.store import SQLiteStore
+from chapterverse.store.sqlite import _M001_INITIAL
+from chapterverse.vectorindex import VectorIndex
+
+FILE_TEXT = "keeper lamp storm gull tide rope"
+WORDS = "keeper lamp storm gull tide rope harbour island signal winter cliff wave".split()
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Counts the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        self.embedded: list[str] = []
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        self.embedded.extend(texts)
+        return super()._embed_batch(texts)
+
+
+def _paragraphs(seed: int, count: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, 90)).capitalize() + "." for _ in range(count)]
+
+
+def _sql(library: Path, query: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(library / "library.sqlite3") as db:
+        return db.execute(query).fetchall()
+
+
+def test_a_changed_document_embeds_only_its_new_text_and_the_cache_keeps_no_copy(tmp_path: Path) -> None:
+    book = tmp_path / "book.md"
+    first = _paragraphs(1, 12)
+    book.write_text("\n\n".join(first), encoding="utf-8")
+    embedder = CountingEmbedder()
+    library = Library(tmp_path / "lib", embedder=embedder)
+    library.ingest([book])
+    chunks = library.store.count_chunks()
+    assert len(embedder.embedded) == chunks and chunks > 5
+    assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(0,)]
+
+    book.write_text("\n\n".join(first + _paragraphs(2, 1)), encoding="utf-8")  # one paragraph appended
+    embedder.embedded.clear()
+    library.ingest([book])
+    assert 0 < len(embedder.embedded) < 4  # the chunks that changed, not the book again
+    new_ids = [c.id for c in library.store.chunks()]
+    assert library.store.integrity_problems() == []
+    ids, _, matrix = library.store.vectors_since(0)
+    assert ids.tolist() == new_ids
+    expected = HashingEmbedder().embed([c.text for c in library.store.chunks()])
+    assert np.allclose(matrix, expected, atol=1e-6)  # reused vectors are the same text's vectors
+    library.close()
+
+
+def test_a_document_larger_than_one_batch_is_cached_until_written(tmp_path: Path) -> None:
+    """Embedding of several batches survives an interrupted write; once written, the library holds it alone."""
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    texts = [f"passage {i} " + " ".join(_paragraphs(i, 1)) for i in range(300)]
+    library.embed_passages(texts)  # what prepare() does before the write
+    hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
+    assert len(library.store.cached_vectors(library.embedder.name, hashes)) == 300
+    assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(300,)]
+    library.close()
+
+
+def test_an_older_library_file_is_migrated_with_every_vector(tmp_path: Path) -> None:
+    """A schema-1 file (a vector row per chunk, an insert trigger for FTS5) opens as the current layout."""
+    path = tmp_path / "library.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
+    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '4')")
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((7, 4)).astype("<f4")
+    for doc in (1, 2):
+        db.execute("INSERT INTO documents VALUES (?, ?, 't', 'txt', ?, 1, 'english', '{}', 0, 0, 'now')",
+                   (doc, f"d{doc}", f"h{doc}"))
+        db.execute("INSERT INTO files VALUES (?, ?, 0, '', '', 1, ?)", (doc, doc, FILE_TEXT))
+    texts = ["keeper", "lamp", "storm", "gull", "tide", "rope", "keeper lamp"]
+    for cid, text in enumerate(texts, start=1):
+        doc = 1 if cid <= 4 else 2
+        db.execute("INSERT INTO chunks(id, doc_id, file_id, start, \"end\", text, source, chunk_index, metadata,"
+                   " title_path, terms, heading_terms) VALUES (?, ?, ?, ?, ?, ?, 's', ?, '{}', '[]', ?, '')",
+                   (cid, doc, doc, FILE_TEXT.find(text), FILE_TEXT.find(text) + len(text), text, cid, text))
+        if cid != 3:  # one chunk without a vector: the migration must not invent one
+            db.execute("INSERT INTO vectors VALUES (?, ?)", (cid, vectors[cid - 1].tobytes()))
+    held = hashlib.sha256(b"lamp").hexdigest()
+    db.execute("INSERT INTO embedding_cache VALUES ('m', ?, ?), ('m', 'elsewhere', ?)",
+               (held, vectors[1].tobytes(), vectors[0].tobytes()))
+    db.close()
+
+    store = SQLiteStore(path)
+    ids, docs, matrix = store.vectors_since(0)
+    assert ids.tolist() == [1, 2, 4, 5, 6, 7] and docs.tolist() == [1, 1, 1, 2, 2, 2]
+    assert np.array_equal(matrix, vectors[[0, 1, 3, 4, 5, 6]])
+    assert store.integrity_problems() == ["1 chunks have no vector"]
+    assert [r[0] for r in store.db.execute("SELECT text_hash FROM embedding_cache")] == ["elsewhere"]
+    found = store.cached_vectors("m", [held, "elsewhere"])  # the library's own chunk answers for "lamp"
+    assert np.array_equal(found[held], vectors[1]) and np.array_equal(found["elsewhere"], vectors[0])
+    assert store.cached_vectors("other-model", [held]) == {}
+    assert store.lexical_search(["lamp"], k=5)  # the full-text index still answers
+    store.close()
+
+
+def test_index_files_follow_vector_blocks_across_writes(tmp_path: Path) -> None:
+    """The memory-mapped indexes built from blocks match the store after appends and removals."""
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    for n in range(3):
+        (tmp_path / f"d{n}.md").write_text("\n\n".join(_paragraphs(10 + n, 6)), encoding="utf-8")
+    library.ingest(sorted(tmp_path.glob("d*.md")))
+    index = VectorIndex.open(library.store)
+    library.remove(library.documents()[1].id)
+    (tmp_path / "d3.md").write_text("\n\n".join(_paragraphs(20, 4)), encoding="utf-8")
+    library.ingest([tmp_path / "d3.md"])
+    index.refresh()
+    ids, _, matrix = library.store.vectors_since(0)
+    got = index.vectors(ids.tolist())
+    assert sorted(got) == ids.tolist() and all(np.array_equal(got[i], row) for i, row in zip(ids.tolist(), matrix))
+    lexical = LexicalIndex.open(library.store)
+    assert lexical.stats().postings > 0
+    library.close()
