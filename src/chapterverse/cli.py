@@ -181,8 +181,9 @@ def _errors() -> Iterator[None]:
 def _open(ctx: typer.Context, library: Path | None, store: str | None = None, embedding_model: str | None = None,
           *, create: bool = False) -> Library:
     """The library the options name (the sub-command's, else the global ones). Only ``create`` (ingest) may
-    make a new one: any other command on a folder that holds no library is an input error, not an empty
-    library left behind under a mistyped path."""
+    make a new one: any other command on a folder that holds no library (neither its database nor a
+    config.json the user put there) is an input error, not an empty library left under a mistyped path."""
+    from .config import CONFIG_NAME
     from .library import Library, default_home
     from .store import open_store, sqlite_file
 
@@ -190,10 +191,10 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
     library = library or given.library
     store = store or given.store or os.environ.get("CHAPTERVERSE_STORE_URL") or None
     with _errors():
-        if not create:
-            missing = sqlite_file(store or library or default_home())
-            if missing is not None and not missing.is_file():
-                raise InputError(f"{missing.parent if store is None else missing}: no library here "
+        database = sqlite_file(store or library or default_home())
+        if not create and database is not None and not database.is_file():
+            if store is not None or not (database.parent / CONFIG_NAME).is_file():
+                raise InputError(f"{database.parent if store is None else database}: no library here "
                                  "(`chapterverse ingest FILE` makes one)")
         backend = open_store(store) if store else None
         return Library(library, embedding_model=embedding_model, store=backend)

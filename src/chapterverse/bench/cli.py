@@ -36,9 +36,7 @@ from .retrieval import METHODS, RERANKED, BenchReport, BenchSet, load_financeben
 
 __all__ = ["bench_app"]
 
-BENCH_HELP = """Benchmarks against real data.
-
-What each one needs (the data sets are under ../shared/data/qa and ../shared/data/books):
+BENCH_DATA = """What each one needs (the data sets are under ../shared/data/qa and ../shared/data/books):
 
 * retrieval: --squad FILE (SQuAD v1.1 JSON, e.g. xquad/xquad.en.dev.json), optionally --questions FILE in
 another language, or --financebench DIR (questions.jsonl + pdfs/).
@@ -59,7 +57,8 @@ another language, or --financebench DIR (questions.jsonl + pdfs/).
 * crash, cli: nothing (a temporary knowledge base; the packaged demo book).
 """
 
-bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help=BENCH_HELP)
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks against real data.",
+                        epilog=BENCH_DATA)
 stdout = Console()
 stderr = Console(stderr=True)
 
