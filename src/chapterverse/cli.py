@@ -150,7 +150,8 @@ def _main(ctx: typer.Context,
               "--library", help="Library directory for the command that follows (default: $CHAPTERVERSE_HOME, "
                                 "else the user data dir).")] = None,
           store: Annotated[str | None, typer.Option(
-              "--store", help="Store URL (postgresql://...) for the command that follows; overrides --library.")] = None,
+              "--store", help="Store URL (postgresql://...) for the command that follows; overrides --library.")
+          ] = None,
           json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON from the command.")] = False,
           verbose: Annotated[bool, typer.Option(
               "--verbose", "-v", help="Show every warning (model retries included) with its traceback.")] = False,
@@ -338,7 +339,8 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
 
 
 @app.command()
-def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None,
+           embedding_model: EmbedOpt = None,
            doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5,
            threshold: Annotated[float | None, typer.Option(
                "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
@@ -424,7 +426,8 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
 
 
 @app.command()
-def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
+def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None,
+        embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
         reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
     """Answer a question with cited passages (with a model when one is configured, else extractively)."""
@@ -451,7 +454,8 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
 
 
 @app.command()
-def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")], library: LibraryOpt = None,
+def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")],
+         library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
          llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, reranker: RerankOpt = None,
          rerank_top_n: TopNOpt = None) -> None:
