@@ -1,4 +1,5 @@
-"""The library's config file, ``<library>/config.json``: provider settings that flags and env override.
+"""Where the library lives by default (:func:`default_home`), and its config file, ``<library>/config.json``:
+provider settings that flags and env override.
 
 Written atomically (temp file + rename) with mode 0600 because it may hold an API key.
 """
@@ -13,9 +14,19 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["config_path", "load_config", "save_config"]
+__all__ = ["default_home", "config_path", "load_config", "save_config"]
 
 CONFIG_NAME = "config.json"
+
+
+def default_home() -> Path:
+    """``$CHAPTERVERSE_HOME`` or the platform's user data dir."""
+    env = os.environ.get("CHAPTERVERSE_HOME")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("chapterverse"))
 
 
 def config_path(library_dir: Path) -> Path:

@@ -11,13 +11,13 @@ library to list, resolve or remove (``chapterverse docs``) costs neither numpy n
 from __future__ import annotations
 
 import hashlib
-import os
 from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .config import default_home
 from .errors import InputError, SourceError, TagError
 from .positions import Span, parse_tag
 from .store import (
@@ -40,20 +40,10 @@ if TYPE_CHECKING:
     from .retrieval import FusionWeights, Retriever, ScoredChunk
     from .sources import ParsedDocument
 
-__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "default_home"]
+__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult"]
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding."""
-
-
-def default_home() -> Path:
-    """``$CHAPTERVERSE_HOME`` or the platform's user data dir."""
-    env = os.environ.get("CHAPTERVERSE_HOME")
-    if env:
-        return Path(env).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_data_dir("chapterverse"))
 
 
 def content_hash(data: bytes) -> str:

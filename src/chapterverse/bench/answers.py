@@ -34,8 +34,9 @@ from typing import Any
 from ..answering import AnswerResult
 from ..chunking import sentence_spans
 from ..citations import strip_tags
+from ..config import default_home
 from ..errors import InputError
-from ..library import Library, Progress, default_home
+from ..library import Library, Progress
 from ..llm.agent import AgentSettings, AnswerDone, answer_events
 from ..llm.provider import ProviderConfig
 from ..sources.base import ParsedDocument, ParsedFile

@@ -22,10 +22,8 @@ import logging
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-
 
 import httpx
 from fastapi import FastAPI
@@ -35,7 +33,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..embeddings import Embedder, load_embedder
 from ..library import Library
-from ..llm.summaries import SummaryJobs
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
 from ..rerank import library_reranker
 from ..store import Store, open_store
@@ -44,35 +41,16 @@ from . import proxy as proxy_routes
 from . import reader as reader_routes
 from .config import ServeSettings
 from .errors import install_error_handlers
-from .jobs import JobManager
 from .knowledge import KnowledgeBase, drop_orphaned_ephemeral, ensure_folder
 from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
+from .state import ServerState
 from .upstream import UpstreamSettings
 
-__all__ = ["create_app", "ServerState", "open_state"]
+__all__ = ["create_app", "open_state"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class ServerState:
-    """What the routes share; ``request.app.state.cv``."""
-
-    settings: ServeSettings
-    kb: KnowledgeBase | None
-    reader: Library
-    upstream: UpstreamSettings
-    jobs: JobManager = field(default_factory=JobManager)
-    summaries: SummaryJobs = field(default_factory=SummaryJobs)
-    http: httpx.AsyncClient = field(init=False)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def close(self) -> None:
-        """Let go of what this server holds in a library other servers may share (see ``KnowledgeBase.close``)."""
-        if self.kb is not None:
-            self.kb.close()
 
 
 def _open_store(settings: ServeSettings, directory: Path) -> Store:

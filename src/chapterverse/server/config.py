@@ -23,8 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
+from ..config import default_home
 from ..errors import InputError
-from ..library import default_home
 from ..store import POSTGRES_SCHEMES
 
 __all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "ENV_STORE_URL", "settings_from_mapping"]

@@ -8,7 +8,7 @@ searches run in parallel with writes (SQLite serializes the writes).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator, BaseModel, Field
@@ -17,19 +17,13 @@ from .bodies import require_text_body
 from .errors import ApiError
 from .limits import MAX_ID, check_length, check_metadata
 from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
-
-if TYPE_CHECKING:
-    from .app import ServerState
+from .state import server_state
 
 __all__ = ["router"]
 
 
-def _state(request: Request) -> ServerState:
-    return request.app.state.cv  # type: ignore[no-any-return]
-
-
 def _kb(request: Request) -> KnowledgeBase:
-    kb = _state(request).kb
+    kb = server_state(request).kb
     if kb is None:
         raise ApiError(503, "RAG_NOT_ENABLED", "the knowledge base is disabled; start the server with --rag_enabled")
     return kb
@@ -107,12 +101,12 @@ class ReloadRequest(BaseModel):
 
 def _check_text(request: Request, name: str, text: str | None) -> None:
     """Bounded writes: a text over --max_text_chars is refused before anything is chunked or embedded."""
-    check_length(name, text, _state(request).settings.max_text_chars, "--max_text_chars")
+    check_length(name, text, server_state(request).settings.max_text_chars, "--max_text_chars")
 
 
 @router.get("/status", summary="Chunk count, embedding model, sources, thresholds")
 def status(request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = server_state(request)
     kb = _kb(request)
     settings = state.settings
     store = kb.store
@@ -149,7 +143,7 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
 
 @router.post("/chunks/list", summary="Chunks, optionally ranked by a query")
 def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
-    check_length("query", body.query, _state(request).settings.max_query_chars, "--max_query_chars")
+    check_length("query", body.query, server_state(request).settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
         total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
                                        limit=body.limit, offset=body.offset, include_text=body.include_text)
@@ -188,7 +182,7 @@ def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, 
 @router.post("/search", summary="Chunks relevant to a query, each with its position tag")
 def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     kb = _kb(request)
-    settings = _state(request).settings
+    settings = server_state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
     found = kb.search_report(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)

@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 from fastapi import APIRouter, Depends, Request
@@ -44,10 +44,8 @@ from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
 from .limits import check_length
+from .state import ServerState, server_state
 from .upstream import Upstream
-
-if TYPE_CHECKING:
-    from .app import ServerState
 
 __all__ = ["router", "SSERelay"]
 
@@ -60,10 +58,6 @@ TRUNCATED_HEADER = "X-Chapterverse-Query-Truncated"
 _PASSED_STATUSES = frozenset({400, 404, 408, 413, 422, 429})
 """Upstream statuses about the request itself, passed on so the client can act (fix it, wait); any other
 (401, 403: the server's own key; 5xx) is the server's problem, answered 502."""
-
-
-def _state(request: Request) -> ServerState:
-    return request.app.state.cv  # type: ignore[no-any-return]
 
 
 def _not_finite(constant: str) -> Any:
@@ -116,7 +110,7 @@ def _upstream_error(status: int, upstream: Upstream) -> ApiError:
 
 @router.get("/v1/models", summary="The upstream's models (forwarded)")
 async def models(request: Request) -> Response:
-    state = _state(request)
+    state = server_state(request)
     upstream = state.upstream.current
     if not upstream.base_url:
         if upstream.model:
@@ -138,7 +132,7 @@ async def models(request: Request) -> Response:
 
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat, with knowledge-base context injected")
 async def chat_completions(request: Request) -> Response:
-    state = _state(request)
+    state = server_state(request)
     body = await _json_body(request)
     upstream = _upstream(state)
     turn = next(_turns)

@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParameter
@@ -39,10 +39,8 @@ from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
 from .limits import MAX_ID, check_length
+from .state import ServerState, server_state
 from .upstream import SettingsChange
-
-if TYPE_CHECKING:
-    from .app import ServerState
 
 __all__ = ["router", "pages_router", "STATIC_DIR"]
 
@@ -60,12 +58,8 @@ UPLOAD_ROUTE = ("POST", "/api/documents")
 """The one route that reads its body as a stream, under --max_upload_mb instead of --max_body_mb."""
 
 
-def _state(request: Request) -> ServerState:
-    return request.app.state.cv  # type: ignore[no-any-return]
-
-
 def _library(request: Request) -> Library:
-    return _state(request).reader
+    return server_state(request).reader
 
 
 # ------------------------------------------------------------------------------------------ documents
@@ -94,13 +88,13 @@ def _document(state: ServerState, doc: DocumentRecord) -> dict[str, Any]:
 
 @router.get("/documents", summary="Every document in the library")
 def documents(request: Request) -> dict[str, Any]:
-    state = _state(request)
+    state = server_state(request)
     return {"documents": [_document(state, d) for d in state.reader.documents()]}
 
 
 @router.get("/documents/{doc_id}", summary="A document with its TOC and files")
 def document(request: Request, doc_id: Id) -> dict[str, Any]:
-    state = _state(request)
+    state = server_state(request)
     store = state.reader.store
     doc = store.document(doc_id)
     lengths = store.file_lengths(doc_id)
@@ -163,7 +157,7 @@ _UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {"multipart/form-
 @router.post("/documents", status_code=202, summary="Upload a book (multipart `file`); answers a Job",
              openapi_extra=_UPLOAD_SCHEMA)
 async def upload(request: Request) -> JSONResponse:
-    state = _state(request)
+    state = server_state(request)
     limit = state.settings.max_upload_bytes
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit + _MULTIPART_SLACK:
@@ -218,7 +212,7 @@ class PathRequest(BaseModel):
 @router.post("/documents/path", status_code=202, summary="Add a file or folder under the server's ingest roots; "
                                                           "answers a Job", dependencies=[Depends(require_text_body)])
 def add_path(request: Request, body: PathRequest) -> JSONResponse:
-    state = _state(request)
+    state = server_state(request)
     roots = state.settings.path_ingest_roots
     if not roots:
         raise ApiError(403, "PATH_INGEST_DISABLED", "adding files by server path is off; start the server with "
@@ -268,7 +262,7 @@ def _ingest_path(library: Library, path: Path, job: Job) -> None:
 
 @router.get("/jobs/{job_id}", summary="An ingest job's progress")
 def job(request: Request, job_id: Id) -> dict[str, Any]:
-    return _state(request).jobs.get(job_id).to_json()
+    return server_state(request).jobs.get(job_id).to_json()
 
 
 # -------------------------------------------------------------------------------------- text and tags
@@ -309,7 +303,7 @@ def _sse(event: str, data: Any) -> str:
 @router.post("/documents/{doc_id}/ask", summary="Ask about a document; answers Server-Sent Events",
              dependencies=[Depends(require_text_body)])
 def ask(request: Request, doc_id: Id, body: AskRequest) -> StreamingResponse:
-    state = _state(request)
+    state = server_state(request)
     library = state.reader
     store = library.store
     store.document(doc_id)
@@ -405,13 +399,13 @@ def _settings(state: ServerState) -> dict[str, Any]:
 
 @router.get("/settings", summary="The chat model and library in use (never the key itself)")
 def get_settings(request: Request) -> dict[str, Any]:
-    return _settings(_state(request))
+    return _settings(server_state(request))
 
 
 @router.put("/settings", summary="Change the chat model (\"\" clears a value); needs the server key; kept in "
                                   "the library's config.json", dependencies=[Depends(require_text_body)])
 def put_settings(request: Request, body: SettingsChange) -> dict[str, Any]:
-    state = _state(request)
+    state = server_state(request)
     state.upstream.update(body)
     log.info("reader settings changed: %r", state.upstream.current)
     return _settings(state)
