@@ -184,8 +184,8 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
     """The library the options name (the sub-command's, else the global ones). Only ``create`` (ingest) may
     make a new one: any other command on a folder that holds no library (neither its database nor a
     config.json the user put there) is an input error, not an empty library left under a mistyped path."""
-    from .config import CONFIG_NAME
-    from .library import Library, default_home
+    from .config import CONFIG_NAME, default_home
+    from .library import Library
     from .store import open_store, sqlite_file
 
     given = _globals(ctx)
