@@ -35,6 +35,8 @@ from .errors import ChapterverseError, InputError
 from .redaction import redact_url
 
 if TYPE_CHECKING:
+    import httpx
+
     from .llm.provider import ChatProvider, ProviderConfig
 
 __all__ = [
@@ -188,6 +190,19 @@ class HttpReranker:
         self.model = model
         self._api_key = api_key
         self.timeout_s = timeout_s
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> httpx.Client:
+        """One connection pool for every search: a client per request would build its TLS context each time
+        (tens of milliseconds)."""
+        import httpx
+
+        with self._lock:
+            if self._client is None:
+                headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+                self._client = httpx.Client(timeout=self.timeout_s, headers=headers)
+            return self._client
 
     @property
     def name(self) -> str:
@@ -205,9 +220,8 @@ class HttpReranker:
     def rank(self, query: str, passages: Sequence[str]) -> list[int]:
         import httpx
 
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
         try:
-            reply = httpx.post(self.url, json=self.body(query, passages), headers=headers, timeout=self.timeout_s)
+            reply = self.client().post(self.url, json=self.body(query, passages))
         except httpx.TimeoutException as exc:
             raise RerankError(f"{self.name} did not answer within {self.timeout_s:g} s") from exc
         except httpx.HTTPError as exc:

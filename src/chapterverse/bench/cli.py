@@ -367,6 +367,48 @@ def _print_relevance_reports(reports: list[SetReport]) -> None:
     stderr.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)
 
 
+@bench_app.command("followups")
+def followups(
+    squad: Annotated[Path, typer.Option("--squad", help="SQuAD v1.1 JSON the conversations are made from.")],
+    k: Annotated[int, typer.Option("--k", min=1, help="Passages the proxy injects (its --rag_top_k).")] = 3,
+    threshold: Annotated[float, typer.Option("--threshold", min=0, max=1,
+                                             help="The proxy's --rag_threshold.")] = 0.25,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N conversations.")] = None,
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="Keep the set's library here (as bench retrieval does) to reuse its vectors.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Two-turn conversations (the second question's subject made a pronoun): hit@k of the proxy's retrieval
+    with and without query rewriting, and what rewriting costs after a change of topic, in one run."""
+    from .followups import CONDITIONS, run_followups
+
+    try:
+        bench = load_squad(squad)
+        progress = _progress(not json_out and stderr.is_terminal)
+        with _library_dir(library, bench.name) as location:
+            lib, doc_ids = open_bench_library(bench, location, progress=progress)
+            try:
+                report = run_followups(bench, lib, doc_ids, k=k, threshold=threshold, limit=limit,
+                                       progress=progress)
+            finally:
+                lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
+        return
+    table = Table(title=f"{report.name}: {report.conversations} two-turn conversations (top {k}, threshold "
+                        f"{threshold:g})")
+    columns = ["hit@1", f"hit@{k}", f"injected@{k}", "mrr@10", "ms_p50"]
+    table.add_column("second turn retrieved with")
+    for column in columns:
+        table.add_column(column, justify="right")
+    for condition in CONDITIONS:
+        table.add_row(condition, *(f"{report.scores[condition][c]:g}" for c in columns))
+    stdout.print(table)
+
+
 @bench_app.command("latency")
 def latency(
     library: Annotated[Path, typer.Option("--library", help="An existing library directory.")],

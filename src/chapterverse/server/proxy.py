@@ -1,7 +1,8 @@
 """OpenAI-compatible endpoints: ``/v1/chat/completions`` with transparent context injection, ``/v1/models``.
 
 A client such as a voice pipeline points its chat-completions base URL here and changes nothing
-else. Per request (``rag_mode=inject``): retrieve with the last user message; when a chunk clears
+else. Per request (``rag_mode=inject``): retrieve with the last user message (condensed with the earlier
+turns when it leans on them: ``rewrite.py``, ``--rag_rewrite``); when a chunk clears
 the threshold, inject one context block and forward; otherwise forward the request untouched.
 Unknown request fields (``chat_template_kwargs``, ``stream_options``, ...) pass through as they
 are; only ``messages`` (when injecting) and ``model`` (when ``--llm_model`` is set) change.
@@ -44,10 +45,11 @@ from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
 from .limits import check_length
+from .rewrite import carry_query, llm_query
 from .state import ServerState, server_state
 from .upstream import Upstream
 
-__all__ = ["router", "SSERelay"]
+__all__ = ["router", "SSERelay", "retrieval_query"]
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
@@ -142,7 +144,8 @@ async def chat_completions(request: Request) -> Response:
     found = last_user_text(body["messages"]) if state.kb is not None else None
     query = found[1][:state.settings.max_query_chars] if found else ""
     if found is not None:
-        body, hits = await _inject(state, body, found[0], query, turn)
+        retrieval = await retrieval_query(state, body, upstream, found[0], query)
+        body, hits = await _inject(state, body, found[0], retrieval, turn)
     if upstream.model:
         body["model"] = upstream.model
     reply_filter = ReplyFilter(hits, state.settings.rag_tags, _resolver(state)) if state.kb is not None else None
@@ -153,6 +156,23 @@ async def chat_completions(request: Request) -> Response:
     if found is not None and len(query) < len(found[1]):
         response.headers[TRUNCATED_HEADER] = str(len(query))
     return response
+
+
+async def retrieval_query(state: ServerState, body: dict[str, Any], upstream: Upstream, index: int,
+                          query: str) -> str:
+    """What retrieval reads for the user turn at ``index``: ``query`` condensed with the earlier turns as
+    ``--rag_rewrite`` says (``rewrite.py``), at most ``--max_query_chars`` long."""
+    mode = state.settings.rag_rewrite
+    if mode == "off":
+        return query
+    messages = body["messages"]
+    if mode == "llm":
+        model = upstream.model or (str(body["model"]) if body.get("model") else None)
+        rewritten = await llm_query(state.http, f"{upstream.base_url}/chat/completions", _headers(upstream), model,
+                                    messages, index, query, state.settings.rag_rewrite_timeout_s)
+        if rewritten:
+            return rewritten[:state.settings.max_query_chars]
+    return carry_query(messages, index, query)[:state.settings.max_query_chars]
 
 
 async def _inject(state: ServerState, body: dict[str, Any], index: int, query: str,
