@@ -113,3 +113,29 @@ def test_bench_retrieval_with_a_reranker_reports_it_beside_the_first_stage(xquad
     worse = json.loads(flipped.stdout)["methods"]
     assert worse["chapterverse+rerank"]["hit@1"] < worse["chapterverse"]["hit@1"]
     assert len(keep.requests) == 31  # one warm-up question, then each question once
+
+
+def test_followup_conversations_lose_their_subject() -> None:
+    from chapterverse.bench.followups import pronoun_question
+
+    first = "When did Victoria enact its constitution?"
+    assert pronoun_question(first, "On what is Victoria's constitution based ?", "Victoria (Australia)") == (
+        "On what is its constitution based ?", "Victoria")
+    assert pronoun_question("Who won Super Bowl 50?", "Where was the Super Bowl 50 held?", "Super Bowl 50") == (
+        "Where was it held?", "Super Bowl 50")
+    assert pronoun_question(first, "How many Victoria residents vote?", "Victoria") is None  # a modifier
+    assert pronoun_question(first, "Who wrote the Magna Carta?", "Victoria") is None  # nothing shared
+
+
+def test_bench_followups_json(xquad_slice: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["bench", "followups", "--squad", str(xquad_slice), "--json",
+                                      "--library", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["conversations"] >= 20 and report["k"] == 3
+    scores = report["conditions"]
+    assert set(scores) == {"asked whole", "follow-up, off", "follow-up, carry", "topic switch, off",
+                           "topic switch, carry"}
+    for row in scores.values():
+        assert 0 <= row["injected@3"] <= row["hit@3"] <= 1
+    assert scores["follow-up, carry"]["hit@3"] >= scores["follow-up, off"]["hit@3"]
