@@ -704,10 +704,45 @@ def test_pg_reads_survive_a_dropped_connection(pg_schema_url: str, pg_url: str) 
     store = PostgresStore(pg_schema_url)
     store.add_document(make_doc())
     assert len(store.documents()) == 1
-    pids = [conn.info.backend_pid for conn in store._pool._idle]
+    pids = [conn.info.backend_pid for conn in store._pool()._pool]  # every idle connection of the pool
     with psycopg.connect(pg_url, autocommit=True) as admin:  # what a failover or a server restart does
         admin.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", (pids,))
     assert len(store.documents()) == 1 and store.dense_search(unit(0)[0], k=2)
+    store.close()
+
+
+@pytest.mark.postgres
+def test_pg_connections_are_bounded_and_a_busy_pool_makes_readers_wait(pg_schema_url: str,  # noqa: F811
+                                                                        pg_url: str) -> None:  # noqa: F811
+    """With every connection held (two locks of a two-connection store), a read waits for one instead of
+    opening a third, and finishes once a lock is let go."""
+    import psycopg
+
+    from chapterverse.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_schema_url, max_connections=2)
+    store.add_document(make_doc())
+    done = threading.Event()
+    found: list[int] = []
+
+    def read() -> None:
+        found.append(len(store.documents()))
+        done.set()
+
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        def backends() -> int:
+            return int(admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                     " AND pid <> pg_backend_pid()").fetchone()[0])
+
+        with store.lock("first"):
+            with store.lock("second"):
+                before = backends()
+                reader = threading.Thread(target=read)
+                reader.start()
+                assert not done.wait(0.5)  # waiting for a connection, not opening a third
+                assert backends() == before
+            assert done.wait(10) and found == [1]
+        reader.join()
     store.close()
 
 

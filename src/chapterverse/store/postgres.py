@@ -24,8 +24,11 @@ conformance suite (``tests/test_store_conformance.py``) runs every behaviour aga
 - **Migrations** are numbered SQL scripts, each applied in one transaction together with its row in
   ``schema_migrations``, under an advisory lock so several servers starting at once migrate once.
 
-Connections come from a small pool; a thread inside :meth:`PostgresStore.transaction` keeps its
-connection, so its own reads see its uncommitted writes (as with SQLite's per-thread connection).
+Connections come from a ``psycopg_pool.ConnectionPool`` of at most ``max_connections`` (16 by default): a
+request that finds them all busy waits for one (up to 30 s, then a StoreError) instead of opening more, so
+processes x ``max_connections`` bounds what a deployment asks of the server. A thread inside
+:meth:`PostgresStore.transaction` keeps its connection, so its own reads see its uncommitted writes (as with
+SQLite's per-thread connection).
 """
 
 from __future__ import annotations
@@ -76,9 +79,10 @@ try:
     import psycopg
     from pgvector.psycopg import register_vector
     from psycopg import sql
+    from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise StoreError(
-        "PostgreSQL support needs psycopg and pgvector: pip install 'chapterverse[postgres]'"
+        "PostgreSQL support needs psycopg, psycopg-pool and pgvector: pip install 'chapterverse[postgres]'"
     ) from exc
 
 __all__ = ["PostgresStore", "SCHEMA_VERSION", "MIGRATIONS"]
@@ -280,54 +284,27 @@ def _could_reach(rest: Sequence[tuple[float, int, str]], threshold: float, extra
     return " | ".join(groups) if len(groups) <= 64 else " | ".join(t[2] for t in rest)
 
 
-class _Pool:
-    """Connections shared by threads: borrowed per call (or per transaction) and returned idle."""
-
-    def __init__(self, connect: Callable[[], psycopg.Connection[Any]], max_idle: int) -> None:
-        self._connect = connect
-        self._idle: list[psycopg.Connection[Any]] = []
-        self._lock = threading.Lock()
-        self._max_idle = max_idle
-
-    def get(self) -> psycopg.Connection[Any]:
-        with self._lock:
-            while self._idle:
-                conn = self._idle.pop()
-                if not conn.closed and not conn.broken:
-                    return conn
-        return self._connect()
-
-    def put(self, conn: psycopg.Connection[Any]) -> None:
-        healthy = not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        with self._lock:
-            if healthy and len(self._idle) < self._max_idle:
-                self._idle.append(conn)
-                return
-        conn.close()
-
-    def close(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-
 class PostgresStore:
     """A library in one PostgreSQL database (one schema: the first of the connection's ``search_path``)."""
 
     url: str
 
-    def __init__(self, url: str, *, vector_index: bool = True, ef_search: int = 100, max_idle: int = 8) -> None:
+    def __init__(self, url: str, *, vector_index: bool = True, ef_search: int = 100,
+                 max_connections: int = 16) -> None:
         """``vector_index=False`` never creates the HNSW index (exact scans; for benchmarks and bulk loads).
 
         ``ef_search`` is HNSW's candidate list size at query time (raised to ``k`` when a search asks for more).
+        ``max_connections`` bounds this store's connections (a held ``lock`` keeps one for as long as it is held).
         """
         self.url = url
         self._where = _redact(url)
         self._vector_index = vector_index
         self._ef_search = ef_search
+        self._max_connections = max_connections
         self._local = threading.local()
-        self._pool = _Pool(self._connect, max_idle)
+        self._pool_lock = threading.Lock()
+        self._connections: ConnectionPool[psycopg.Connection[Any]] | None = None
+        """Opened on first use, and again after :meth:`close` (a closed ``ConnectionPool`` cannot reopen)."""
         self._migrate()
 
     # -- connections and transactions -------------------------------------------------------
@@ -337,14 +314,32 @@ class PostgresStore:
         except psycopg.Error as exc:  # not chained: the driver's own message may quote the password
             raise StoreError(f"{self._where}: cannot connect: {_without_password(str(exc), self.url)}") from None
 
-    def _connect(self) -> psycopg.Connection[Any]:
-        conn = self._open()
+    def _pool(self) -> ConnectionPool[psycopg.Connection[Any]]:
+        """The connection pool, opened now if this is the first use since construction or :meth:`close`.
+
+        One connection is kept open (``min_size``); more are opened as threads ask, up to ``max_connections``,
+        and closed again after ten idle minutes. Each is registered for pgvector's types when it opens.
+        """
+        with self._pool_lock:
+            if self._connections is None:
+                self._connections = ConnectionPool(
+                    self.url, kwargs={"autocommit": True, "connect_timeout": 30}, configure=register_vector,
+                    min_size=1, max_size=self._max_connections, timeout=30.0, name="chapterverse", open=True)
+            return self._connections
+
+    @contextmanager
+    def _borrowed(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool for the duration of the block; a failed one is replaced when returned."""
+        pool = self._pool()
         try:
-            register_vector(conn)
-        except psycopg.Error as exc:
-            conn.close()
-            raise StoreError(f"{self._where}: the vector extension is not usable: {exc}") from exc
-        return conn
+            conn = pool.getconn()
+        except PoolTimeout as exc:
+            raise StoreError(f"{self._where}: no connection within {pool.timeout:g} s: the server is unreachable, "
+                             f"or all {pool.max_size} of this process's connections are busy") from exc
+        try:
+            yield conn
+        finally:
+            pool.putconn(conn)
 
     @contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[Any]]:
@@ -353,23 +348,23 @@ class PostgresStore:
         if current is not None:
             yield current
             return
-        conn = self._pool.get()
-        try:
-            yield conn
-        except psycopg.Error as exc:
-            error = _ConnectionLost if conn.broken else StoreError
-            raise error(f"{self._where}: {exc}") from exc
-        finally:
-            self._pool.put(conn)
+        with self._borrowed() as conn:
+            try:
+                yield conn
+            except psycopg.Error as exc:
+                error = _ConnectionLost if conn.broken else StoreError
+                raise error(f"{self._where}: {exc}") from exc
 
     def _read(self, run: Callable[[psycopg.Connection[Any]], _T]) -> _T:
-        """Run a read; once more on a fresh connection when the pooled one had died (server restart, failover)."""
+        """Run a read; once more when the pooled connection had died (server restart, failover), after the pool
+        has tested its idle connections and replaced those that died with it."""
         try:
             with self._conn() as conn:
                 return run(conn)
         except _ConnectionLost:
             if self._in_transaction():
                 raise
+        self._pool().check()
         with self._conn() as conn:
             return run(conn)
 
@@ -391,16 +386,15 @@ class PostgresStore:
             with current.transaction():
                 yield current
             return
-        conn = self._pool.get()
-        self._local.conn = conn
-        try:
-            with conn.transaction():
-                yield conn
-        except psycopg.Error as exc:
-            raise StoreError(f"{self._where}: {exc}") from exc
-        finally:
-            self._local.conn = None
-            self._pool.put(conn)
+        with self._borrowed() as conn:
+            self._local.conn = conn
+            try:
+                with conn.transaction():
+                    yield conn
+            except psycopg.Error as exc:
+                raise StoreError(f"{self._where}: {exc}") from exc
+            finally:
+                self._local.conn = None
 
     @property
     def vector_search(self) -> VectorSearch:
@@ -408,8 +402,12 @@ class PostgresStore:
         return self
 
     def close(self) -> None:
-        """Close idle connections; the store reconnects on next use (as SQLiteStore does)."""
-        self._pool.close()
+        """Close the pool (connections in use close when returned); the store reconnects on next use (as
+        SQLiteStore does)."""
+        with self._pool_lock:
+            pool, self._connections = self._connections, None
+        if pool is not None:
+            pool.close()
 
     def _lock_chunks(self, tx: psycopg.Connection[Any]) -> None:
         """Serialize writes that change chunks, per schema, like SQLite's single writer."""
@@ -428,15 +426,13 @@ class PostgresStore:
         Not reentrant.
         """
         statement = sql.SQL(f"SELECT pg_advisory_xact_lock({_NAMED_LOCK})").format(sql.Literal(name))
-        conn = self._pool.get()
-        try:
-            with conn.transaction():
-                conn.execute(statement, prepare=False)
-                yield
-        except psycopg.Error as exc:
-            raise StoreError(f"{self._where}: lock {name!r}: {exc}") from exc
-        finally:
-            self._pool.put(conn)
+        with self._borrowed() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(statement, prepare=False)
+                    yield
+            except psycopg.Error as exc:
+                raise StoreError(f"{self._where}: lock {name!r}: {exc}") from exc
 
     def locked(self, name: str) -> bool:
         """Whether a process (this one included) holds ``lock(name)`` now; read from ``pg_locks``, taking nothing."""
@@ -451,6 +447,7 @@ class PostgresStore:
         conn = self._open()
         try:
             self._apply_migrations(conn)
+            self._check_vector_types(conn)
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StoreError(
                 f"{self._where}: cannot set up the library schema ({exc}); the role needs CREATE on its schema, "
@@ -461,6 +458,14 @@ class PostgresStore:
             raise StoreError(f"{self._where}: cannot open library: {exc}") from exc
         finally:
             conn.close()
+
+    def _check_vector_types(self, conn: psycopg.Connection[Any]) -> None:
+        """Register pgvector's types once here, where a failure is reported at once: the pool's workers, which
+        register each connection they open, would only log it and retry until a request timed out."""
+        try:
+            register_vector(conn)
+        except psycopg.Error as exc:
+            raise StoreError(f"{self._where}: the vector extension is not usable: {exc}") from exc
 
     @staticmethod
     def _version(conn: psycopg.Connection[Any]) -> int:
