@@ -101,11 +101,9 @@ def test_a_threshold_keeps_every_passage_above_it_up_to_top_k(library: Library) 
 
 
 class _StoreWithoutTerms(SQLiteStore):
-    """A store that keeps BM25 to itself (like a large PostgreSQL library): no ``lexical_rows``."""
+    """A store that keeps BM25 to itself (like a large PostgreSQL library): it lists no terms."""
 
-    @property
-    def lexical_rows(self) -> Any:
-        raise AttributeError("lexical_rows")
+    lists_terms = False
 
 
 def test_stores_that_keep_bm25_to_themselves_score_alike(library: Library) -> None:

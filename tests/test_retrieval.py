@@ -163,11 +163,9 @@ def test_the_lexical_index_is_persisted_beside_the_library(english: tuple[Librar
 
 
 class _StoreWithoutTerms(SQLiteStore):
-    """A store that keeps BM25 to itself (like PostgreSQL): no ``lexical_rows``."""
+    """A store that keeps BM25 to itself (like PostgreSQL): it lists no terms."""
 
-    @property
-    def lexical_rows(self) -> Any:
-        raise AttributeError("lexical_rows")
+    lists_terms = False
 
 
 def test_stores_without_term_rows_fall_back_to_their_own_bm25(english: tuple[Library, dict[str, int]]) -> None:

@@ -303,7 +303,7 @@ class Retriever:
 
     def _memory_index(self) -> LexicalView | None:
         """The current snapshot of the in-process BM25 index, or None where the store keeps BM25 to itself."""
-        if not callable(getattr(self.store, "lexical_rows", None)):
+        if not self.store.lists_terms:
             return None
         index = self.lexical_index
         if index.incremental:

@@ -288,6 +288,7 @@ class PostgresStore:
     """A library in one PostgreSQL database (one schema: the first of the connection's ``search_path``)."""
 
     url: str
+    lists_terms = True
 
     def __init__(self, url: str, *, vector_index: bool = True, ef_search: int = 100,
                  max_connections: int = 16) -> None:

@@ -3,8 +3,8 @@
 :class:`~chapterverse.store.sqlite.SQLiteStore` and :class:`~chapterverse.store.postgres.PostgresStore`
 implement :class:`Store`; code outside ``store/`` is typed against it, so a second implementation is checked by
 mypy at every call site rather than discovered by a test. What only some stores can do is an explicit
-capability, a property that is ``None`` where the store lacks it (:attr:`Store.vector_search`), never a probe
-of attribute names.
+capability, a flag (:attr:`Store.lists_terms`) or a property that is ``None`` where the store lacks it
+(:attr:`Store.vector_search`), never a probe of attribute names.
 """
 
 from __future__ import annotations
@@ -51,6 +51,13 @@ class Store(Protocol):
 
     url: str
     """Where the library lives, as ``open_store`` accepts it (a ``postgresql://`` URL may carry a password)."""
+
+    @property
+    def lists_terms(self) -> bool:
+        """Whether :meth:`lexical_rows` hands out every chunk's terms, so the retriever may build BM25 in process
+        (both stores do); a store that keeps BM25 to itself says False and is searched through
+        :meth:`lexical_search` alone."""
+        ...
 
     @property
     def vector_search(self) -> VectorSearch | None:

@@ -256,6 +256,7 @@ class SQLiteStore:
     """A library in one SQLite file."""
 
     url: str
+    lists_terms = True
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
