@@ -261,3 +261,15 @@ def test_settings_keep_the_key_server_side_and_answer_with_the_model(client: htt
                                                                      "llm_model": ""}))
         assert cleared["llm"] == {"base_url": None, "model": None, "api_key_set": False, "api_key_hint": None}
         assert client.put("/api/settings", json={"llm_model": "x"}).status_code == 401
+
+
+def test_a_chat_sends_answers_as_stored_even_those_of_older_versions(client: httpx.Client, server: Server,
+                                                                     doc_id: int) -> None:
+    """An answer kept by an older version (fewer fields, a retired one) comes back exactly as stored: the
+    response model documents it but neither fills in defaults nor drops what it does not know."""
+    store = server.state.reader.store
+    chat_id = store.create_chat(doc_id, "old answers")
+    old = {"answer": "In the notebook.", "found": True, "mode": "llm", "citations": [], "retired_field": [1, 2]}
+    store.add_message(chat_id, "assistant", "In the notebook.", old)
+    history = ok(client.get(f"/api/chats/{chat_id}"))
+    assert history["messages"] == [{"role": "assistant", "content": "In the notebook.", "result": old}]

@@ -16,6 +16,19 @@ from pydantic import AfterValidator, BaseModel, Field
 from .bodies import require_text_body
 from .errors import ApiError
 from .limits import MAX_ID, check_length, check_metadata
+from .shapes import (
+    KbAdded,
+    KbChunkPage,
+    KbChunksAdded,
+    KbChunkUpdated,
+    KbRankedChunkPage,
+    KbReloaded,
+    KbRemoved,
+    KbSearch,
+    KbSources,
+    KbStatus,
+    KbUpserted,
+)
 from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
 from .state import server_state
 
@@ -104,7 +117,7 @@ def _check_text(request: Request, name: str, text: str | None) -> None:
     check_length(name, text, server_state(request).settings.max_text_chars, "--max_text_chars")
 
 
-@router.get("/status", summary="Chunk count, embedding model, sources, thresholds")
+@router.get("/status", response_model=KbStatus, summary="Chunk count, embedding model, sources, thresholds")
 def status(request: Request) -> dict[str, Any]:
     state = server_state(request)
     kb = _kb(request)
@@ -126,13 +139,13 @@ def status(request: Request) -> dict[str, Any]:
     }
 
 
-@router.get("/sources", summary="Every source with its chunk count")
+@router.get("/sources", response_model=KbSources, summary="Every source with its chunk count")
 def sources(kb: KB) -> dict[str, Any]:
     items = kb.sources()
     return {"count": len(items), "items": items}
 
 
-@router.get("/chunks", summary="Chunks in index order")
+@router.get("/chunks", response_model=KbChunkPage, summary="Chunks in index order")
 def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = None,
            limit: int = Query(100, ge=1, le=10_000), offset: int = Query(0, ge=0, le=MAX_ID),
            include_text: bool = True) -> dict[str, Any]:
@@ -141,7 +154,7 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
     return {"total": total, "offset": offset, "limit": limit, "items": items}
 
 
-@router.post("/chunks/list", summary="Chunks, optionally ranked by a query")
+@router.post("/chunks/list", response_model=KbRankedChunkPage, summary="Chunks, optionally ranked by a query")
 def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
     check_length("query", body.query, server_state(request).settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
@@ -155,7 +168,8 @@ def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, 
     return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
 
 
-@router.post("/chunks/update", summary="Change one chunk's text, metadata or source")
+@router.post("/chunks/update", response_model=KbChunkUpdated,
+             summary="Change one chunk's text, metadata or source")
 def chunks_update(request: Request, body: ChunkUpdateRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "new_text", body.new_text)
     try:
@@ -170,7 +184,8 @@ def chunks_update(request: Request, body: ChunkUpdateRequest, kb: KB) -> dict[st
             "total_after": kb.total_chunks()}
 
 
-@router.post("/upsert/document", summary="Replace a source's text atomically (empty text deletes it)")
+@router.post("/upsert/document", response_model=KbUpserted,
+             summary="Replace a source's text atomically (empty text deletes it)")
 def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "text", body.text)
     removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
@@ -179,7 +194,7 @@ def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, 
             "total_after": kb.total_chunks(), "mode": "upsert"}
 
 
-@router.post("/search", summary="Chunks relevant to a query, each with its position tag")
+@router.post("/search", response_model=KbSearch, summary="Chunks relevant to a query, each with its position tag")
 def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     kb = _kb(request)
     settings = server_state(request).settings
@@ -200,7 +215,7 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     return reply
 
 
-@router.post("/add/document", summary="Add free text, chunked automatically")
+@router.post("/add/document", response_model=KbAdded, summary="Add free text, chunked automatically")
 def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "text", body.text)
     doc = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
@@ -208,7 +223,7 @@ def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> dict[str
     return {"added": doc.chunks, "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
 
 
-@router.post("/add/chunks", summary="Add pre-cut chunks (each item stays one chunk)")
+@router.post("/add/chunks", response_model=KbChunksAdded, summary="Add pre-cut chunks (each item stays one chunk)")
 def add_chunks(request: Request, body: AddChunksRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "the items' text", "".join(i.text for i in body.items))
     items = [ChunkItem(i.text, i.source, dict(i.metadata)) for i in body.items]
@@ -217,13 +232,13 @@ def add_chunks(request: Request, body: AddChunksRequest, kb: KB) -> dict[str, An
             "total_after": kb.total_chunks()}
 
 
-@router.post("/remove", summary="Remove chunks by source prefix (or exact source)")
+@router.post("/remove", response_model=KbRemoved, summary="Remove chunks by source prefix (or exact source)")
 def remove(body: RemoveRequest, kb: KB) -> dict[str, Any]:
     removed, removed_sources = kb.remove(body.source_prefix, exact=body.exact)
     return {"removed": removed, "sources": removed_sources, "total_after": kb.total_chunks()}
 
 
-@router.post("/reload", summary="Re-scan the folder (force_rebuild: re-index every file)")
+@router.post("/reload", response_model=KbReloaded, summary="Re-scan the folder (force_rebuild: re-index every file)")
 def reload(request: Request, body: ReloadRequest | None = None) -> dict[str, Any]:
     kb = _kb(request)
     report = kb.sync(force_rebuild=bool(body and body.force_rebuild))

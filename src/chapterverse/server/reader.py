@@ -23,7 +23,7 @@ from fastapi import Path as PathParameter
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
 from ..errors import ChapterverseError, InputError, TagError
@@ -39,6 +39,18 @@ from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
 from .limits import MAX_ID, check_length
+from .shapes import (
+    JobAccepted,
+    JobShape,
+    ReaderChat,
+    ReaderChats,
+    ReaderDocumentDetail,
+    ReaderDocuments,
+    ReaderFile,
+    ReaderRemoved,
+    ReaderResolved,
+    ReaderSettings,
+)
 from .state import ServerState, server_state
 from .upstream import SettingsChange
 
@@ -86,13 +98,14 @@ def _document(state: ServerState, doc: DocumentRecord) -> dict[str, Any]:
             "created_at": doc.created_at, "summary": _summary(state, doc.id)}
 
 
-@router.get("/documents", summary="Every document in the library")
+@router.get("/documents", response_model=ReaderDocuments, summary="Every document in the library")
 def documents(request: Request) -> dict[str, Any]:
     state = server_state(request)
     return {"documents": [_document(state, d) for d in state.reader.documents()]}
 
 
-@router.get("/documents/{doc_id}", summary="A document with its TOC and files")
+@router.get("/documents/{doc_id}", response_model=ReaderDocumentDetail,
+            summary="A document with its TOC and files")
 def document(request: Request, doc_id: Id) -> dict[str, Any]:
     state = server_state(request)
     store = state.reader.store
@@ -107,7 +120,8 @@ def document(request: Request, doc_id: Id) -> dict[str, Any]:
     }
 
 
-@router.delete("/documents/{doc_id}", summary="Remove a document and everything derived from it")
+@router.delete("/documents/{doc_id}", response_model=ReaderRemoved,
+               summary="Remove a document and everything derived from it")
 def remove_document(request: Request, doc_id: Id) -> dict[str, Any]:
     _library(request).remove(doc_id)
     return {"removed": doc_id}
@@ -154,9 +168,9 @@ _UPLOAD_SCHEMA = {"requestBody": {"required": True, "content": {"multipart/form-
     "type": "object", "required": ["file"], "properties": {"file": {"type": "string", "format": "binary"}}}}}}}
 
 
-@router.post("/documents", status_code=202, summary="Upload a book (multipart `file`); answers a Job",
-             openapi_extra=_UPLOAD_SCHEMA)
-async def upload(request: Request) -> JSONResponse:
+@router.post("/documents", status_code=202, response_model=JobAccepted,
+             summary="Upload a book (multipart `file`); answers a Job", openapi_extra=_UPLOAD_SCHEMA)
+async def upload(request: Request) -> dict[str, Any]:
     state = server_state(request)
     limit = state.settings.max_upload_bytes
     declared = request.headers.get("content-length", "")
@@ -181,7 +195,7 @@ async def upload(request: Request) -> JSONResponse:
     finally:
         await form.close()
     job = state.jobs.submit(f"upload {name}", lambda job: _ingest_upload(state.reader, path, f"upload/{name}", job))
-    return JSONResponse({"job": job.to_json()}, status_code=202)
+    return {"job": job.to_json()}
 
 
 def _upload_dir(library: Library) -> Path:
@@ -209,9 +223,10 @@ class PathRequest(BaseModel):
                       description="A file or folder under one of the server's --ingest_roots (folders: recursively).")
 
 
-@router.post("/documents/path", status_code=202, summary="Add a file or folder under the server's ingest roots; "
-                                                          "answers a Job", dependencies=[Depends(require_text_body)])
-def add_path(request: Request, body: PathRequest) -> JSONResponse:
+@router.post("/documents/path", status_code=202, response_model=JobAccepted,
+             summary="Add a file or folder under the server's ingest roots; answers a Job",
+             dependencies=[Depends(require_text_body)])
+def add_path(request: Request, body: PathRequest) -> dict[str, Any]:
     state = server_state(request)
     roots = state.settings.path_ingest_roots
     if not roots:
@@ -221,7 +236,7 @@ def add_path(request: Request, body: PathRequest) -> JSONResponse:
     if path.is_file():
         _check_suffix(path.name)
     job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path, job))
-    return JSONResponse({"job": job.to_json()}, status_code=202)
+    return {"job": job.to_json()}
 
 
 def _allowed_path(given: str, roots: list[Path]) -> Path:
@@ -260,7 +275,7 @@ def _ingest_path(library: Library, path: Path, job: Job) -> None:
         job.error = f"{len(failures)} of {len(files)} files failed: " + "; ".join(failures[:5])
 
 
-@router.get("/jobs/{job_id}", summary="An ingest job's progress")
+@router.get("/jobs/{job_id}", response_model=JobShape, summary="An ingest job's progress")
 def job(request: Request, job_id: Id) -> dict[str, Any]:
     return server_state(request).jobs.get(job_id).to_json()
 
@@ -268,7 +283,8 @@ def job(request: Request, job_id: Id) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------- text and tags
 
 
-@router.get("/files/{file_id}", summary="A file's canonical text with paragraph offsets (code points)")
+@router.get("/files/{file_id}", response_model=ReaderFile,
+            summary="A file's canonical text with paragraph offsets (code points)")
 def file(request: Request, file_id: Id) -> dict[str, Any]:
     record = _library(request).store.file(file_id)
     return {"id": record.id, "doc_id": record.doc_id, "ordinal": record.ordinal, "title": record.title,
@@ -276,7 +292,7 @@ def file(request: Request, file_id: Id) -> dict[str, Any]:
             "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
 
 
-@router.get("/resolve/{tag_key}", summary="The exact text a position tag names")
+@router.get("/resolve/{tag_key}", response_model=ReaderResolved, summary="The exact text a position tag names")
 def resolve(request: Request, tag_key: str) -> dict[str, Any]:
     span = parse_tag(tag_key)
     try:
@@ -358,14 +374,15 @@ def _title(question: str) -> str:
 # ---------------------------------------------------------------------------------------------- chats
 
 
-@router.get("/chats", summary="Chats, optionally of one document")
+@router.get("/chats", response_model=ReaderChats, summary="Chats, optionally of one document")
 def chats(request: Request, doc_id: Annotated[int | None, Query(ge=-MAX_ID, le=MAX_ID)] = None) -> dict[str, Any]:
     records = _library(request).store.chats(doc_id)
     return {"chats": [{"id": c.id, "doc_id": c.doc_id, "title": c.title, "created_at": c.created_at}
                       for c in records]}
 
 
-@router.get("/chats/{chat_id}", summary="A chat with its messages")
+@router.get("/chats/{chat_id}", response_model=ReaderChat, response_model_exclude_unset=True,
+            summary="A chat with its messages")
 def chat(request: Request, chat_id: Id) -> dict[str, Any]:
     store = _library(request).store
     record = store.chat(chat_id)
@@ -397,13 +414,15 @@ def _settings(state: ServerState) -> dict[str, Any]:
             "library": str(state.reader.location)}
 
 
-@router.get("/settings", summary="The chat model and library in use (never the key itself)")
+@router.get("/settings", response_model=ReaderSettings,
+            summary="The chat model and library in use (never the key itself)")
 def get_settings(request: Request) -> dict[str, Any]:
     return _settings(server_state(request))
 
 
-@router.put("/settings", summary="Change the chat model (\"\" clears a value); needs the server key; kept in "
-                                  "the library's config.json", dependencies=[Depends(require_text_body)])
+@router.put("/settings", response_model=ReaderSettings,
+            summary="Change the chat model (\"\" clears a value); needs the server key; kept in the library's "
+                    "config.json", dependencies=[Depends(require_text_body)])
 def put_settings(request: Request, body: SettingsChange) -> dict[str, Any]:
     state = server_state(request)
     state.upstream.update(body)

@@ -1,0 +1,369 @@
+"""The answers of the knowledge-base (``/v1/rag``) and reader (``/api``) routes, as pydantic models.
+
+Each route names its model as ``response_model``, so the OpenAPI document (``/openapi.json``, browsable at
+``/docs``) is the reference for every shape, and FastAPI checks each answer against it: a field a handler sends
+that its model does not declare is an error (``extra="forbid"``), never silently dropped, so the models cannot
+drift from the code. Fields that some answers leave out are excluded when unset (``_absent``), not sent as null.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "KbStatus", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
+    "KbAdded", "KbChunksAdded", "KbRemoved", "KbReloaded", "ReaderDocuments", "ReaderDocumentDetail",
+    "ReaderRemoved", "JobShape", "JobAccepted", "ReaderFile", "ReaderResolved", "ReaderChats", "ReaderChat",
+    "ReaderSettings",
+]
+
+
+def _absent(value: Any) -> bool:
+    """``exclude_if`` of the fields an answer carries only sometimes."""
+    return value is None
+
+
+class _Shape(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- knowledge base (/v1/rag) -----------------------------------------------------------------------------------
+class SyncReportShape(_Shape):
+    """What one folder sync did."""
+
+    indexed: list[str] = Field(description="Sources (re)indexed.")
+    unchanged: int = Field(description="Files whose content hash was unchanged (not re-read).")
+    removed: list[str] = Field(description="Sources whose file is gone.")
+    errors: dict[str, str] = Field(description="Source -> why it could not be read.")
+    seconds: float
+    force_rebuild: bool
+
+
+class KbStatus(_Shape):
+    enabled: bool
+    ready: bool
+    kb_path: str
+    chunk_count: int
+    document_count: int
+    sources: int
+    embedding_model: str
+    embedding_dim: int
+    device: str
+    top_k: int
+    threshold: float
+    language: Literal["es", "it", "en"]
+    inject_as: Literal["system", "user"]
+    chunk_size: int
+    chunk_overlap: int
+    embedding_batch_size: int
+    mode: Literal["inject", "tools"]
+    tags: Literal["strip", "keep"]
+    watch: bool
+    last_sync: SyncReportShape | None = Field(description="The last folder sync (null before the first).")
+
+
+class KbSource(_Shape):
+    source: str
+    chunk_count: int
+    has_dynamic: bool = Field(description="Whether any of its documents is dynamic (added over the API).")
+
+
+class KbSources(_Shape):
+    count: int
+    items: list[KbSource]
+
+
+class KbChunk(_Shape):
+    """One chunk of the knowledge base."""
+
+    index: int = Field(description="The chunk's stable id.")
+    source: str
+    chunk_index: int = Field(description="Its place among its source's chunks.")
+    metadata: dict[str, Any]
+    is_dynamic: bool
+    persist: bool = Field(description="false: dropped when the server that added it stops.")
+    doc_id: int
+    tag: str = Field(description="Position tag key, f<file id>-<start>-<end> (code points).")
+    text: str | None = Field(description="Null when the request asked for no text.")
+
+
+class _Scored(_Shape):
+    score: float | None = Field(description="Relevance 0..1 to the query; null when no query ranked the chunks.")
+
+
+class KbRankedChunk(KbChunk, _Scored):
+    """A chunk of a ``/chunks/list`` answer (``score`` first)."""
+
+
+class KbChunkPage(_Shape):
+    total: int
+    offset: int
+    limit: int
+    items: list[KbChunk]
+
+
+class KbRankedChunkPage(_Shape):
+    total: int
+    offset: int
+    limit: int
+    query: str | None
+    items: list[KbRankedChunk]
+
+
+class KbChunkUpdated(_Shape):
+    updated: int
+    previous_index: int = Field(description="The chunk's id before the update (a rewrite gives it a new one).")
+    item: KbChunk
+    total_after: int
+
+
+class KbUpserted(_Shape):
+    removed: int = Field(description="Chunks removed.")
+    added: int = Field(description="Chunks added.")
+    sources: list[str]
+    total_after: int
+    mode: Literal["upsert"]
+
+
+class KbHit(_Shape):
+    text: str
+    source: str
+    score: float = Field(description="Relevance 0..1.")
+    tag: str = Field(description="Position tag key, f<file id>-<start>-<end>.")
+    index: int
+    chunk_index: int
+    metadata: dict[str, Any]
+    doc_title: str
+
+
+class RerankShape(_Shape):
+    """What the second-stage reranker did (``rerank.RerankReport``)."""
+
+    reranker: str
+    candidates: int
+    applied: bool = Field(description="false: it failed and the first stage's order was kept.")
+    error: str | None
+    ms: float
+
+
+class KbSearch(_Shape):
+    query: str
+    count: int
+    results: list[KbHit]
+    rerank: RerankShape | None = Field(None, exclude_if=_absent, description="Present when a reranker ran.")
+
+
+class KbAdded(_Shape):
+    added: int = Field(description="Chunks added.")
+    sources: list[str]
+    doc_id: int
+    total_after: int
+
+
+class KbChunksAdded(_Shape):
+    added: int = Field(description="Chunks added.")
+    sources: list[str]
+    total_after: int
+
+
+class KbRemoved(_Shape):
+    removed: int = Field(description="Chunks removed.")
+    sources: list[str]
+    total_after: int
+
+
+class _Reloaded(_Shape):
+    reloaded: bool
+
+
+class KbReloaded(SyncReportShape, _Reloaded):
+    """``reloaded``, then what the sync did, then the chunk count after it."""
+
+    total_after: int
+
+
+# -- reader (/api) ------------------------------------------------------------------------------------------------
+class SummaryStatus(_Shape):
+    """How far the document's segment summaries (for the chat model in use) have come."""
+
+    state: Literal["none", "running", "ready", "partial", "extractive"]
+    done: int
+    total: int
+
+
+class ReaderDocument(_Shape):
+    id: int
+    title: str
+    format: str
+    source: str
+    size_bytes: int
+    files: int = Field(description="How many files (chapters, pages) it has.")
+    chunks: int
+    segments: int
+    created_at: str = Field(description="UTC, ISO 8601, whole seconds.")
+    summary: SummaryStatus
+
+
+class ReaderDocuments(_Shape):
+    documents: list[ReaderDocument]
+
+
+class ReaderTocEntry(_Shape):
+    title: str
+    level: int
+    file: int = Field(description="The file id the entry points into.")
+    offset: int = Field(description="Code point offset in that file.")
+
+
+class ReaderFileEntry(_Shape):
+    id: int
+    ordinal: int
+    title: str
+    label: str
+    has_text: bool
+    length: int = Field(description="Code points of text.")
+
+
+class ReaderDocumentDetail(_Shape):
+    """A document as in the list, with its files listed instead of counted, and its TOC."""
+
+    id: int
+    title: str
+    format: str
+    source: str
+    size_bytes: int
+    files: list[ReaderFileEntry]
+    chunks: int
+    segments: int
+    created_at: str
+    summary: SummaryStatus
+    toc: list[ReaderTocEntry]
+
+
+class ReaderRemoved(_Shape):
+    removed: int = Field(description="The id of the removed document.")
+
+
+class JobShape(_Shape):
+    """An ingest job; poll ``/api/jobs/{id}`` until ``state`` is done or failed."""
+
+    id: int
+    state: Literal["queued", "running", "done", "failed"]
+    done: int
+    total: int
+    message: str = Field(description="The current stage.")
+    document_ids: list[int] = Field(description="Documents written so far.")
+    error: str | None
+
+
+class JobAccepted(_Shape):
+    job: JobShape
+
+
+class ReaderFile(_Shape):
+    id: int
+    doc_id: int
+    ordinal: int
+    title: str
+    label: str
+    has_text: bool
+    text: str = Field(description="The file's canonical text; every tag's offsets count code points of it.")
+    paragraphs: list[tuple[int, int]] = Field(description="[start, end) of each paragraph.")
+
+
+class ReaderResolved(_Shape):
+    tag: str
+    doc_id: int
+    doc_title: str
+    file: int
+    start: int
+    end: int
+    text: str = Field(description="Exactly the span's text.")
+    toc_path: list[str]
+    file_title: str
+    label: str
+
+
+class ReaderChatInfo(_Shape):
+    id: int
+    doc_id: int | None
+    title: str
+    created_at: str
+
+
+class ReaderChats(_Shape):
+    chats: list[ReaderChatInfo]
+
+
+class _Stored(BaseModel):
+    """A shape kept in the library: answers written by older versions may lack later fields or hold retired ones,
+    so fields default and unknown ones pass through (the route sends what is stored, ``exclude_unset``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class CitationShape(_Stored):
+    n: int = Field(description="Footnote number: order of first appearance in the answer.")
+    tag: str
+    doc_id: int
+    doc_title: str
+    text: str
+    toc_path: list[str] = []
+    file: int = 0
+    start: int = 0
+    end: int = 0
+
+
+class AnswerSpanShape(_Stored):
+    tag: str
+    text: str
+    citation: int = Field(description="The n of the citation that contains it.")
+
+
+class AnswerResultShape(_Stored):
+    """An answer (the ask stream's ``done`` event, kept with the chat): ``answer`` holds its kept tags inline."""
+
+    answer: str
+    found: bool
+    mode: str
+    citations: list[CitationShape] = []
+    notice: str | None = None
+    dropped_tags: list[dict[str, str]] = Field([], description="{tag, reason} of each tag removed.")
+    unsupported_sentences: list[str] = []
+    unverified_quotes: list[str] = []
+    tool_calls: list[dict[str, Any]] = []
+    usage: dict[str, int] = {}
+    metadata: dict[str, Any] = {}
+    confidence: float | None = Field(None, description="Extractive answers: probability the shown sentences "
+                                                       "answer the question; null for a model's answer.")
+    answer_spans: list[AnswerSpanShape] = []
+
+
+class ReaderMessage(_Shape):
+    role: str
+    content: str
+    result: AnswerResultShape | None
+
+
+class ReaderChat(_Shape):
+    id: int
+    doc_id: int | None
+    title: str
+    created_at: str
+    messages: list[ReaderMessage]
+
+
+class LlmSettings(_Shape):
+    base_url: str | None = Field(description="Without any credentials it held.")
+    model: str | None
+    api_key_set: bool
+    api_key_hint: str | None = Field(description="A masked hint (sk-…abcd), never the key.")
+
+
+class ReaderSettings(_Shape):
+    llm: LlmSettings
+    embedding_model: str
+    embedding_dim: int
+    library: str
