@@ -11,7 +11,8 @@ or from ``handler(request_json) -> Reply``. The same Reply streams when the requ
 pieces (mid-word, mid-tag); tool-call arguments likewise, with id and name only in a call's first
 fragment, addressed by index, as OpenAI does.
 
-Also served: ``GET /v1/models`` and ``POST /v1/embeddings`` (hash-seeded unit vectors, float or
+Also served: ``POST /v1/responses`` (the Responses API: the same replies as one response object or as its typed
+stream events), ``GET /v1/models`` and ``POST /v1/embeddings`` (hash-seeded unit vectors, float or
 base64, so the official SDK's default base64 encoding works).
 
 This is a helper module, not a test file; tests import it (``from fakellm import FakeLLM, Reply``)
@@ -220,6 +221,11 @@ class FakeLLM:
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
+    @property
+    def response_requests(self) -> list[RecordedRequest]:
+        """Requests to ``/v1/responses`` (answered from the same script or handler as chat requests)."""
+        return [r for r in self.requests if r.path.split("?")[0].rstrip("/").endswith("/responses")]
+
     def _record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
@@ -343,6 +349,42 @@ def _stream_chunks(reply: Reply, body: Mapping[str, Any]) -> list[dict[str, Any]
     return chunks
 
 
+def _output_message(text: str, status: str) -> dict[str, Any]:
+    return {"type": "message", "id": "msg_fake", "status": status, "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" else []}
+
+
+def _response_object(body: Mapping[str, Any], text: str, status: str) -> dict[str, Any]:
+    """A Responses API response object holding one assistant message (none while in progress)."""
+    words = len(text.split())
+    return {"id": "resp_fake", "object": "response", "created_at": 0, "status": status, "model": body.get("model", ""),
+            "output": [_output_message(text, status)] if status == "completed" else [],
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None,
+            "incomplete_details": None, "instructions": body.get("instructions"),
+            "usage": {"input_tokens": 5, "output_tokens": words, "total_tokens": 5 + words,
+                      "input_tokens_details": {"cached_tokens": 0},
+                      "output_tokens_details": {"reasoning_tokens": 0}} if status == "completed" else None}
+
+
+def _response_events(reply: Reply, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The events OpenAI streams for a one-message text response, in order, numbered from 0."""
+    pieces = list(reply.chunks) if reply.chunks is not None else _pieces(reply.content, reply.chunk_size)
+    at = {"item_id": "msg_fake", "output_index": 0, "content_index": 0}
+    part = {"type": "output_text", "text": reply.content, "annotations": []}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": _response_object(body, "", "in_progress")},
+        {"type": "response.in_progress", "response": _response_object(body, "", "in_progress")},
+        {"type": "response.output_item.added", "output_index": 0, "item": _output_message("", "in_progress")},
+        {"type": "response.content_part.added", **at, "part": {**part, "text": ""}},
+        *({"type": "response.output_text.delta", **at, "delta": piece, "logprobs": []} for piece in pieces),
+        {"type": "response.output_text.done", **at, "text": reply.content, "logprobs": []},
+        {"type": "response.content_part.done", **at, "part": part},
+        {"type": "response.output_item.done", "output_index": 0, "item": _output_message(reply.content, "completed")},
+        {"type": "response.completed", "response": _response_object(body, reply.content, "completed")},
+    ]
+    return [{**event, "sequence_number": n} for n, event in enumerate(events)]
+
+
 # ------------------------------------------------------------------------------------------ server
 
 
@@ -400,6 +442,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         if path.endswith("/v1/chat/completions"):
             self._chat(body)
+        elif path.endswith("/v1/responses"):
+            self._responses(body)
         elif path.endswith("/v1/embeddings"):
             self._embeddings(body)
         else:
@@ -467,6 +511,24 @@ class _RequestHandler(BaseHTTPRequestHandler):
             for chunk in _text_chunks(reply, body)[: reply.after_chunks + 1]:  # +1: the role-only chunk
                 self._send_event(json.dumps(chunk))
         self._abort()
+
+    # -- responses
+
+    def _responses(self, body: Any) -> None:
+        """The Responses API: a text reply as one response object, or streamed as its typed events."""
+        body = body if isinstance(body, Mapping) else {}
+        reply = self.fake._next_chat_reply(body)
+        if reply.kind != "text" or reply.calls:
+            self._play(reply, body, stream=bool(body.get("stream")))
+        elif body.get("stream"):
+            self._start_sse()
+            for event in _response_events(reply, body):
+                self._write_chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+                if reply.chunk_delay_s:
+                    time.sleep(reply.chunk_delay_s)
+            self._end_chunked()
+        else:
+            self._send_json(200, _response_object(body, reply.content, "completed"))
 
     # -- embeddings
 

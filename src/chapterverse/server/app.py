@@ -38,6 +38,7 @@ from ..rerank import library_reranker
 from ..store import Store, open_store
 from . import kb as kb_routes
 from . import proxy as proxy_routes
+from . import responses as responses_routes
 from . import reader as reader_routes
 from .config import ServeSettings
 from .errors import install_error_handlers
@@ -182,6 +183,7 @@ def create_app(settings: ServeSettings, *, embedder: Embedder | None = None,
     install_error_handlers(app)
     app.include_router(kb_routes.router)
     app.include_router(proxy_routes.router)
+    app.include_router(responses_routes.router)
     app.include_router(reader_routes.router)
     app.include_router(reader_routes.pages_router)
     if reader_routes.STATIC_DIR is not None:

@@ -69,21 +69,22 @@ def _defanged(hit: Hit) -> Hit:
     return replace(hit, chunk=replace(chunk, text=defang_tags(chunk.text), source=defang_tags(chunk.source)))
 
 
-def _append(content: Any, block: str) -> Any:
+def _append(content: Any, block: str, part_type: str = "text") -> Any:
     if isinstance(content, list):
-        return [*content, {"type": "text", "text": block}]
+        return [*content, {"type": part_type, "text": block}]
     text = content if isinstance(content, str) else ""
     return f"{text}\n\n{block}" if text else block
 
 
 def inject_context(messages: Sequence[Any], block: str, inject_as: Literal["system", "user"],
-                   user_index: int) -> list[Any]:
-    """A copy of ``messages`` with ``block`` added; the caller's list is never changed."""
+                   user_index: int, *, part_type: str = "text") -> list[Any]:
+    """A copy of ``messages`` with ``block`` added; the caller's list is never changed. ``part_type`` names a
+    content part added to a list content: ``text`` in chat completions, ``input_text`` in the Responses API."""
     out = copy.deepcopy(list(messages))
     if inject_as == "user":
-        out[user_index]["content"] = _append(out[user_index].get("content"), block)
+        out[user_index]["content"] = _append(out[user_index].get("content"), block, part_type)
     elif out and isinstance(out[0], dict) and out[0].get("role") in ("system", "developer"):
-        out[0]["content"] = _append(out[0].get("content"), block)
+        out[0]["content"] = _append(out[0].get("content"), block, part_type)
     else:
         out.insert(0, {"role": "system", "content": block})
     return out

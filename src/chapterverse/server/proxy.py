@@ -49,7 +49,7 @@ from .rewrite import carry_query, llm_query
 from .state import ServerState, server_state
 from .upstream import Upstream
 
-__all__ = ["router", "SSERelay", "retrieval_query"]
+__all__ = ["router", "SSERelay", "inject", "retrieval_query"]
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
@@ -144,8 +144,10 @@ async def chat_completions(request: Request) -> Response:
     found = last_user_text(body["messages"]) if state.kb is not None else None
     query = found[1][:state.settings.max_query_chars] if found else ""
     if found is not None:
-        retrieval = await retrieval_query(state, body, upstream, found[0], query)
-        body, hits = await _inject(state, body, found[0], retrieval, turn)
+        retrieval = await retrieval_query(state, body["messages"], body.get("model"), upstream, found[0], query)
+        messages, hits = await inject(state, body["messages"], found[0], retrieval, turn)
+        if hits:
+            body = {**body, "messages": messages}
     if upstream.model:
         body["model"] = upstream.model
     reply_filter = ReplyFilter(hits, state.settings.rag_tags, _resolver(state)) if state.kb is not None else None
@@ -158,16 +160,16 @@ async def chat_completions(request: Request) -> Response:
     return response
 
 
-async def retrieval_query(state: ServerState, body: dict[str, Any], upstream: Upstream, index: int,
-                          query: str) -> str:
-    """What retrieval reads for the user turn at ``index``: ``query`` condensed with the earlier turns as
-    ``--rag_rewrite`` says (``rewrite.py``), at most ``--max_query_chars`` long."""
+async def retrieval_query(state: ServerState, messages: list[Any], asked_model: object, upstream: Upstream,
+                          index: int, query: str) -> str:
+    """What retrieval reads for the user turn at ``index`` of ``messages``: ``query`` condensed with the earlier
+    turns as ``--rag_rewrite`` says (``rewrite.py``), at most ``--max_query_chars`` long. ``asked_model`` is the
+    request's model, used by ``llm`` when no ``--llm_model`` replaces it."""
     mode = state.settings.rag_rewrite
     if mode == "off":
         return query
-    messages = body["messages"]
     if mode == "llm":
-        model = upstream.model or (str(body["model"]) if body.get("model") else None)
+        model = upstream.model or (str(asked_model) if asked_model else None)
         rewritten = await llm_query(state.http, f"{upstream.base_url}/chat/completions", _headers(upstream), model,
                                     messages, index, query, state.settings.rag_rewrite_timeout_s)
         if rewritten:
@@ -175,23 +177,23 @@ async def retrieval_query(state: ServerState, body: dict[str, Any], upstream: Up
     return carry_query(messages, index, query)[:state.settings.max_query_chars]
 
 
-async def _inject(state: ServerState, body: dict[str, Any], index: int, query: str,
-                  turn: int) -> tuple[dict[str, Any], list[Hit]]:
-    """``body`` with the context retrieved for ``query`` added to message ``index`` (or as it was)."""
+async def inject(state: ServerState, messages: list[Any], index: int, query: str, turn: int, *,
+                 part_type: str = "text") -> tuple[list[Any], list[Hit]]:
+    """``messages`` with the context retrieved for ``query`` added to message ``index``, and the hits; the
+    messages as they were (and no hits) when nothing clears the threshold or retrieval fails."""
     assert state.kb is not None
     settings = state.settings
     try:
         hits = await run_in_threadpool(state.kb.search, query, k=settings.rag_top_k, threshold=settings.rag_threshold)
     except Exception as exc:  # retrieval must never stop the conversation
         log.warning("RAG turn %d: retrieval failed, forwarding without context: %s: %s", turn, type(exc).__name__, exc)
-        return body, []
+        return messages, []
     if not hits:
         log.info("RAG turn %d: nothing above threshold %.2f for %r — forwarded untouched", turn,
                  settings.rag_threshold, _short(query))
-        return body, []
+        return messages, []
     block = context_block(hits, settings.rag_language)
-    injected = dict(body)
-    injected["messages"] = inject_context(body["messages"], block, settings.rag_inject_as, index)
+    injected = inject_context(messages, block, settings.rag_inject_as, index, part_type=part_type)
     log.info("RAG turn %d: injected %d chunks as %s for %r — %s", turn, len(hits), settings.rag_inject_as,
              _short(query), hits_summary(hits))
     log.info("RAG turn %d: injected context:\n%s", turn, block)
