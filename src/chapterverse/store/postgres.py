@@ -48,30 +48,13 @@ import numpy as np
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
 from .protocol import VectorSearch
+from .reads import SharedReads
 from .records import (
-    CHAT_COLUMNS,
     CHUNK_COLUMNS,
-    DOC_COLUMNS,
-    FILE_COLUMNS,
-    MESSAGE_COLUMNS,
-    SEGMENT_COLUMNS,
-    TOC_COLUMNS,
-    ChatRecord,
     ChunkRecord,
-    DocumentRecord,
-    FileRecord,
-    MessageRecord,
     NewDocument,
-    SegmentRecord,
-    TocRecord,
-    chat_record,
     chunk_record,
-    document_record,
-    file_record,
-    message_record,
     nul_free,
-    segment_record,
-    toc_record,
     vector_blob,
 )
 
@@ -284,11 +267,12 @@ def _could_reach(rest: Sequence[tuple[float, int, str]], threshold: float, extra
     return " | ".join(groups) if len(groups) <= 64 else " | ".join(t[2] for t in rest)
 
 
-class PostgresStore:
+class PostgresStore(SharedReads):
     """A library in one PostgreSQL database (one schema: the first of the connection's ``search_path``)."""
 
     url: str
     lists_terms = True
+    _P = "%s"
 
     def __init__(self, url: str, *, vector_index: bool = True, ef_search: int = 100,
                  max_connections: int = 16) -> None:
@@ -375,6 +359,9 @@ class PostgresStore:
     def _one(self, query: str, args: Sequence[Any] | dict[str, Any] = ()) -> Any:
         rows = self._rows(query, args)
         return rows[0] if rows else None
+
+    def _source_prefix(self, prefix: str) -> tuple[str, list[Any]]:
+        return "starts_with(c.source, %s)", [prefix]
 
     def _in_transaction(self) -> bool:
         return getattr(self._local, "conn", None) is not None
@@ -498,10 +485,6 @@ class PostgresStore:
         return int(self._one("SELECT coalesce(max(version), 0) FROM schema_migrations")[0])
 
     # -- meta -------------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self._one("SELECT value FROM meta WHERE key=%s", (key,))
-        return row[0] if row else None
-
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as tx:
             self._put_meta(tx, key, value)
@@ -510,10 +493,6 @@ class PostgresStore:
     def _put_meta(tx: psycopg.Connection[Any], key: str, value: str) -> None:
         tx.execute("INSERT INTO meta(key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value=excluded.value",
                    (key, value))
-
-    def generation(self) -> int:
-        """A counter bumped by every write that changes chunks, so caches know when to reload."""
-        return int(self.get_meta("generation") or 0)
 
     @staticmethod
     def _bump(tx: psycopg.Connection[Any]) -> None:
@@ -695,38 +674,8 @@ class PostgresStore:
         return removed
 
     # -- document reads ---------------------------------------------------------------------
-    def documents(self) -> list[DocumentRecord]:
-        return [document_record(r) for r in self._rows(f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.id")]
-
-    def document(self, doc_id: int) -> DocumentRecord:
-        row = self._one(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.id=%s", (doc_id,))
-        if row is None:
-            raise NotFoundError(f"no document with id {doc_id}")
-        return document_record(row)
-
-    def documents_by_source(self, source: str) -> list[DocumentRecord]:
-        rows = self._rows(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.source=%s ORDER BY d.id",
-                          (without_nul(source),))
-        return [document_record(r) for r in rows]
-
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         return dict(self._rows("SELECT id, title FROM documents WHERE id = ANY(%s)", (list(doc_ids),)))
-
-    def languages(self) -> list[str]:
-        return [r[0] for r in self._rows("SELECT DISTINCT language FROM documents ORDER BY language")]
-
-    def files(self, doc_id: int) -> list[FileRecord]:
-        rows = self._rows(f"SELECT {FILE_COLUMNS}, '' FROM files WHERE doc_id=%s ORDER BY ordinal", (doc_id,))
-        return [file_record(r) for r in rows]
-
-    def file_lengths(self, doc_id: int) -> dict[int, int]:
-        return dict(self._rows("SELECT id, length(text) FROM files WHERE doc_id=%s", (doc_id,)))
-
-    def file(self, file_id: int) -> FileRecord:
-        row = self._one(f"SELECT {FILE_COLUMNS}, text FROM files WHERE id=%s", (file_id,))
-        if row is None:
-            raise NotFoundError(f"no file with id {file_id}")
-        return file_record(row)
 
     def file_slice(self, file_id: int, start: int, end: int) -> str | None:
         """The exact text of a span, or None when the file is unknown or the span is out of range."""
@@ -738,48 +687,11 @@ class PostgresStore:
             return None
         return str(row[1])
 
-    def toc(self, doc_id: int) -> list[TocRecord]:
-        rows = self._rows(f"SELECT {TOC_COLUMNS} FROM toc WHERE doc_id=%s ORDER BY ordinal", (doc_id,))
-        return [toc_record(r) for r in rows]
-
-    def segments(self, doc_id: int) -> list[SegmentRecord]:
-        rows = self._rows(f"SELECT {SEGMENT_COLUMNS} FROM segments WHERE doc_id=%s ORDER BY seq", (doc_id,))
-        return [segment_record(r) for r in rows]
-
     # -- chunks -----------------------------------------------------------------------------
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
         rows = self._rows(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
                           " WHERE c.id = ANY(%s)", (list(chunk_ids),))
         return {r[0]: chunk_record(r) for r in rows}
-
-    def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
-               limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
-        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        query = f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
-        if limit is not None:
-            query += " LIMIT %s OFFSET %s"
-            args += [limit, offset]
-        return [chunk_record(r) for r in self._rows(query, args)]
-
-    def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
-                     source_exact: str | None = None) -> int:
-        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        return int(self._one(f"SELECT count(*) FROM chunks c {where}", args)[0])
-
-    @staticmethod
-    def _chunk_filter(doc_id: int | None, prefix: str | None, exact: str | None) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        if doc_id is not None:
-            clauses.append("c.doc_id=%s")
-            args.append(doc_id)
-        if exact is not None:
-            clauses.append("c.source=%s")
-            args.append(without_nul(exact))
-        if prefix:
-            clauses.append("starts_with(c.source, %s)")
-            args.append(without_nul(prefix))
-        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def source_counts(self) -> list[tuple[str, int, bool]]:
         rows = self._rows("SELECT c.source, count(*), bool_or(d.dynamic) FROM chunks c JOIN documents d"
@@ -872,12 +784,6 @@ class PostgresStore:
             return found
         return sorted([*found, *scored(essential, match)], key=lambda h: (-h[1], h[0]))[:k]
 
-    def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
-        """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order: what an in-memory
-        lexical index is built from (``chapterverse.retrieval``)."""
-        return [tuple(r) for r in self._rows(
-            "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id")]
-
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
         in-process lexical index is at hand (``chapterverse.relevance``)."""
@@ -957,10 +863,6 @@ class PostgresStore:
         rows = self._rows("SELECT id FROM documents ORDER BY id")
         return np.fromiter((r[0] for r in rows), np.int64, len(rows))
 
-    def max_chunk_id(self) -> int:
-        """The largest chunk id in the library (0 when empty)."""
-        return int(self._one("SELECT coalesce(max(id), 0) FROM chunks")[0])
-
     # -- embedding cache --------------------------------------------------------------------
     def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         rows = self._rows("SELECT text_hash, vector FROM embedding_cache WHERE model=%s AND text_hash = ANY(%s)",
@@ -995,18 +897,6 @@ class PostgresStore:
                              (doc_id, without_nul(title), _now())).fetchone()
         return int(row[0])  # type: ignore[index]
 
-    def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
-        query, args = f"SELECT {CHAT_COLUMNS} FROM chats", []
-        if doc_id is not None:
-            query, args = query + " WHERE doc_id=%s", [doc_id]
-        return [chat_record(r) for r in self._rows(query + " ORDER BY id", args)]
-
-    def chat(self, chat_id: int) -> ChatRecord:
-        row = self._one(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id=%s", (chat_id,))
-        if row is None:
-            raise NotFoundError(f"no chat with id {chat_id}")
-        return chat_record(row)
-
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:
             # The chat row lock orders concurrent appends to one chat, as SQLite's single writer does.
@@ -1018,10 +908,6 @@ class PostgresStore:
                 (chat_id, role, without_nul(content),
                  json.dumps(result, ensure_ascii=False) if result else None, _now(), chat_id),
             )
-
-    def messages(self, chat_id: int) -> list[MessageRecord]:
-        rows = self._rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE chat_id=%s ORDER BY seq", (chat_id,))
-        return [message_record(r) for r in rows]
 
     # -- integrity --------------------------------------------------------------------------
     def integrity_problems(self) -> list[str]:

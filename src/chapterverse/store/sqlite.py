@@ -32,30 +32,13 @@ from typing import IO, TYPE_CHECKING, Any
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
 from .protocol import VectorSearch
+from .reads import SharedReads
 from .records import (
-    CHAT_COLUMNS,
     CHUNK_COLUMNS,
-    DOC_COLUMNS,
-    FILE_COLUMNS,
-    MESSAGE_COLUMNS,
-    SEGMENT_COLUMNS,
-    TOC_COLUMNS,
-    ChatRecord,
     ChunkRecord,
-    DocumentRecord,
-    FileRecord,
-    MessageRecord,
     NewDocument,
-    SegmentRecord,
-    TocRecord,
-    chat_record,
     chunk_record,
-    document_record,
-    file_record,
-    message_record,
     nul_free,
-    segment_record,
-    toc_record,
     vector_blob,
 )
 
@@ -252,11 +235,12 @@ def _hold(path: Path) -> IO[bytes]:
         handle.close()
 
 
-class SQLiteStore:
+class SQLiteStore(SharedReads):
     """A library in one SQLite file."""
 
     url: str
     lists_terms = True
+    _P = "?"
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -283,6 +267,15 @@ class SQLiteStore:
         if conn is None:
             conn = self._local.db = self._connect()
         return conn
+
+    def _rows(self, query: str, args: Sequence[Any] = ()) -> list[Any]:
+        return self.db.execute(query, args).fetchall()
+
+    def _one(self, query: str, args: Sequence[Any] = ()) -> Any:
+        return self.db.execute(query, args).fetchone()
+
+    def _source_prefix(self, prefix: str) -> tuple[str, list[Any]]:
+        return "substr(c.source, 1, ?)=?", [len(prefix), prefix]
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -366,17 +359,9 @@ class SQLiteStore:
                 raise
 
     # -- meta -------------------------------------------------------------------------------
-    def get_meta(self, key: str) -> str | None:
-        row = self.db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return row[0] if row else None
-
     def set_meta(self, key: str, value: str) -> None:
         with self.transaction() as tx:
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
-
-    def generation(self) -> int:
-        """A counter bumped by every write that changes chunks, so caches know when to reload."""
-        return int(self.get_meta("generation") or 0)
 
     def _bump(self, tx: sqlite3.Connection) -> None:
         tx.execute(
@@ -490,44 +475,10 @@ class SQLiteStore:
         return removed
 
     # -- document reads ---------------------------------------------------------------------
-    def documents(self) -> list[DocumentRecord]:
-        rows = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d ORDER BY d.id").fetchall()
-        return [document_record(r) for r in rows]
-
-    def document(self, doc_id: int) -> DocumentRecord:
-        row = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.id=?", (doc_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no document with id {doc_id}")
-        return document_record(row)
-
-    def documents_by_source(self, source: str) -> list[DocumentRecord]:
-        rows = self.db.execute(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.source=? ORDER BY d.id",
-                               (without_nul(source),)).fetchall()
-        return [document_record(r) for r in rows]
-
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         ids = list(dict.fromkeys(doc_ids))
         marks = ",".join("?" * len(ids))
         return dict(self.db.execute(f"SELECT id, title FROM documents WHERE id IN ({marks})", ids).fetchall())
-
-    def languages(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT DISTINCT language FROM documents ORDER BY language")]
-
-    def files(self, doc_id: int) -> list[FileRecord]:
-        rows = self.db.execute(
-            f"SELECT {FILE_COLUMNS}, '' FROM files WHERE doc_id=? ORDER BY ordinal", (doc_id,)
-        ).fetchall()
-        return [file_record(r) for r in rows]
-
-    def file_lengths(self, doc_id: int) -> dict[int, int]:
-        rows = self.db.execute("SELECT id, length(text) FROM files WHERE doc_id=?", (doc_id,))
-        return {r[0]: r[1] for r in rows}
-
-    def file(self, file_id: int) -> FileRecord:
-        row = self.db.execute(f"SELECT {FILE_COLUMNS}, text FROM files WHERE id=?", (file_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no file with id {file_id}")
-        return file_record(row)
 
     def file_slice(self, file_id: int, start: int, end: int) -> str | None:
         """The exact text of a span, or None when the file is unknown or the span is out of range."""
@@ -537,15 +488,6 @@ class SQLiteStore:
         if row is None or end > row[0] or start < 0:
             return None
         return str(row[1])
-
-    def toc(self, doc_id: int) -> list[TocRecord]:
-        rows = self.db.execute(f"SELECT {TOC_COLUMNS} FROM toc WHERE doc_id=? ORDER BY ordinal", (doc_id,)).fetchall()
-        return [toc_record(r) for r in rows]
-
-    def segments(self, doc_id: int) -> list[SegmentRecord]:
-        rows = self.db.execute(f"SELECT {SEGMENT_COLUMNS} FROM segments WHERE doc_id=? ORDER BY seq",
-                               (doc_id,)).fetchall()
-        return [segment_record(r) for r in rows]
 
     # -- chunks -----------------------------------------------------------------------------
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
@@ -560,35 +502,6 @@ class SQLiteStore:
             )
             found.update((r[0], chunk_record(r)) for r in rows)
         return found
-
-    def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
-               limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
-        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        sql = f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where} ORDER BY c.id"
-        if limit is not None:
-            sql += " LIMIT ? OFFSET ?"
-            args += [limit, offset]
-        return [chunk_record(r) for r in self.db.execute(sql, args)]
-
-    def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
-                     source_exact: str | None = None) -> int:
-        where, args = self._chunk_filter(doc_id, source_prefix, source_exact)
-        return int(self.db.execute(f"SELECT count(*) FROM chunks c {where}", args).fetchone()[0])
-
-    @staticmethod
-    def _chunk_filter(doc_id: int | None, prefix: str | None, exact: str | None) -> tuple[str, list[Any]]:
-        clauses: list[str] = []
-        args: list[Any] = []
-        if doc_id is not None:
-            clauses.append("c.doc_id=?")
-            args.append(doc_id)
-        if exact is not None:
-            clauses.append("c.source=?")
-            args.append(without_nul(exact))
-        if prefix:
-            clauses.append("substr(c.source, 1, ?)=?")
-            args += [len(prefix), without_nul(prefix)]
-        return ("WHERE " + " AND ".join(clauses)) if clauses else "", args
 
     def source_counts(self) -> list[tuple[str, int, bool]]:
         rows = self.db.execute(
@@ -623,12 +536,6 @@ class SQLiteStore:
             return [(int(r[0]), float(r[1])) for r in self.db.execute(sql, args)]
         except sqlite3.OperationalError as exc:
             raise StoreError(f"{self.path}: full-text search failed: {exc}") from exc
-
-    def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
-        """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order: what an in-memory
-        lexical index is built from (``chapterverse.retrieval``)."""
-        return self.db.execute(
-            "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id").fetchall()
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
@@ -729,18 +636,6 @@ class SQLiteStore:
             return int(tx.execute("INSERT INTO chats(doc_id, title, created_at) VALUES (?,?,?)",
                                   (doc_id, without_nul(title), _now())).lastrowid or 0)
 
-    def chats(self, doc_id: int | None = None) -> list[ChatRecord]:
-        sql, args = f"SELECT {CHAT_COLUMNS} FROM chats", []
-        if doc_id is not None:
-            sql, args = sql + " WHERE doc_id=?", [doc_id]
-        return [chat_record(r) for r in self.db.execute(sql + " ORDER BY id", args)]
-
-    def chat(self, chat_id: int) -> ChatRecord:
-        row = self.db.execute(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id=?", (chat_id,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"no chat with id {chat_id}")
-        return chat_record(row)
-
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None:
         with self.transaction() as tx:
             # Checked, not left to the foreign key: an unknown chat is the caller's NotFoundError, as on PostgreSQL.
@@ -752,10 +647,6 @@ class SQLiteStore:
                 (chat_id, seq, role, without_nul(content), json.dumps(result, ensure_ascii=False) if result else None,
                  _now()),
             )
-
-    def messages(self, chat_id: int) -> list[MessageRecord]:
-        rows = self.db.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE chat_id=? ORDER BY seq", (chat_id,))
-        return [message_record(r) for r in rows]
 
     # -- integrity --------------------------------------------------------------------------
     def integrity_problems(self) -> list[str]:
@@ -834,7 +725,3 @@ class SQLiteStore:
 
         rows = self.db.execute("SELECT id FROM documents ORDER BY id").fetchall()
         return np.fromiter((r[0] for r in rows), np.int64, len(rows))
-
-    def max_chunk_id(self) -> int:
-        """The largest chunk id in the library (0 when empty)."""
-        return int(self.db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0])
