@@ -108,7 +108,7 @@ def test_an_unknown_document_id_exits_2_for_search_and_ask(library: Path, comman
 
 @pytest.mark.parametrize("args", [["docs"], ["docs", "--json"], ["search", "lamp"], ["ask", "who kept the light?"],
                                   ["resolve", "f1-0-10"], ["remove", "1"], ["check"], ["export", "1"],
-                                  ["summarize"]])
+                                  ["summarize"], ["summaries", "--doc", "1"]])
 def test_read_only_commands_never_create_a_library(tmp_path: Path, args: list[str]) -> None:
     missing = tmp_path / "typo"
     code, output = run(*args, "--library", str(missing))

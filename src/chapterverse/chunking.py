@@ -202,7 +202,8 @@ class ChunkSpec:
 
 
 def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int = 64) -> list[ChunkSpec]:
-    """The chunks of a document in reading order; a chunk never crosses a file boundary.
+    """The chunks of a document in reading order; a chunk never crosses a file boundary, nor leaves a file's
+    ``body`` (a PDF page's running header and footer are not content).
 
     Pre-chunked documents keep one chunk per :class:`PreChunk`, spanning its whole (trimmed) file text
     whatever its length; a pre-chunk whose text is only whitespace has nothing to cite and is skipped.
@@ -216,11 +217,12 @@ def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int =
             if end > start:
                 specs.append(ChunkSpec(pre.file_index, start, end))
         return specs
-    return [
-        ChunkSpec(i, start, end)
-        for i, file in enumerate(doc.files)
-        for start, end in split_text(file.text, chunk_size=chunk_size, overlap=overlap)
-    ]
+    specs = []
+    for i, file in enumerate(doc.files):
+        lo, hi = file.body or (0, len(file.text))
+        specs += [ChunkSpec(i, lo + start, lo + end)
+                  for start, end in split_text(file.text[lo:hi], chunk_size=chunk_size, overlap=overlap)]
+    return specs
 
 
 # --------------------------------------------------------------------------------------------------------------

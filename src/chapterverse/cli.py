@@ -538,6 +538,34 @@ def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = 
                      f"{counts['removed_tags']} invalid tags removed", highlight=False)
 
 
+@app.command()
+def summaries(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="The document.")],
+              library: LibraryOpt = None, store: StoreOpt = None, llm_base_url: BaseUrlOpt = None,
+              llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, json_out: JsonOpt = False) -> None:
+    """Show a document's segment summaries, in reading order: the configured model's where it made them, else
+    the extractive ones. Their position tags resolve (`chapterverse resolve TAG`)."""
+    from .llm.summaries import EXTRACTIVE_MODEL, document_summaries
+
+    json_out = _wants_json(ctx, json_out)
+    lib = _open(ctx, library, store)
+    with _errors():
+        title = lib.document(doc).title
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        items = document_summaries(lib, doc, [provider.model, EXTRACTIVE_MODEL] if provider else [EXTRACTIVE_MODEL])
+    if json_out:
+        _emit({"doc_id": doc, "title": title, "segments": [
+            {"seq": i.segment.seq, "title_path": i.segment.title_path, "model": i.model, "summary": i.text,
+             "start": {"file": i.segment.start_file, "offset": i.segment.start_offset}} for i in items]})
+        return
+    for i in items:
+        stdout.print(f"§{i.segment.seq + 1} {' › '.join(i.segment.title_path) or title}", style="bold",
+                     markup=False, highlight=False)
+        stdout.print(i.text if i.text is not None else "(not summarised yet)", markup=False, highlight=False)
+        stdout.print()
+    if any(i.text is None for i in items):
+        stderr.print(f"note: `chapterverse summarize --doc {doc}` makes the missing summaries", markup=False)
+
+
 def _print_footnotes(result: AnswerResult) -> None:
     for c in result.citations:
         stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title}: “{c.text}”", markup=False, highlight=False)

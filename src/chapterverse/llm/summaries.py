@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -25,6 +25,8 @@ from .provider import ChatProvider
 
 __all__ = [
     "SegmentInput",
+    "SegmentSummary",
+    "document_summaries",
     "segment_inputs",
     "summarize_document",
     "summary_status",
@@ -88,6 +90,29 @@ def extractive_summary(tagged_text: str, languages: list[str]) -> str:
 
     best = sorted(sorted(sentences, key=centrality, reverse=True)[:EXTRACTIVE_SENTENCES], key=lambda s: s[1])
     return " ".join(f"{text}{span.tag}" for text, span in best)
+
+
+@dataclass(slots=True)
+class SegmentSummary:
+    segment: SegmentRecord
+    text: str | None
+    """The summary, its position tags intact (they resolve); None when no model in the list has made one."""
+    model: str | None
+
+
+def document_summaries(library: Library, doc_id: int, models: Sequence[str]) -> list[SegmentSummary]:
+    """Every segment of a document in reading order, each with its summary by the first of ``models`` that
+    made one: what the reader's contents panel and ``chapterverse summaries`` show (the chat model's summaries
+    where they exist, else the extractive ones)."""
+    version = load_prompt("summarize_segment").version
+    segments = library.store.segments(doc_id)
+    hashes = [s.content_hash for s in segments]
+    found = {model: library.store.summaries(hashes, model, version) for model in dict.fromkeys(models)}
+    summaries = []
+    for segment in segments:
+        model = next((m for m in found if segment.content_hash in found[m]), None)
+        summaries.append(SegmentSummary(segment, found[model][segment.content_hash] if model else None, model))
+    return summaries
 
 
 def summary_status(library: Library, doc_id: int, model: str) -> tuple[int, int]:

@@ -30,7 +30,7 @@ from ..errors import ChapterverseError, InputError, TagError
 from ..export import chat_markdown
 from ..library import Library
 from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-from ..llm.summaries import EXTRACTIVE_MODEL, summary_status
+from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, iter_folder
@@ -50,6 +50,7 @@ from .shapes import (
     ReaderRemoved,
     ReaderResolved,
     ReaderSettings,
+    ReaderSummaries,
 )
 from .state import ServerState, server_state
 from .upstream import SettingsChange
@@ -118,6 +119,19 @@ def document(request: Request, doc_id: Id) -> dict[str, Any]:
         "files": [{"id": f.id, "ordinal": f.ordinal, "title": f.title, "label": f.label, "has_text": f.has_text,
                    "length": lengths.get(f.id, 0)} for f in store.files(doc_id)],
     }
+
+
+@router.get("/documents/{doc_id}/summaries", response_model=ReaderSummaries,
+            summary="The document's segment summaries in reading order (the chat model's where it made them, "
+                    "else extractive; null where none exists yet), their tags intact")
+def summaries(request: Request, doc_id: Id) -> dict[str, Any]:
+    state = server_state(request)
+    state.reader.document(doc_id)
+    provider = state.upstream.current.provider()
+    models = [provider.model, EXTRACTIVE_MODEL] if provider else [EXTRACTIVE_MODEL]
+    return {"segments": [{"seq": s.segment.seq, "title_path": s.segment.title_path, "model": s.model,
+                          "summary": s.text, "file": s.segment.start_file, "offset": s.segment.start_offset}
+                         for s in document_summaries(state.reader, doc_id, models)]}
 
 
 @router.delete("/documents/{doc_id}", response_model=ReaderRemoved,

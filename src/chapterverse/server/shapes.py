@@ -16,7 +16,7 @@ __all__ = [
     "KbStatus", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
     "KbAdded", "KbChunksAdded", "KbRemoved", "KbReloaded", "ReaderDocuments", "ReaderDocumentDetail",
     "ReaderRemoved", "JobShape", "JobAccepted", "ReaderFile", "ReaderResolved", "ReaderChats", "ReaderChat",
-    "ReaderSettings",
+    "ReaderSettings", "ReaderSummaries",
 ]
 
 
@@ -240,6 +240,19 @@ class ReaderDocumentDetail(_Shape):
     created_at: str
     summary: SummaryStatus
     toc: list[ReaderTocEntry]
+
+
+class ReaderSegmentSummary(_Shape):
+    seq: int = Field(description="The segment's place in reading order, from 0.")
+    title_path: list[str] = Field(description="Its chapter and section titles.")
+    model: str | None = Field(description="Who made the summary: the chat model's name or \"extractive\".")
+    summary: str | None = Field(description="The summary with its position tags, or null when none is made yet.")
+    file: int = Field(description="The file id where the segment starts.")
+    offset: int = Field(description="Code point offset in that file.")
+
+
+class ReaderSummaries(_Shape):
+    segments: list[ReaderSegmentSummary]
 
 
 class ReaderRemoved(_Shape):

@@ -29,6 +29,7 @@ from pypdf.generic import Destination
 
 from ..errors import EncryptedSourceError, SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
+from .running import mark_running_lines
 
 __all__ = ["read_pdf", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES"]
 
@@ -52,8 +53,14 @@ class _PasswordRejected(Exception):
 
 
 def read_pdf(path: str | Path, *, password: str | None = None) -> ParsedDocument:
-    """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable."""
-    path = Path(path)
+    """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable.
+
+    Running headers and footers are kept out of each page's body, and printed page numbers label the pages
+    of a PDF without labels (``sources.running``)."""
+    return mark_running_lines(_read_pdf(Path(path), password))
+
+
+def _read_pdf(path: Path, password: str | None) -> ParsedDocument:
     try:
         parsed, failed_pages = _read_with_pdfium(path, password)
     except _PasswordRejected:

@@ -21,6 +21,18 @@ export function citationTitle(c) {
   return path.length ? String(path[path.length - 1]) : String(c.file_title || c.doc_title || "");
 }
 
+/**
+ * The start of a cited passage, about `limit` characters cut at a word: what tells apart two citations of
+ * one chapter, whose titles are the same.
+ */
+export function citationSnippet(c, limit = 90) {
+  const text = String((c && c.text) || "").replace(/\s+/g, " ").trim();
+  if ([...text].length <= limit) return text;
+  const head = [...text].slice(0, limit).join("");
+  const cut = head.lastIndexOf(" ");
+  return `${(cut > limit / 2 ? head.slice(0, cut) : head).replace(/[\s,;:.]+$/, "")}…`;
+}
+
 const MODE_LABELS = {
   llm: ["model", "Written by the language model from the cited passages"],
   extractive: ["extractive", "Quoted from the book's passages, without a language model"],
@@ -42,12 +54,14 @@ export function numberTags(answer, citations = []) {
 function footnote(key, entry, docId) {
   const { n, citation } = entry;
   const title = citationTitle(citation);
+  const snippet = citationSnippet(citation, 60);
+  const name = [title, snippet && `“${snippet}”`].filter(Boolean).join(", ");
   return h("a", {
     class: "cv-footnote",
     href: passageHref((citation && citation.doc_id) || docId, key),
     "data-tag": key,
     "data-n": n,
-    "aria-label": title ? `Citation ${n}: ${title}` : `Citation ${n}`,
+    "aria-label": name ? `Citation ${n}: ${name}` : `Citation ${n}`,
     "aria-expanded": "false",
     "aria-controls": PREVIEW_ID,
   }, `[${n}]`);
@@ -221,9 +235,11 @@ function sourceList(numbers, docId) {
   for (const [key, { n, citation }] of numbers) {
     const path = citation && Array.isArray(citation.toc_path) ? citation.toc_path.filter(Boolean).join(" › ") : "";
     const label = path || citationTitle(citation) || key;
+    const snippet = citationSnippet(citation);
     items.push(h("li", { value: n },
       h("a", { class: "cv-source", href: passageHref((citation && citation.doc_id) || docId, key), "data-tag": key },
-        h("span", { class: "cv-source-title" }, label))));
+        h("span", { class: "cv-source-title" }, label),
+        snippet ? h("span", { class: "cv-source-snippet", "data-cv-source-snippet": true }, `“${snippet}”`) : null)));
   }
   return items.length ? h("ol", { class: "cv-sources", "aria-label": "Sources" }, items) : null;
 }

@@ -7,7 +7,7 @@
 // the marks' text joined equals the cited text, even across paragraphs.
 
 import { api } from "./api.js";
-import { TAG_KEY_RE } from "./answer.js";
+import { TAG_KEY_RE, passageHref } from "./answer.js";
 import { CodePointIndex } from "./codepoints.js";
 import { h, isPlainClick } from "./dom.js";
 
@@ -45,6 +45,45 @@ function tocTree(entries, docId) {
   return root;
 }
 
+/**
+ * The file a book opens at: the first with text to read. An EPUB's cover or frontispiece is an image page
+ * with no text; opening there would greet the reader with an empty page.
+ */
+export function firstReadableFile(files) {
+  return files.find((f) => f.has_text !== false && (f.length === undefined || f.length > 0)) || files[0];
+}
+
+/** A Markdown thematic break or setext underline: a line of three or more -, =, _ or * (spaces allowed). */
+const MARKDOWN_RULE = /^ {0,3}(?:(?:-[ \t]*){3,}|(?:=[ \t]*){3,}|(?:_[ \t]*){3,}|(?:\*[ \t]*){3,})$/;
+
+/**
+ * A paragraph [start, end) of a Markdown file cut where its last line is an underline or rule: [[start, cut,
+ * false], [cut, end, true]] (the second part is markup, drawn as a rule or not at all), else [[start, end, false]].
+ * Cutting in two keeps every character in exactly one segment, so highlights stay exact.
+ */
+export function markdownParts(index, start, end) {
+  const text = index.slice(start, end);
+  const lastBreak = text.lastIndexOf("\n");
+  const lastLine = text.slice(lastBreak + 1);
+  if (!MARKDOWN_RULE.test(lastLine)) return [[start, end, false]];
+  const cut = lastBreak < 0 ? start : start + [...text.slice(0, lastBreak)].length;
+  return cut > start ? [[start, cut, false], [cut, end, true]] : [[start, end, true]];
+}
+
+/** A summary's text as nodes: its words as text, each position tag as a link that opens the passage. */
+function summaryNodes(text, docId) {
+  const nodes = [];
+  let last = 0;
+  for (const m of String(text).matchAll(/\[(f\d+-\d+-\d+)\]/g)) {
+    nodes.push(text.slice(last, m.index));
+    nodes.push(h("a", { class: "cv-summary-tag", href: passageHref(docId, m[1]), "data-tag": m[1],
+      title: "Open the passage", "aria-label": `passage ${m[1]}` }, "↗"));
+    last = m.index + m[0].length;
+  }
+  nodes.push(text.slice(last));
+  return nodes;
+}
+
 function fileLabel(doc, file) {
   if (doc.format === "pdf") return `Page ${file.label || file.ordinal + 1}`;
   return file.title || file.label || `Part ${file.ordinal + 1}`;
@@ -73,8 +112,19 @@ export class Reader {
           onclick: () => this.toggleToc(false) }, "×")));
     if ((doc.toc || []).length) this.tocNav.append(tocTree(doc.toc, doc.id));
     else this.tocNav.append(h("p", { class: "cv-muted" }, "This book has no table of contents."));
+    this.summaries = h("section", { class: "cv-summaries", "data-cv-summaries": true, "aria-label": "Summaries" });
+    this.tocNav.append(this.summaries);
+    this.loadSummaries();
     this.tocNav.addEventListener("click", (e) => {
-      const link = e.target.closest("a.cv-toc-link");
+      const tag = e.target.closest("a.cv-summary-tag");
+      if (tag && isPlainClick(e)) {
+        e.preventDefault();
+        this.toggleToc(false);
+        this.hooks.onNavigate(`#${tag.dataset.tag}`);
+        this.go(parseHash(tag.dataset.tag));
+        return;
+      }
+      const link = e.target.closest("a.cv-toc-link, a.cv-summary-link");
       if (!link || !isPlainClick(e)) return;
       e.preventDefault();
       this.toggleToc(false);
@@ -106,6 +156,30 @@ export class Reader {
       this.article, this.endNav);
   }
 
+  /** Each segment's summary under the TOC, when the book has any: a map of what every part says. */
+  async loadSummaries() {
+    let segments;
+    try {
+      segments = await api.summaries(this.doc.id);
+    } catch {
+      return; // the TOC works without them
+    }
+    const made = segments.filter((s) => s.summary);
+    if (!made.length) {
+      this.summaries.replaceChildren(h("p", { class: "cv-muted" },
+        "No summaries yet: the first question about this book starts them, or run ",
+        h("code", {}, `chapterverse summarize --doc ${this.doc.id}`), "."));
+      return;
+    }
+    const items = made.map((s) => h("details", { class: "cv-summary", "data-cv-summary": s.seq },
+      h("summary", {}, (s.title_path || []).join(" › ") || this.doc.title),
+      h("p", {}, summaryNodes(s.summary, this.doc.id), " ", h("a", {
+        class: "cv-summary-link", href: `/read/${encodeURIComponent(this.doc.id)}#f${s.file}-${s.offset}`,
+        "data-file": s.file, "data-offset": s.offset,
+      }, "Read this part ›"))));
+    this.summaries.replaceChildren(h("h3", {}, `Summaries (${made.length} of ${segments.length} parts)`), ...items);
+  }
+
   toggleToc(open) {
     const root = this.tocNav.closest(".cv-reader");
     if (root) root.classList.toggle("cv-toc-open", open);
@@ -128,7 +202,7 @@ export class Reader {
    * (highlight that range). Without a file, the first file.
    */
   async go(target) {
-    const fileId = target && Number.isFinite(target.file) ? target.file : (this.files[0] || {}).id;
+    const fileId = target && Number.isFinite(target.file) ? target.file : (firstReadableFile(this.files) || {}).id;
     if (fileId === undefined) {
       this.article.replaceChildren(h("p", { class: "cv-empty" }, "This document has no files."));
       return;
@@ -194,29 +268,42 @@ export class Reader {
     let spans = (file.paragraphs || []).map(([s, e]) => [Number(s), Number(e)])
       .filter(([s, e]) => e > s).sort((a, b) => a[0] - b[0]);
     if (!spans.length && index.length) spans = [[0, index.length]];
+    const markdown = this.doc.format === "markdown";
     let pos = 0;
     for (const [rawStart, rawEnd] of spans) {
       const start = Math.max(rawStart, pos);
       const end = Math.min(rawEnd, index.length);
       if (end <= start) continue;
       addGap(pos, start);
-      const el = h("p", { "data-start": start, "data-end": end });
-      el.textContent = index.slice(start, end);
-      segments.push({ start, end, el });
-      nodes.push(el);
+      for (const [a, b, rule] of markdown ? markdownParts(index, start, end) : [[start, end, false]]) {
+        // A rule after a heading line is its setext underline (hidden); alone, a thematic break (a line).
+        const cls = !rule ? {} : { class: a > start ? "cv-md-underline" : "cv-md-rule", "aria-hidden": "true" };
+        const el = h(rule ? "span" : "p", { ...cls, "data-start": a, "data-end": b });
+        el.textContent = index.slice(a, b);
+        segments.push({ start: a, end: b, el });
+        nodes.push(el);
+      }
       pos = end;
     }
     addGap(pos, index.length);
     if (file.has_text === false || !index.length) {
-      nodes.push(h("p", { class: "cv-empty" }, file.has_text === false
-        ? "This page has no text layer (it is a scanned image), so there is nothing to read or cite here."
-        : "This part has no text."));
+      nodes.push(h("p", { class: "cv-empty" }, this.emptyMessage(file)));
     }
     this.article.replaceChildren(...nodes);
     this.article.dataset.file = file.id;
     this.article.removeAttribute("aria-busy");
     this.current = { file, index, segments };
     this.updateNav(file);
+  }
+
+  /** Why a part shows no text: a PDF page may be a scan; an EPUB part without text is an image page. */
+  emptyMessage(file) {
+    if (file.has_text !== false) return "This part has no text.";
+    if (this.doc.format === "pdf") {
+      return "This page has no text layer (it is a scanned image), so there is nothing to read or cite here.";
+    }
+    const next = this.files.slice(this.files.findIndex((f) => f.id === file.id) + 1).find((f) => f.has_text !== false);
+    return `This part is a picture (a cover or an illustration) with no text to read or cite${next ? "; the text goes on at the next part" : ""}.`;
   }
 
   updateNav(file) {
@@ -280,7 +367,7 @@ export class Reader {
       seg.el.replaceChildren(index.slice(seg.start, a), mark, index.slice(b, seg.end));
       marks.push(mark);
     }
-    const first = marks.find((m) => !m.parentElement.classList.contains("cv-gap")) || marks[0];
+    const first = marks.find((m) => !m.parentElement.matches(".cv-gap, .cv-md-underline")) || marks[0];
     if (first) {
       first.setAttribute("tabindex", "-1");
       first.scrollIntoView({ block: "center" });

@@ -1,0 +1,196 @@
+"""A book is a book (issue 15), in a real Chromium against a real server: an EPUB opens at its first page with
+text and says what a picture page is; citations of one chapter are told apart by a snippet; segment summaries
+sit in the contents panel with tags that open their passage; Markdown underlines are not shown raw; a PDF
+without labels shows its printed page numbers. Screenshots go to ``artifacts/screenshots/``."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import shared_path
+from test_web_reader import (  # noqa: F401  (fixtures used by name)
+    BrowserPage,
+    _chromium,
+    api_json,
+    assert_highlight,
+    browser,
+    browser_page,
+    expect,
+    marks_text,
+    open_reader,
+    tag_for,
+)
+
+from chapterverse.llm.summaries import summarize_document
+
+COVER_XHTML = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Cover</title></head>
+<body><div><img src="cover.png" alt=""/></div></body></html>"""
+CHAPTER_SENTENCE = "The harbour master kept the logbook in a glass case by the door."
+CHAPTER_XHTML = f"""<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>Chapter 1</title></head>
+<body><h1>Chapter 1. The Case</h1><p>{CHAPTER_SENTENCE}</p><p>Visitors read it on Sundays.</p></body></html>"""
+
+SETEXT_MD = """The Keeper's Almanac
+====================
+
+Tides
+-----
+
+The spring tide came at dawn and covered the lower steps.
+
+***
+
+The neap tide left the reef dry until noon.
+"""
+
+
+def write_epub_with_cover(path: Path) -> Path:
+    """An EPUB whose first spine item is a cover: an image and no text."""
+    opf = """<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://www.idpf.org/2007/opf" version="3.0" unique-identifier="uid">
+  <metadata xmlns:dc="http://purl.org/dc/elements/1.1/">
+    <dc:identifier id="uid">urn:uuid:3f1e0c2a-8a4e-4c3e-9a55-2f1f4ad1c015</dc:identifier>
+    <dc:title>The Harbour Logbook</dc:title><dc:language>en</dc:language>
+    <meta property="dcterms:modified">2025-01-01T00:00:00Z</meta>
+  </metadata>
+  <manifest>
+    <item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>
+    <item id="cover" href="cover.xhtml" media-type="application/xhtml+xml"/>
+    <item id="img" href="cover.png" media-type="image/png" properties="cover-image"/>
+    <item id="ch1" href="ch1.xhtml" media-type="application/xhtml+xml"/>
+  </manifest>
+  <spine><itemref idref="cover"/><itemref idref="ch1"/></spine>
+</package>"""
+    nav = """<?xml version="1.0" encoding="utf-8"?>
+<!DOCTYPE html>
+<html xmlns="http://www.w3.org/1999/xhtml" xmlns:epub="http://www.idpf.org/2007/ops"><head><title>Contents</title>
+</head><body><nav epub:type="toc"><ol><li><a href="ch1.xhtml">Chapter 1. The Case</a></li></ol></nav></body></html>"""
+    container = """<?xml version="1.0"?>
+<container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:container">
+  <rootfiles><rootfile full-path="OEBPS/content.opf" media-type="application/oebps-package+xml"/></rootfiles>
+</container>"""
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        for name, text in (("META-INF/container.xml", container), ("OEBPS/content.opf", opf),
+                           ("OEBPS/nav.xhtml", nav), ("OEBPS/cover.xhtml", COVER_XHTML),
+                           ("OEBPS/ch1.xhtml", CHAPTER_XHTML)):
+            z.writestr(name, text, compress_type=zipfile.ZIP_DEFLATED)
+        z.writestr("OEBPS/cover.png", b"\x89PNG\r\n\x1a\n", compress_type=zipfile.ZIP_STORED)
+    return path
+
+
+@browser
+def test_an_epub_opens_at_its_first_page_with_text(reader_server: Any, browser_page: BrowserPage,
+                                                    tmp_path: Path) -> None:
+    doc_id = reader_server.ingest(write_epub_with_cover(tmp_path / "logbook.epub"))
+    files = api_json(reader_server, f"/api/documents/{doc_id}")["files"]
+    assert [f["has_text"] for f in files] == [False, True], "the test needs a cover without text first"
+    page = browser_page.page
+    open_reader(page, reader_server, doc_id)
+    text = page.locator("[data-cv-text]")
+    expect(text).to_contain_text(CHAPTER_SENTENCE)
+    assert text.get_attribute("data-file") == str(files[1]["id"])
+    browser_page.shot(page, "book-epub-opens-at-text")
+
+    page.locator("[data-cv-prev]").click()  # back to the cover: a picture, not a scanned page
+    expect(text).to_contain_text("This part is a picture (a cover or an illustration)")
+    expect(text).not_to_contain_text("scanned image")
+    browser_page.shot(page, "book-epub-cover")
+    browser_page.assert_clean()
+
+
+@pytest.fixture
+def keeper(reader_server: Any, tmp_path: Path) -> int:
+    path = tmp_path / "almanac.md"
+    path.write_text(SETEXT_MD, encoding="utf-8")
+    return int(reader_server.ingest(path))
+
+
+@browser
+def test_markdown_underlines_are_not_shown_raw(reader_server: Any, browser_page: BrowserPage, keeper: int) -> None:
+    page = browser_page.page
+    open_reader(page, reader_server, keeper)
+    shown = page.locator("[data-cv-text]").inner_text()
+    assert "Tides" in shown and "---" not in shown and "===" not in shown and "***" not in shown
+    rule = page.locator("[data-cv-text] .cv-md-rule")  # the thematic break, drawn as a line, its *** unseen
+    assert rule.evaluate("el => getComputedStyle(el, '::before').borderTopWidth") == "1px"
+    assert rule.text_content() == "***"
+    tag = tag_for(reader_server, keeper, "Tides", "lower steps.")  # across the underline: still exact
+    open_reader(page, reader_server, keeper, f"#{tag}")
+    assert_highlight(page, reader_server, tag)
+    assert marks_text(page) == reader_server.resolve(tag)["text"]
+    browser_page.shot(page, "book-markdown-setext")
+    browser_page.assert_clean()
+
+
+@browser
+def test_citations_of_one_chapter_show_which_passage(reader_server: Any, browser_page: BrowserPage,
+                                                      keeper: int) -> None:
+    first = reader_server.resolve(tag_for(reader_server, keeper, "The spring tide"))
+    second = reader_server.resolve(tag_for(reader_server, keeper, "The neap tide"))
+    assert first["toc_path"] == second["toc_path"], "the test needs two passages of one chapter"
+    result = {"answer": f"At dawn [{first['tag']}] and at noon [{second['tag']}].", "mode": "extractive",
+              "found": True, "citations": [{**c, "tag": c["tag"], "n": n} for n, c in enumerate((first, second), 1)]}
+    page = browser_page.page
+    open_reader(page, reader_server, keeper)
+    page.evaluate("""async (result) => {
+        const { renderResult } = await import('/static/answer.js');
+        const box = document.createElement('div');
+        box.dataset.cvTestAnswer = '';
+        document.querySelector('[data-cv-text]').prepend(box);
+        renderResult(box, result, { docId: 0 });
+    }""", result)
+    snippets = page.locator("[data-cv-test-answer] [data-cv-source-snippet]")
+    expect(snippets).to_have_count(2)
+    assert snippets.all_text_contents() == [f"“{first['text']}”", f"“{second['text']}”"]
+    titles = page.locator("[data-cv-test-answer] .cv-source-title").all_text_contents()
+    assert titles[0] == titles[1], "same chapter, same title: the snippet is what tells them apart"
+    labels = [page.locator("[data-cv-test-answer] a.cv-footnote").nth(i).get_attribute("aria-label") for i in (0, 1)]
+    assert labels[0] != labels[1] and "The spring tide" in (labels[0] or "")
+    browser_page.shot(page, "book-footnote-snippets")
+    browser_page.assert_clean()
+
+
+@browser
+def test_summaries_in_the_contents_panel_open_their_passages(reader_server: Any, browser_page: BrowserPage,
+                                                             keeper: int) -> None:
+    page = browser_page.page
+    open_reader(page, reader_server, keeper)
+    expect(page.locator("[data-cv-summaries]")).to_contain_text(f"chapterverse summarize --doc {keeper}")
+
+    summarize_document(reader_server.server.state.reader, keeper, None)
+    open_reader(page, reader_server, keeper)
+    summaries = page.locator("[data-cv-summary]")
+    expect(summaries.first).to_be_attached()
+    segments = api_json(reader_server, f"/api/documents/{keeper}/summaries")["segments"]
+    assert summaries.count() == len([s for s in segments if s["summary"]]) > 0
+    summaries.first.locator("summary").click()
+    link = summaries.first.locator("a.cv-summary-tag").first
+    tag = link.get_attribute("data-tag")
+    assert tag and f"[{tag}]" in segments[0]["summary"]
+    link.click()
+    assert_highlight(page, reader_server, tag)
+    assert page.url.endswith(f"#{tag}")
+    browser_page.shot(page, "book-summaries")
+    browser_page.assert_clean()
+
+
+@browser
+@pytest.mark.slow
+def test_a_pdf_without_labels_shows_its_printed_page_numbers(reader_server: Any, browser_page: BrowserPage) -> None:
+    doc_id = reader_server.ingest(shared_path("books", "pdf", "freeculture.pdf"))
+    files = api_json(reader_server, f"/api/documents/{doc_id}")["files"]
+    page_146 = next(f for f in files if f["ordinal"] == 145)
+    assert page_146["label"] == "134"
+    page = browser_page.page
+    open_reader(page, reader_server, doc_id, f"#f{page_146['id']}")
+    expect(page.locator("[data-cv-page-label]")).to_have_text(f"p. 134 · 146 of {len(files)}")
+    assert page.locator("[data-cv-file-select] option:checked").text_content() == "Page 134"
+    browser_page.shot(page, "book-pdf-page-label")
+    browser_page.assert_clean()
