@@ -60,7 +60,7 @@ from typing import Any
 
 import numpy as np
 
-from .store import SQLiteStore
+from .store import SQLiteStore, Store
 from .indexfiles import (
     CorruptIndex,
     collect_garbage,
@@ -443,7 +443,7 @@ class _StoreState:
     max_id: int
 
     @classmethod
-    def read(cls, store: Any) -> _StoreState:
+    def read(cls, store: Store) -> _StoreState:
         return cls(store.generation(), store.max_chunk_id() if isinstance(store, SQLiteStore) else 0)
 
     def matches(self, snap: _Snapshot) -> bool:
@@ -458,15 +458,17 @@ class LexicalIndex:
     >>> view.scores(["whale"], prefix=False)      # one BM25 score per live chunk, ``view.ids`` order
     """
 
-    def __init__(self, store: Any, directory: str | Path | None = None, *,
+    def __init__(self, store: Store, directory: str | Path | None = None, *,
                  settings: LexicalSettings | None = None) -> None:
         self.store = store
         self.settings = settings or LexicalSettings()
-        self.incremental = isinstance(store, SQLiteStore)
-        """SQLite stores feed appends (:func:`_rows_since`) and keep the files; others are rebuilt in memory."""
+        self._sqlite_store = store if isinstance(store, SQLiteStore) else None
+        """The SQLite store, which feeds appends (:func:`_rows_since`) and keeps the files beside it."""
+        self.incremental = self._sqlite_store is not None
+        """SQLite stores are followed incrementally; others are rebuilt in memory."""
         self.persistent = self.incremental
         self.directory = Path(directory) if directory is not None else (
-            default_directory(store, self.settings) if self.incremental else Path())
+            default_directory(self._sqlite_store, self.settings) if self._sqlite_store is not None else Path())
         self._view: LexicalView | None = None
         self._lock = threading.Lock()
         self._builder: threading.Thread | None = None
@@ -476,7 +478,7 @@ class LexicalIndex:
         """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``merged``, ``rebuilt``."""
 
     @classmethod
-    def open(cls, store: Any, directory: str | Path | None = None, *,
+    def open(cls, store: Store, directory: str | Path | None = None, *,
              settings: LexicalSettings | None = None) -> LexicalIndex:
         """Open (or build) the index of ``store`` and bring it up to date."""
         index = cls(store, directory, settings=settings)
@@ -559,9 +561,14 @@ class LexicalIndex:
     def _snapshot(self) -> _Snapshot | None:
         return self._view.snapshot if self._view is not None else None
 
+    def _sqlite(self) -> SQLiteStore:
+        """The SQLite store of an incremental index (appends and merges run only on those)."""
+        assert self._sqlite_store is not None, "only an index beside a SQLite file is followed incrementally"
+        return self._sqlite_store
+
     def _consistent(self) -> Any:
         """One read transaction (SQLite), so the generation and the rows are read from the same state."""
-        return read_snapshot(self.store) if self.incremental else nullcontext()
+        return read_snapshot(self._sqlite_store) if self._sqlite_store is not None else nullcontext()
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -616,7 +623,7 @@ class LexicalIndex:
     def _append(self, segments: list[_Segment], next_segment: int, after: int) -> tuple[list[_Segment], int, int]:
         """Segments of the chunks with ids above ``after``, ``segment_rows`` at a time."""
         while True:
-            rows = _rows_since(self.store, after, limit=self.settings.segment_rows)
+            rows = _rows_since(self._sqlite(), after, limit=self.settings.segment_rows)
             if not rows:
                 return segments, next_segment, after
             segments.append(self._write_segment(f"s{next_segment:06d}", _segment_arrays(rows, self.settings)))
@@ -654,7 +661,7 @@ class LexicalIndex:
         after, through = int(first.ids[0]) - 1, int(last.ids[-1])
         built: list[_Segment] = []
         while True:
-            rows = _rows_since(self.store, after, through=through, limit=self.settings.segment_rows)
+            rows = _rows_since(self._sqlite(), after, through=through, limit=self.settings.segment_rows)
             if not rows:
                 return built, next_segment
             built.append(self._write_segment(f"s{next_segment:06d}", _segment_arrays(rows, self.settings)))
