@@ -139,3 +139,22 @@ def test_bench_followups_json(xquad_slice: Path, tmp_path: Path) -> None:
     for row in scores.values():
         assert 0 <= row["injected@3"] <= row["hit@3"] <= 1
     assert scores["follow-up, carry"]["hit@3"] >= scores["follow-up, off"]["hit@3"]
+
+
+def test_bench_proxy_measures_first_tokens_direct_and_through_a_real_proxy(tmp_path: Path) -> None:
+    import httpx
+
+    from chapterverse.bench.proxylatency import ANSWER, first_token_ms, measure, scripted_upstream
+
+    with scripted_upstream() as upstream, httpx.Client() as client:
+        assert first_token_ms(client, f"http://127.0.0.1:{upstream.server_address[1]}", "hello") > 0
+        assert upstream.requests == 1 and upstream.injected == 0
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    demo = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
+    (kb / "keeper.md").write_text(demo.read_text(encoding="utf-8"), encoding="utf-8")
+    questions = ["Who kept the lighthouse on Gull Rock?", "What did the keeper of Gull Rock see in the storm?",
+                 "How high was the lighthouse on Gull Rock?", "Who kept the Gull Rock light before him?"]
+    row = measure(kb, 0, "real", questions, warmup=1)
+    assert row.questions == 4 and row.injected == 1.0  # every proxied question reached the upstream with context
+    assert row.proxy_p50_ms > row.direct_p50_ms > 0 and len(ANSWER) > 1

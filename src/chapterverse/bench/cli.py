@@ -409,6 +409,37 @@ def followups(
     stdout.print(table)
 
 
+@bench_app.command("proxy")
+def proxy(
+    chunks: Annotated[list[int] | None, typer.Option("--chunks", help="Knowledge-base sizes; default 1000 100000.")
+                      ] = None,
+    queries: Annotated[int, typer.Option("--queries", min=1, help="XQuAD questions asked at each size.")] = 200,
+    real_limit: Annotated[int, typer.Option("--real-limit", help="Sizes up to this get real vectors.")] = 10_000,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where the knowledge bases are kept.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Time to first token through the proxy minus direct to the same scripted upstream (streamed, p50/p99)."""
+    from .proxylatency import run_proxy_bench
+
+    try:
+        rows = run_proxy_bench(chunks or [1_000, 100_000], queries=queries, real_limit=real_limit, workdir=workdir)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps([row.to_json() for row in rows], indent=2) + "\n")
+        return
+    table = Table("chunks", "vectors", "questions", "direct p50 / p99 ms", "proxy p50 / p99 ms",
+                  "added p50 / p99 ms", "injected", "load average",
+                  title="Time to first token, streamed: direct to the upstream vs through the proxy")
+    for row in rows:
+        table.add_row(f"{row.chunks:,}", row.vectors, str(row.questions),
+                      f"{row.direct_p50_ms:.1f} / {row.direct_p99_ms:.1f}",
+                      f"{row.proxy_p50_ms:.1f} / {row.proxy_p99_ms:.1f}",
+                      f"{row.added_p50_ms:.1f} / {row.added_p99_ms:.1f}", f"{row.injected:.0%}", row.load)
+    stdout.print(table)
+
+
 @bench_app.command("latency")
 def latency(
     library: Annotated[Path, typer.Option("--library", help="An existing library directory.")],
