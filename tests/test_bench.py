@@ -95,6 +95,7 @@ def test_bench_fit_relevance_prints_the_held_out_table_and_the_model(xquad_slice
     assert len(table) == 1 and table[0].count("|") == 11
 
 
+@pytest.mark.slow
 def test_bench_retrieval_with_a_reranker_reports_it_beside_the_first_stage(xquad_slice: Path, tmp_path: Path) -> None:
     from fakererank import fake_reranker
 

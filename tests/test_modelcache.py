@@ -52,6 +52,7 @@ def test_the_cached_model_embeds_exactly_as_the_package_and_replaces_decoding(
     assert arrays and not any(a.flags.owndata for a in arrays)  # mapped from the file, not copied
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_file_is_rebuilt(use_cache: Path) -> None:
     load_use_backend(1)
     stored = next(use_cache.iterdir())

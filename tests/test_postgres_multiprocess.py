@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # server processes started and killed
 
 WORKER = r'''
 import json, sys, zlib

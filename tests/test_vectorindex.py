@@ -257,6 +257,7 @@ def test_ivf_on_random_vectors_falls_back_to_exact(store: SQLiteStore) -> None:
     assert forced.stats().nprobe == 4 and len(forced.search(q, 10)) == 10
 
 
+@pytest.mark.slow
 def test_scale_bench_measures_a_small_synthetic_library(tmp_path: Path) -> None:
     from chapterverse.bench.scale import _passages, build_library, format_report, measure_size
 
@@ -295,6 +296,7 @@ def test_vectors_written_without_a_recorded_model_are_indexed(tmp_path: Path) ->
     assert VectorIndex.open(bare).last_refresh == "loaded"
 
 
+@pytest.mark.slow
 def test_large_scans_split_across_two_threads_score_exactly_like_one() -> None:
     from chapterverse.vectorindex import CACHED_SCAN_BYTES, _dot
 

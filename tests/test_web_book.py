@@ -194,3 +194,44 @@ def test_a_pdf_without_labels_shows_its_printed_page_numbers(reader_server: Any,
     assert page.locator("[data-cv-file-select] option:checked").text_content() == "Page 134"
     browser_page.shot(page, "book-pdf-page-label")
     browser_page.assert_clean()
+
+
+@browser
+def test_library_search_opens_a_passage_highlighted(reader_server: Any, browser_page: BrowserPage,
+                                                     keeper: int) -> None:
+    page = browser_page.page
+    page.goto(f"{reader_server.base_url}/")
+    page.fill("[data-cv-search-input]", "neap tide reef dry until noon")
+    page.press("[data-cv-search-input]", "Enter")
+    expect(page.locator("[data-cv-search-results] a.cv-search-link").first).to_be_visible()
+    hit = page.locator(f"[data-cv-search-results] a[href^='/read/{keeper}#']").first  # other tests' books too
+    tag = hit.get_attribute("data-tag")
+    assert tag and "neap tide" in reader_server.resolve(tag)["text"]
+    expect(hit.locator("code")).to_have_text(f"[{tag}]")
+    expect(hit).to_contain_text("The Keeper's Almanac")
+    browser_page.shot(page, "library-search")
+    hit.click()
+    expect(page).to_have_url(f"{reader_server.base_url}/read/{keeper}#{tag}")
+    assert_highlight(page, reader_server, tag)
+    browser_page.assert_clean()
+
+
+@browser
+def test_library_filters_and_groups_by_folder(reader_server: Any, browser_page: BrowserPage,
+                                              tmp_path: Path) -> None:
+    folder = tmp_path / "sea-stories"
+    folder.mkdir()
+    (folder / "gull.md").write_text("# The Gull\n\nA gull sat on the lamp room rail.\n", encoding="utf-8")
+    (folder / "tide.md").write_text("# The Tide\n\nThe tide turned at four.\n", encoding="utf-8")
+    reader_server.ingest(folder)
+    page = browser_page.page
+    page.goto(f"{reader_server.base_url}/")
+    group = page.locator(f"[data-cv-doc-group='{folder.as_posix()}']")
+    expect(group.locator(".cv-doc-title")).to_have_text(["The Gull", "The Tide"])
+    expect(group.locator(".cv-doc-group-title")).to_have_text(f"{folder.as_posix()}/ (2 documents)")
+    page.fill("[data-cv-doc-filter]", "gull sea-stories")
+    expect(page.locator(".cv-doc-title")).to_have_text(["The Gull"])
+    browser_page.shot(page, "library-filter")
+    page.fill("[data-cv-doc-filter]", "no such book anywhere")
+    expect(page.locator("[data-cv-no-match]")).to_be_visible()
+    browser_page.assert_clean()

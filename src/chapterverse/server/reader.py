@@ -49,6 +49,7 @@ from .shapes import (
     ReaderFile,
     ReaderRemoved,
     ReaderResolved,
+    ReaderSearch,
     ReaderSettings,
     ReaderSummaries,
 )
@@ -132,6 +133,27 @@ def summaries(request: Request, doc_id: Id) -> dict[str, Any]:
     return {"segments": [{"seq": s.segment.seq, "title_path": s.segment.title_path, "model": s.model,
                           "summary": s.text, "file": s.segment.start_file, "offset": s.segment.start_offset}
                          for s in document_summaries(state.reader, doc_id, models)]}
+
+
+SEARCH_RESULTS = 20
+"""The most passages one reader search answers (bounded work per request)."""
+
+
+@router.get("/search", response_model=ReaderSearch,
+            summary="Passages of the library (or of one document) for a query, each with its position tag")
+def search(request: Request, q: Annotated[str, Query(description="The query.")],
+           doc_id: Annotated[int | None, Query(ge=-MAX_ID, le=MAX_ID)] = None,
+           k: Annotated[int, Query(ge=1, le=SEARCH_RESULTS)] = 10) -> dict[str, Any]:
+    state = server_state(request)
+    query = q.strip()
+    if not query:
+        raise ApiError(400, "BAD_INPUT", "the search query is empty")
+    check_length("the query", query, state.settings.max_question_chars, "--max_question_chars")
+    if doc_id is not None:
+        state.reader.document(doc_id)
+    hits = state.reader.search(query, k=k, doc_ids=[doc_id] if doc_id is not None else None)
+    return {"results": [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
+                         "toc_path": h.chunk.title_path, "text": h.text, "score": round(h.score, 4)} for h in hits]}
 
 
 @router.delete("/documents/{doc_id}", response_model=ReaderRemoved,

@@ -16,7 +16,7 @@ __all__ = [
     "KbStatus", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
     "KbAdded", "KbChunksAdded", "KbRemoved", "KbReloaded", "ReaderDocuments", "ReaderDocumentDetail",
     "ReaderRemoved", "JobShape", "JobAccepted", "ReaderFile", "ReaderResolved", "ReaderChats", "ReaderChat",
-    "ReaderSettings", "ReaderSummaries",
+    "ReaderSettings", "ReaderSummaries", "ReaderSearch",
 ]
 
 
@@ -253,6 +253,20 @@ class ReaderSegmentSummary(_Shape):
 
 class ReaderSummaries(_Shape):
     segments: list[ReaderSegmentSummary]
+
+
+class ReaderSearchHit(_Shape):
+    tag: str = Field(description="The passage's position tag (f{file}-{start}-{end}); /read/{doc_id}#{tag} opens "
+                                 "it highlighted.")
+    doc_id: int
+    doc_title: str
+    toc_path: list[str] = Field(description="The chapter and section it is in.")
+    text: str
+    score: float = Field(description="Relevance, 0..1.")
+
+
+class ReaderSearch(_Shape):
+    results: list[ReaderSearchHit]
 
 
 class ReaderRemoved(_Shape):

@@ -84,6 +84,8 @@ async function request(method, path, { body, signal } = {}) {
 export const api = {
   documents: () => request("GET", "/api/documents").then((r) => r.documents || []),
   document: (docId) => request("GET", `/api/documents/${seg(docId)}`),
+  search: (query, docId = null) => request("GET", `/api/search?${new URLSearchParams(
+    docId === null ? { q: query } : { q: query, doc_id: String(docId) })}`).then((r) => r.results || []),
   summaries: (docId) => request("GET", `/api/documents/${seg(docId)}/summaries`).then((r) => r.segments || []),
   removeDocument: (docId) => request("DELETE", `/api/documents/${seg(docId)}`),
   addPath: (path) => request("POST", "/api/documents/path", { body: { path } }).then((r) => r.job),

@@ -1,5 +1,7 @@
-// The library page: every document with its format, size, ingest and summary status; adding a
-// book by upload (with progress) or by a path on the server; removing one after a confirmation.
+// The library page: a search over every book's passages (tagged results that open highlighted); every
+// document with its format, size, ingest and summary status, filtered by a box and grouped by the folder it
+// came from; adding a book by upload (with progress) or by a path on the server; removing one after a
+// confirmation.
 
 import { ApiError, api, pollJob, uploadFile } from "./api.js";
 import { formatBytes, formatDate, h } from "./dom.js";
@@ -22,6 +24,27 @@ function plural(n, word) {
   return `${n} ${word}${n === 1 ? "" : "s"}`;
 }
 
+/** The folder a document came from ("don-quijote-es" for "don-quijote-es/01.md"); "" for a single file. */
+export function folderOf(source) {
+  const path = String(source || "");
+  const cut = path.lastIndexOf("/");
+  return cut > 0 ? path.slice(0, cut) : "";
+}
+
+/** Documents whose title or source holds every word of `filter` (case-insensitive), grouped by folder. */
+export function groupDocuments(docs, filter = "") {
+  const words = filter.toLowerCase().split(/\s+/).filter(Boolean);
+  const groups = new Map();
+  for (const doc of docs) {
+    const haystack = `${doc.title || ""} ${doc.source || ""}`.toLowerCase();
+    if (!words.every((w) => haystack.includes(w))) continue;
+    const folder = folderOf(doc.source);
+    if (!groups.has(folder)) groups.set(folder, []);
+    groups.get(folder).push(doc);
+  }
+  return [...groups].sort(([a], [b]) => (a === "" ? -1 : b === "" ? 1 : a.localeCompare(b)));
+}
+
 function explain(err) {
   return err instanceof ApiError ? err.explanation : err.message;
 }
@@ -29,7 +52,23 @@ function explain(err) {
 export class Library {
   constructor() {
     this.jobsBusy = 0;
-    this.list = h("ul", { class: "cv-doc-list", "data-cv-docs": true, "aria-busy": "true" });
+    this.docs = [];
+    this.list = h("div", { class: "cv-doc-groups", "data-cv-docs": true, "aria-busy": "true" });
+    this.filterInput = h("input", { type: "search", id: "cv-doc-filter", "data-cv-doc-filter": true,
+      placeholder: "Filter by title or file", autocomplete: "off", "aria-label": "Filter the books" });
+    this.filterInput.addEventListener("input", () => this.renderList());
+    this.searchInput = h("input", { type: "search", id: "cv-search", "data-cv-search-input": true, required: true,
+      placeholder: "Search every book’s passages", autocomplete: "off" });
+    this.searchResults = h("ol", { class: "cv-search-results", "data-cv-search-results": true, "aria-live": "polite" });
+    this.searchForm = h("form", { class: "cv-search-form", role: "search", "data-cv-search-form": true },
+      h("label", { for: "cv-search", class: "cv-visually-hidden" }, "Search passages"),
+      h("div", { class: "cv-add-row" }, this.searchInput,
+        h("button", { type: "submit", class: "cv-button cv-button-primary" }, "Search")));
+    this.searchForm.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const query = this.searchInput.value.trim();
+      if (query) this.search(query);
+    });
     this.fileInput = h("input", { type: "file", id: "cv-upload-file", "data-cv-upload-input": true, required: true });
     this.uploadForm = h("form", { class: "cv-add-form", "data-cv-upload-form": true },
       h("label", { for: "cv-upload-file" }, "Upload a book (EPUB, PDF, Markdown, text, JSONL)"),
@@ -44,7 +83,8 @@ export class Library {
     this.jobs = h("div", { class: "cv-jobs", "data-cv-jobs": true, "aria-live": "polite" });
     this.el = h("div", { class: "cv-library" },
       h("section", { class: "cv-library-docs", "aria-labelledby": "cv-library-title" },
-        h("h1", { id: "cv-library-title" }, "Library"), this.list),
+        h("h1", { id: "cv-library-title" }, "Library"), this.searchForm, this.searchResults,
+        h("div", { class: "cv-doc-filter" }, this.filterInput), this.list),
       h("section", { class: "cv-library-add", "aria-labelledby": "cv-add-title" },
         h("h2", { id: "cv-add-title" }, "Add a book"), this.uploadForm, this.pathForm, this.jobs));
     this.uploadForm.addEventListener("submit", (e) => {
@@ -62,13 +102,49 @@ export class Library {
   async refresh() {
     this.list.setAttribute("aria-busy", "true");
     try {
-      const docs = await api.documents();
-      this.list.replaceChildren(...(docs.length ? docs.map((d) => this.row(d))
-        : [h("li", { class: "cv-empty" }, "No books yet. Add one on the right — it is read once and kept in your library.")]));
+      this.docs = await api.documents();
+      this.renderList();
     } catch (err) {
-      this.list.replaceChildren(h("li", { class: "cv-error" }, `The library cannot be loaded: ${explain(err)}`));
+      this.list.replaceChildren(h("p", { class: "cv-error" }, `The library cannot be loaded: ${explain(err)}`));
     }
     this.list.setAttribute("aria-busy", "false");
+  }
+
+  /** The documents the filter keeps, one list per folder (books added as single files first). */
+  renderList() {
+    if (!this.docs.length) {
+      this.list.replaceChildren(h("p", { class: "cv-empty" },
+        "No books yet. Add one on the right — it is read once and kept in your library."));
+      return;
+    }
+    const groups = groupDocuments(this.docs, this.filterInput.value);
+    if (!groups.length) {
+      this.list.replaceChildren(h("p", { class: "cv-empty", "data-cv-no-match": true }, "No book matches the filter."));
+      return;
+    }
+    this.list.replaceChildren(...groups.map(([folder, docs]) => h("section", { class: "cv-doc-group",
+      "data-cv-doc-group": folder },
+      groups.length > 1 || folder ? h("h2", { class: "cv-doc-group-title" },
+        folder ? `${folder}/ (${plural(docs.length, "document")})` : "Single files") : null,
+      h("ul", { class: "cv-doc-list" }, docs.map((d) => this.row(d))))));
+  }
+
+  /** Passages of every book for `query`, each opening its book at the passage, highlighted. */
+  async search(query) {
+    this.searchResults.setAttribute("aria-busy", "true");
+    try {
+      const results = await api.search(query);
+      this.searchResults.replaceChildren(...(results.length ? results.map((r) => h("li", { class: "cv-search-hit" },
+        h("a", { href: `/read/${encodeURIComponent(r.doc_id)}#${r.tag}`, "data-route": true, "data-tag": r.tag,
+          class: "cv-search-link" },
+        h("span", { class: "cv-search-where" }, [r.doc_title, ...(r.toc_path || [])].filter(Boolean).join(" › ")),
+        h("span", { class: "cv-search-text" }, [...r.text].length > 280 ? `${[...r.text].slice(0, 280).join("")}…` : r.text),
+        h("code", { class: "cv-search-tag" }, `[${r.tag}]`))))
+        : [h("li", { class: "cv-empty" }, `No passage matches “${query}”.`)]));
+    } catch (err) {
+      this.searchResults.replaceChildren(h("li", { class: "cv-error" }, `Search failed: ${explain(err)}`));
+    }
+    this.searchResults.setAttribute("aria-busy", "false");
   }
 
   row(doc) {
