@@ -224,14 +224,32 @@ def _configure_logging(ctx: typer.Context) -> None:
     import logging
 
     verbose = _globals(ctx).verbose
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _stderr_handler()
+    handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s") if verbose else _one_line_formatter())
     if not verbose:
         handler.addFilter(lambda record: record.levelno >= logging.ERROR
                           or not record.name.startswith("chapterverse.llm."))
-    root = logging.getLogger("chapterverse")
-    root.handlers = [handler]
-    root.setLevel(logging.DEBUG if verbose else logging.WARNING)
+    package = logging.getLogger("chapterverse")
+    package.handlers = [handler]
+    if verbose:
+        package.setLevel(logging.DEBUG)
+
+
+def _stderr_handler() -> logging.Handler:
+    """A handler writing to whatever ``sys.stderr`` is when a record comes (a test runner swaps it per command)."""
+    import logging
+
+    class Stderr(logging.StreamHandler):  # type: ignore[type-arg]  # generic only in typeshed
+        @property
+        def stream(self) -> Any:
+            return sys.stderr
+
+        @stream.setter
+        def stream(self, _value: Any) -> None:
+            pass
+
+    return Stderr()
 
 
 def _one_line_formatter() -> logging.Formatter:
