@@ -7,7 +7,8 @@ made before the clock starts (embedding is not measured: it is the embedder's sp
   writes it (``KnowledgeBase.upsert``: chunking, index terms, the embedding cache, the store lock, one
   transaction), then both indexes brought up to date once;
 - **bulk**: large documents (1,000 chunks each, as ``bench scale`` builds them) through
-  ``SQLiteStore.add_document``, then the vector index and the lexical index built: the non-embedding build.
+  ``SQLiteStore.add_document``, then the vector index and the lexical index built: the non-embedding build;
+  then ten small documents upserted into that library, each timed until a search finds it.
 
 Each is reported as seconds per stage, chunks per second and bytes per chunk on disk: the SQLite file (what
 is durable) and the index directories beside it (derived, rebuilt from the SQLite file when missing).
@@ -145,7 +146,34 @@ def measure_bulk(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str,
     store.close()
     _indexes(workdir, out)
     out.update(_disk(workdir))
+    out["searchable_s"] = _searchable_after_upsert(workdir, documents[0])
     return out
+
+
+def _searchable_after_upsert(workdir: Path, passages: Sequence[str], count: int = 10) -> list[float]:
+    """Seconds from ``KnowledgeBase.upsert`` of a small new document into the library until a search finds it
+    (the search brings both indexes up to date first), ``count`` times; the indexes are open and current before."""
+    from chapterverse.library import Library
+    from chapterverse.server.knowledge import KnowledgeBase
+
+    folder = workdir / "kb-folder"
+    folder.mkdir()
+    library = Library(workdir, embedder=PresetEmbedder())
+    kb = KnowledgeBase(library, folder)
+    kb.start()
+    library.search("keeper of the lighthouse", k=5)
+    seconds = []
+    for i in range(count):
+        marker = f"quillwort{i:03d}"
+        t = time.perf_counter()
+        kb.upsert(f"fresh-{i}.md", f"{marker} {passages[i % len(passages)]}")
+        hits = library.search(marker, k=5)
+        seconds.append(time.perf_counter() - t)
+        if not any(h.chunk.source == f"fresh-{i}.md" for h in hits):
+            raise RuntimeError(f"the upserted document fresh-{i}.md was not found by a search for {marker}")
+    kb.close()
+    library.close()
+    return seconds
 
 
 def measure_lancedb(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
@@ -276,6 +304,8 @@ def _median_row(workload: str, engine: str, runs: list[dict[str, Any]]) -> dict[
                                              for r in runs), 3)
     row["chunks_per_s"] = round(row["chunks"] / max(row["total_s"], 1e-9), 1)
     row["store_chunks_per_s"] = round(row["chunks"] / row["store_s"], 1) if row["store_s"] else None
+    searchable = [x for r in runs for x in r.get("searchable_s", [])]
+    row["searchable_p50_s"] = round(statistics.median(searchable), 4) if searchable else None
     row["sqlite_bytes_per_chunk"] = round(runs[0]["sqlite_bytes"] / row["chunks"])
     row["index_bytes_per_chunk"] = round(runs[0]["index_bytes"] / row["chunks"])
     return row
@@ -284,7 +314,7 @@ def _median_row(workload: str, engine: str, runs: list[dict[str, Any]]) -> dict[
 def format_report(report: dict[str, Any]) -> str:
     """One Markdown table; ``x this`` is the engine's total time over chapterverse's, same workload."""
     head = ("| workload | engine | documents | chunks | store write s | vector index s | lexical index s | total s "
-            "| chunks/s | bytes/chunk: durable + derived | total time vs chapterverse |")
+            "| chunks/s | bytes/chunk: durable + derived | total time vs chapterverse | small upsert searchable s |")
     lines = [f"{report['rounds']} rounds, medians; load average {report['load_average'][0]}-"
              f"{report['load_average'][1]}", "", head, "|" + "---|" * (head.count("|") - 1)]
     ours = {r["workload"]: r["total_s"] for r in report["rows"] if r["engine"] == "chapterverse"}
@@ -293,5 +323,5 @@ def format_report(report: dict[str, Any]) -> str:
             f"| {r['workload']} | {r['engine']} | {r['documents']:,} | {r['chunks']:,} | {r['store_s']} "
             f"| {r['vector_index_s']} | {r['lexical_index_s']} | {r['total_s']} | {r['chunks_per_s']:,} "
             f"| {r['sqlite_bytes_per_chunk']:,} + {r['index_bytes_per_chunk']:,} "
-            f"| {r['total_s'] / ours[r['workload']]:.2f}x |")
+            f"| {r['total_s'] / ours[r['workload']]:.2f}x | {r.get('searchable_p50_s') or '-'} |")
     return "\n".join(lines)

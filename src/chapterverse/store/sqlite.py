@@ -259,6 +259,11 @@ class SQLiteStore(SharedReads):
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=30000")
+        # Checkpoint every 40 MB of WAL, not every 4 MB: a 1,000-chunk document (about 5 MB) then no longer
+        # pays a checkpoint (and its fsyncs) in every commit; 100 k chunks in bulk were written in 6.9 s instead
+        # of 11.8 s here. After a checkpoint the WAL file is cut back to 64 MB at most.
+        db.execute("PRAGMA wal_autocheckpoint=10000")
+        db.execute("PRAGMA journal_size_limit=67108864")
         return db
 
     @property
