@@ -19,7 +19,8 @@ import numpy as np
 from ..embeddings import Embedder
 from ..library import Hit, Library
 from ..positions import Span
-from .features import FEATURES, evidence_words, missing_words, question_coverage, sentence_features
+from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
+                       sentence_features)
 from .model import ReaderModel, load_reader_model
 from .phrases import answer_phrase
 from .question import Question, read_question
@@ -99,10 +100,13 @@ def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
     """The confidence model's inputs (:data:`.model.CONFIDENCE_FEATURES`) for one reading."""
     best = int(np.argmax(scores))
     row = reading.features[best]
+    ranked = np.sort(scores)[::-1]
+    margin = float(ranked[0] - ranked[1]) if len(ranked) > 1 else 1.0
     return np.array([
         float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], reading.coverage,
         reading.missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
-        reading.stand_in,
+        reading.stand_in, float(bool(missing_names(reading.question, reading.candidates, reading.languages))),
+        margin, float(reading.features[:, FEATURES.index("window_overlap")].max()),
     ])
 
 

@@ -22,7 +22,8 @@ from ..analysis import content_words, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
-__all__ = ["FEATURES", "sentence_features", "question_coverage", "missing_words", "evidence_words"]
+__all__ = ["FEATURES", "sentence_features", "question_coverage", "missing_words", "missing_names",
+           "evidence_words"]
 
 SIMILAR_SENTENCES = 5
 """The sentences, closest to the question by cosine, whose words stand in for a missing question word."""
@@ -69,6 +70,8 @@ _PLACE = re.compile(r"\b(in|at|into|near|under|beside|behind|inside|on|over|from
                     r"il|lo|[A-Z]\w+)\b")
 _DIGIT = re.compile(r"\d")
 _CAPITALISED = re.compile(r"\b[A-ZÀ-ÖØ-Þ][\w'’-]+")
+_NAME_IN_QUESTION = re.compile(r"(?<!^)(?<![.?!¿¡]\s)\b[A-ZÀ-ÖØ-Þ][\w'’-]+")
+"""A capitalised word that does not open the question (or a sentence in it): a name, most likely."""
 _PREFIX = 5
 
 
@@ -190,6 +193,16 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     asked = set(question.terms)
     return [w for w in content_words(question.text, languages)
             if _stems(w, langs) & asked and not _stems(w, langs) <= found]
+
+
+def missing_names(question: Question, candidates: Sequence[Candidate], languages: Sequence[str]) -> list[str]:
+    """The names the question uses ("Tephany", "Stoorworm") that occur nowhere in the evidence: a question
+    about a character the document never mentions is about another document, however generic its other
+    words ("What did the king do?") are."""
+    langs = tuple(languages)
+    found = _evidence_stems(candidates, langs)
+    names = (m.group(0) for m in _NAME_IN_QUESTION.finditer(question.text.strip()))
+    return [n for n in names if _stems(n, langs) and not _stems(n, langs) & found]
 
 
 def evidence_words(candidates: Sequence[Candidate], cosines: np.ndarray, languages: Sequence[str]) -> list[str]:

@@ -35,6 +35,9 @@ CONFIDENCE_FEATURES: tuple[str, ...] = (
     "passage_cos",  # cosine of the question and the best retrieved passage
     "candidates",  # log(1 + number of candidate sentences)
     "stand_in",  # how close in meaning the evidence's words come to the question words it lacks
+    "missing_name",  # the question names someone or something the evidence never mentions
+    "margin",  # how far the best sentence's score stands above the second's
+    "window_overlap",  # the most of the question's weight one sentence and its neighbours hold
 )
 
 
