@@ -53,6 +53,7 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -73,7 +74,7 @@ from .indexfiles import (
 from .store import SQLiteStore, Store
 from .topk import top_k
 
-__all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
+__all__ = ["VectorIndex", "IndexSettings", "IndexStats", "ScanTuning", "scan_tuning", "default_directory", "FORMAT"]
 
 FORMAT = 1
 """Version of the on-disk layout; another version is rebuilt, never read."""
@@ -238,13 +239,46 @@ def _last_level_cache_bytes(default: int = 16 << 20) -> int:
     return max(sizes, default=default)
 
 
-CACHED_SCAN_BYTES = _last_level_cache_bytes() * 5 // 8
-"""A matrix up to this size (5/8 of the last-level cache: 20 MiB, about 10,000 vectors of 512 float32, on the
-32 MiB L3 here) stays in the cache between queries, so its scan is compute-bound and BLAS ``matrix @ vector`` is
-the fastest kernel (10,000 x 512: 0.21 ms against 0.36 ms in two threads and 0.63 ms in ``np.vecdot``). A
-larger one streams from memory and runs in two halves on two threads (one of them the caller's): 12,000 rows
-0.57 ms split against 1.0 on one core and 0.94 in BLAS, past the cache edge; 24,000 rows 1.4 / 1.9 / 2.1 ms;
-1 M rows about 69 / 99 / 120 ms on an idle machine."""
+def _usable_cores() -> int:
+    """Cores this process may run on (its affinity mask where the OS has one, else the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ScanTuning:
+    """How exact scans use this machine, measured at the first scan (not at import: a command that never
+    searches reads no sysfs; :func:`scan_tuning`)."""
+
+    cached_scan_bytes: int
+    """A matrix up to this size (5/8 of the last-level cache: 20 MiB, about 10,000 vectors of 512 float32, on
+    the 32 MiB L3 here) stays in the cache between queries, so its scan is compute-bound and BLAS ``matrix @
+    vector`` is the fastest kernel (10,000 x 512: 0.21 ms against 0.36 ms in two threads and 0.63 ms in
+    ``np.vecdot``). A larger one streams from memory and is split over the cores: on the two cores here
+    12,000 rows took 0.57 ms split against 1.0 on one core and 0.94 in BLAS, past the cache edge; 24,000 rows
+    1.4 / 1.9 / 2.1 ms; 1 M rows about 69 / 99 / 120 ms on an idle machine."""
+    threads: int
+    """Usable cores: a streaming scan runs in up to this many parts, one on the caller's thread."""
+
+
+@lru_cache(maxsize=1)
+def scan_tuning() -> ScanTuning:
+    return ScanTuning(cached_scan_bytes=_last_level_cache_bytes() * 5 // 8, threads=_usable_cores())
+
+
+MIN_PART_ROWS = 6_000
+"""A streaming scan is not split into parts of fewer rows: starting a part costs tens of microseconds, and
+12,000 rows in two parts was the smallest split measured to win here."""
+
+
+def __getattr__(name: str) -> int:
+    """``CACHED_SCAN_BYTES``, the old module constant, now measured at first use."""
+    if name == "CACHED_SCAN_BYTES":
+        return scan_tuning().cached_scan_bytes
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _scan_helper: ThreadPoolExecutor | None = None
 _scan_helper_lock = threading.Lock()
@@ -253,24 +287,28 @@ _scan_helper_lock = threading.Lock()
 def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """Row-wise inner products. ``np.vecdot`` streams the rows at memory bandwidth on one core (about 13 GB/s
     here), where BLAS ``matrix @ vector`` reached 6 GB/s under load and spends milliseconds starting threads
-    on matrices that spill the cache; those scans add the second core (see :data:`CACHED_SCAN_BYTES`)."""
-    if matrix.nbytes <= CACHED_SCAN_BYTES:
+    on matrices that spill the cache; those scans run in parts on the other cores too (:class:`ScanTuning`)."""
+    tuning = scan_tuning()
+    if matrix.nbytes <= tuning.cached_scan_bytes:
         products: np.ndarray = matrix @ vector
         return products
     out = np.empty(len(matrix), np.result_type(matrix.dtype, vector.dtype))
-    half = len(matrix) // 2
-    first = _helper().submit(np.vecdot, matrix[:half], vector, out=out[:half])
-    np.vecdot(matrix[half:], vector, out=out[half:])
-    first.result()
+    parts = max(1, min(tuning.threads, len(matrix) // MIN_PART_ROWS))
+    bounds = [len(matrix) * i // parts for i in range(parts + 1)]
+    pending = [_helper(tuning.threads).submit(np.vecdot, matrix[lo:hi], vector, out=out[lo:hi])
+               for lo, hi in zip(bounds[:-2], bounds[1:-1])]
+    np.vecdot(matrix[bounds[-2]:], vector, out=out[bounds[-2]:])
+    for part in pending:
+        part.result()
     return out
 
 
-def _helper() -> ThreadPoolExecutor:
-    """One shared worker thread for the first half of large scans (numpy releases the GIL while it scans)."""
+def _helper(threads: int) -> ThreadPoolExecutor:
+    """The shared worker threads for the other parts of large scans (numpy releases the GIL while it scans)."""
     global _scan_helper
     with _scan_helper_lock:
         if _scan_helper is None:
-            _scan_helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chapterverse-scan")
+            _scan_helper = ThreadPoolExecutor(max_workers=max(1, threads - 1), thread_name_prefix="chapterverse-scan")
         return _scan_helper
 
 
