@@ -231,6 +231,9 @@ def test_settings_precedence_flag_env_file(tmp_path: Path) -> None:
     assert RerankSettings.resolve(config=file, env={"CHAPTERVERSE_RERANK_TOP_N": "9"}).top_n == 9
     with pytest.raises(InputError, match="unknown rerank config key.*rerankr"):
         RerankSettings.resolve(config={"rerankr": "llm"}, env={})
+    assert RerankSettings.resolve(config={"top_n": 20.0}, env={}).top_n == 20
+    with pytest.raises(InputError, match="top_n must be a whole number"):
+        RerankSettings.resolve(config={"top_n": 2.5}, env={})
     with pytest.raises(InputError, match="top_n must be a number"):
         RerankSettings.resolve(top_n=None, config={"top_n": "lots"}, env={})
     assert load_reranker(RerankSettings(reranker="off")) is None

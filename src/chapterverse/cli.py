@@ -674,11 +674,14 @@ def check(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None
 
 @app.command()
 def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
-        embedding_model: EmbedOpt = None) -> None:
+        embedding_model: EmbedOpt = None, reranker: RerankOpt = None, rerank_top_n: TopNOpt = None) -> None:
     """Serve the library's retrieval tools over MCP (stdio) for desktop assistants and agents."""
     from .mcp_server import build_server
 
-    build_server(_open(ctx, library, store, embedding_model)).run("stdio")
+    lib = _open(ctx, library, store, embedding_model)
+    with _errors():
+        _use_reranker(lib, reranker, rerank_top_n)
+    build_server(lib).run("stdio")
 
 
 from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)

@@ -344,9 +344,13 @@ def _number(key: str, value: object, kind: type[int] | type[float], default: flo
     if value is None:
         return default
     try:
-        number = kind(str(value))
+        number: float = float(str(value))
     except (TypeError, ValueError) as exc:
         raise InputError(f"rerank {key} must be a number, not {value!r}") from exc
+    if kind is int:
+        if not number.is_integer():
+            raise InputError(f"rerank {key} must be a whole number, not {value!r}")
+        number = int(number)
     if number <= 0:
         raise InputError(f"rerank {key} must be > 0, not {value!r}")
     return number
