@@ -19,6 +19,7 @@ FERRY = "# Ferry\n\nThe ferry to Mallorca leaves Valencia at 23:00 and arrives a
 FIRST = "When does the night train to Madrid leave?"
 FOLLOW_UP = "And when does it arrive?"
 REWRITTEN = "When does the night train to Madrid arrive?"
+HYPOTHETICAL = "The night train reaches Madrid at dawn."
 
 
 def turns(*texts: str) -> list[dict[str, str]]:
@@ -50,6 +51,8 @@ def test_carrying_walks_back_until_a_turn_stands_on_its_own() -> None:
 
 def _upstream(body: dict[str, Any]) -> Reply:
     system = body["messages"][0]["content"] if body["messages"] else ""
+    if system.startswith("Write two or three sentences"):
+        return Reply.text(HYPOTHETICAL)
     if system.startswith("Rewrite the user's last message"):
         if "hang" in json.dumps(body["messages"]):
             return Reply.hang(5)
@@ -65,11 +68,12 @@ def _kb(root: Path) -> Path:
 
 
 def _injected(fake: FakeLLM) -> str:
-    answer = [r.json for r in fake.chat_requests if "Rewrite the user's" not in json.dumps(r.json["messages"][:1])]
+    answer = [r.json for r in fake.chat_requests
+              if not r.json["messages"][0]["content"].startswith(("Rewrite the user's", "Write two or three"))]
     return json.dumps(answer[-1]["messages"])
 
 
-@pytest.mark.parametrize("mode", ["off", "carry", "llm", "llm-timeout"])
+@pytest.mark.parametrize("mode", ["off", "carry", "llm", "llm-timeout", "hyde"])
 def test_the_proxy_retrieves_a_follow_up_with_its_subject(tmp_path: Path, caplog: pytest.LogCaptureFixture,
                                                           mode: str) -> None:
     rewrite = "llm" if mode.startswith("llm") else mode
@@ -84,7 +88,8 @@ def test_the_proxy_retrieves_a_follow_up_with_its_subject(tmp_path: Path, caplog
         forwarded = [r.json for r in fake.chat_requests][-1]
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"] == "It arrives at 07:45."
     assert [m["content"] for m in forwarded["messages"] if m["role"] == "user"] == [first, FOLLOW_UP]  # untouched
-    expected = {"off": FOLLOW_UP, "carry": f"{FOLLOW_UP} madrid", "llm": REWRITTEN, "llm-timeout": f"{FOLLOW_UP} madrid"}
+    expected = {"off": FOLLOW_UP, "carry": f"{FOLLOW_UP} madrid", "llm": REWRITTEN, "llm-timeout": f"{FOLLOW_UP} madrid",
+                "hyde": f"{FOLLOW_UP} {HYPOTHETICAL}"}
     assert f"for {expected[mode]!r}" in caplog.text
     if mode != "off":
         assert "Barcelona" in _injected(fake) and "Valencia" not in _injected(fake)

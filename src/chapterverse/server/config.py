@@ -71,13 +71,13 @@ class ServeSettings(BaseModel):
                                                         "tei:http(s)://.../rerank, or llm (the upstream model).")
     rag_rerank_top_n: int | None = Field(None, ge=1, le=500, description="Candidates the reranker reorders "
                                                                          "(default 30).")
-    rag_rewrite: Literal["off", "carry", "llm"] = Field("carry", description="Retrieval query for follow-ups: "
-                                                                             "carry (add the earlier turns' content "
-                                                                             "words when the new turn leans on them), "
-                                                                             "llm (the upstream model rewrites it), "
-                                                                             "off (the last turn alone).")
-    rag_rewrite_timeout_s: float = Field(1.5, gt=0, le=30, description="Most seconds --rag_rewrite llm may take "
-                                                                        "before carry is used instead.")
+    rag_rewrite: Literal["off", "carry", "llm", "hyde"] = Field(
+        "carry", description="Retrieval query for follow-ups: carry (add the earlier turns' names when the new turn "
+                             "leans on them), llm (the upstream model rewrites it as a standalone question), hyde "
+                             "(the upstream model writes a passage that would answer it, read with the turn), off "
+                             "(the last turn alone).")
+    rag_rewrite_timeout_s: float = Field(1.5, gt=0, le=30, description="Most seconds --rag_rewrite llm or hyde "
+                                                                        "may take before carry is used instead.")
     rag_watch: bool = Field(False, description="Re-index the folder when files change (polling).")
     rag_watch_interval: float = Field(2.0, gt=0, description="Seconds between polls with --rag_watch.")
     # -- network

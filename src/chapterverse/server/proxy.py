@@ -168,10 +168,11 @@ async def retrieval_query(state: ServerState, messages: list[Any], asked_model: 
     mode = state.settings.rag_rewrite
     if mode == "off":
         return query
-    if mode == "llm":
+    if mode in ("llm", "hyde"):
         model = upstream.model or (str(asked_model) if asked_model else None)
         rewritten = await llm_query(state.http, f"{upstream.base_url}/chat/completions", _headers(upstream), model,
-                                    messages, index, query, state.settings.rag_rewrite_timeout_s)
+                                    messages, index, query, state.settings.rag_rewrite_timeout_s,
+                                    hypothetical=mode == "hyde")
         if rewritten:
             return rewritten[:state.settings.max_query_chars]
     return carry_query(messages, index, query)[:state.settings.max_query_chars]

@@ -1,7 +1,7 @@
 """What the proxy retrieves with: the last user turn, condensed with the turns before it when it needs them.
 
 A spoken or chat follow-up ("¿y cuándo llega?", "When did it open?") has lost its subject, and retrieval
-with it alone finds nothing or the wrong passage. Three modes (``--rag_rewrite``):
+with it alone finds nothing or the wrong passage. Four modes (``--rag_rewrite``):
 
 - ``carry`` (the default): when the new turn has few content words (fewer than :data:`FEW_WORDS`), or refers
   back with a pronoun ("it", "su", "lui"...) and names nothing itself, the names of the previous user turns
@@ -13,10 +13,13 @@ with it alone finds nothing or the wrong passage. Three modes (``--rag_rewrite``
   pronoun lost 2.5 points of hit@1 on follow-ups and 6.5 points of injected@3 after a change of topic.
 - ``llm``: the upstream model rewrites the turn into a standalone question, within ``--rag_rewrite_timeout_s``;
   on a timeout, an error or an empty reply the turn is condensed with ``carry`` instead.
+- ``hyde``: the upstream model writes a short passage that would answer the turn (a hypothetical document,
+  HyDE), and retrieval reads the turn followed by it; for every turn, within the same timeout and with the same
+  fallback. For colloquial spoken questions whose words are not the source's.
 - ``off``: the last user turn alone, as before.
 
 The rewritten text is used only to retrieve: what is forwarded upstream is the conversation as the client sent it.
-``chapterverse bench followups`` measures each mode on two-turn conversations made from a SQuAD-format set.
+``chapterverse bench followups`` measures ``off`` and ``carry`` on two-turn conversations made from a SQuAD set.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ __all__ = ["FEW_WORDS", "MAX_TURNS", "RewriteMode", "carry_query", "llm_query", 
 
 log = logging.getLogger(__name__)
 
-RewriteMode = Literal["off", "carry", "llm"]
+RewriteMode = Literal["off", "carry", "llm", "hyde"]
 FEW_WORDS = 3
 """A turn with fewer content words than this is taken to lean on the conversation."""
 MAX_TURNS = 3
@@ -52,6 +55,10 @@ _SENTENCE = re.compile(r"[.?!¿¡;:\n]+")
 _REWRITE_PROMPT = (
     "Rewrite the user's last message as one standalone search query that names everything it refers to, in the "
     "language of that message. Reply with the query only, no quotes, no explanation."
+)
+_HYDE_PROMPT = (
+    "Write two or three sentences that could be the passage of a book or document answering the user's last "
+    "message, in the language of that message, naming what it refers to. Reply with the passage only."
 )
 _MAX_REWRITE_CHARS = 400
 
@@ -102,19 +109,24 @@ def carry_query(messages: Sequence[Any], index: int, question: str) -> str:
 
 
 async def llm_query(http: httpx.AsyncClient, url: str, headers: dict[str, str], model: str | None,
-                    messages: Sequence[Any], index: int, question: str, timeout_s: float) -> str | None:
-    """The upstream model's standalone version of ``question``, or None (timed out, failed, empty reply).
+                    messages: Sequence[Any], index: int, question: str, timeout_s: float, *,
+                    hypothetical: bool = False) -> str | None:
+    """The upstream model's standalone version of ``question`` (``hypothetical``: the question followed by a
+    short passage the model writes as if it answered it, HyDE), or None (timed out, failed, empty reply).
 
-    Only the recent user and assistant turns are sent, as plain text; the caller falls back to ``carry_query``.
+    A standalone question is asked for only when the turn leans on earlier ones; a hypothetical answer for every
+    turn (it helps colloquial questions too). Only the recent user and assistant turns are sent, as plain text;
+    the caller falls back to ``carry_query``.
     """
-    if not needs_context(question) or not _user_turns(messages, index):
+    if not hypothetical and (not needs_context(question) or not _user_turns(messages, index)):
         return question
     recent = [{"role": m["role"], "content": content_text(m.get("content"))[:2000]}
               for m in messages[max(0, index - 2 * MAX_TURNS):index]
               if isinstance(m, dict) and m.get("role") in ("user", "assistant") and content_text(m.get("content"))]
-    body: dict[str, Any] = {"messages": [{"role": "system", "content": _REWRITE_PROMPT}, *recent,
+    prompt = _HYDE_PROMPT if hypothetical else _REWRITE_PROMPT
+    body: dict[str, Any] = {"messages": [{"role": "system", "content": prompt}, *recent,
                                          {"role": "user", "content": question}],
-                            "temperature": 0, "max_tokens": 80, "stream": False}
+                            "temperature": 0, "max_tokens": 120 if hypothetical else 80, "stream": False}
     if model:
         body["model"] = model
     try:
@@ -125,4 +137,6 @@ async def llm_query(http: httpx.AsyncClient, url: str, headers: dict[str, str], 
         log.info("query rewrite by the upstream model failed (%s); condensing deterministically", type(exc).__name__)
         return None
     rewritten = " ".join(str(text or "").split()).strip("\"'«»“”")[:_MAX_REWRITE_CHARS]
-    return rewritten or None
+    if not rewritten:
+        return None
+    return f"{question} {rewritten}" if hypothetical else rewritten
