@@ -235,3 +235,22 @@ def test_library_filters_and_groups_by_folder(reader_server: Any, browser_page: 
     page.fill("[data-cv-doc-filter]", "no such book anywhere")
     expect(page.locator("[data-cv-no-match]")).to_be_visible()
     browser_page.assert_clean()
+
+
+@browser
+def test_searching_inside_a_book_opens_the_passage(reader_server: Any, browser_page: BrowserPage, keeper: int) -> None:
+    page = browser_page.page
+    open_reader(page, reader_server, keeper)
+    page.fill("[data-cv-book-search]", "neap tide reef")
+    page.press("[data-cv-book-search]", "Enter")
+    hits = page.locator("[data-cv-book-results] a.cv-search-link")
+    expect(hits.first).to_be_visible()
+    tags = [hits.nth(i).get_attribute("data-tag") for i in range(hits.count())]
+    assert all(reader_server.resolve(t)["doc_id"] == keeper for t in tags if t), "only this book's passages"
+    tag = tags[0]
+    assert tag and "neap tide" in reader_server.resolve(tag)["text"]
+    hits.first.click()
+    expect(page).to_have_url(f"{reader_server.base_url}/read/{keeper}#{tag}")
+    assert_highlight(page, reader_server, tag)
+    browser_page.shot(page, "book-search")
+    browser_page.assert_clean()

@@ -110,13 +110,24 @@ export class Reader {
       h("div", { class: "cv-panel-head" }, h("h2", {}, "Contents"),
         h("button", { type: "button", class: "cv-icon-button cv-narrow-only", "aria-label": "Close contents",
           onclick: () => this.toggleToc(false) }, "×")));
+    this.searchInput = h("input", { type: "search", "data-cv-book-search": true, required: true,
+      placeholder: "Search this book", autocomplete: "off", "aria-label": "Search this book" });
+    this.searchResults = h("ol", { class: "cv-search-results cv-book-search-results", "data-cv-book-results": true,
+      "aria-live": "polite" });
+    const searchForm = h("form", { class: "cv-book-search", role: "search" }, this.searchInput);
+    searchForm.addEventListener("submit", (e) => {
+      e.preventDefault();
+      const query = this.searchInput.value.trim();
+      if (query) this.search(query);
+    });
+    this.tocNav.append(searchForm, this.searchResults);
     if ((doc.toc || []).length) this.tocNav.append(tocTree(doc.toc, doc.id));
     else this.tocNav.append(h("p", { class: "cv-muted" }, "This book has no table of contents."));
     this.summaries = h("section", { class: "cv-summaries", "data-cv-summaries": true, "aria-label": "Summaries" });
     this.tocNav.append(this.summaries);
     this.loadSummaries();
     this.tocNav.addEventListener("click", (e) => {
-      const tag = e.target.closest("a.cv-summary-tag");
+      const tag = e.target.closest("a.cv-summary-tag, a.cv-search-link");
       if (tag && isPlainClick(e)) {
         e.preventDefault();
         this.toggleToc(false);
@@ -178,6 +189,22 @@ export class Reader {
         "data-file": s.file, "data-offset": s.offset,
       }, "Read this part ›"))));
     this.summaries.replaceChildren(h("h3", {}, `Summaries (${made.length} of ${segments.length} parts)`), ...items);
+  }
+
+  /** This book's passages for `query`, each a link that opens the passage highlighted. */
+  async search(query) {
+    this.searchResults.setAttribute("aria-busy", "true");
+    try {
+      const results = await api.search(query, this.doc.id);
+      this.searchResults.replaceChildren(...(results.length ? results.map((r) => h("li", { class: "cv-search-hit" },
+        h("a", { class: "cv-search-link", href: passageHref(this.doc.id, r.tag), "data-tag": r.tag },
+          h("span", { class: "cv-search-where" }, (r.toc_path || []).join(" › ") || this.doc.title),
+          h("span", { class: "cv-search-text" }, [...r.text].length > 160 ? `${[...r.text].slice(0, 160).join("")}…` : r.text))))
+        : [h("li", { class: "cv-muted" }, `No passage matches “${query}”.`)]));
+    } catch (err) {
+      this.searchResults.replaceChildren(h("li", { class: "cv-error" }, `Search failed: ${err.explanation || err.message}`));
+    }
+    this.searchResults.setAttribute("aria-busy", "false");
   }
 
   toggleToc(open) {
