@@ -200,6 +200,11 @@ def _text_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()[:16]
 
 
+def _json(value: object, empty: str) -> str:
+    """``value`` as stored JSON; ``empty`` without calling the encoder (most chunks have no metadata)."""
+    return json.dumps(value, ensure_ascii=False) if value else empty
+
+
 def _insert_blocks(tx: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
     """Write (chunk id, doc id, vector bytes) rows, in id order, as one block per run of consecutive ids of
     one document."""
@@ -459,7 +464,7 @@ class SQLiteStore(SharedReads):
             'INSERT INTO chunks(id, doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
             " terms, heading_terms, text_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             ((first + i, doc_id, file_ids[c.file_ordinal], c.start, c.end, text, c.source, c.chunk_index,
-              json.dumps(c.metadata, ensure_ascii=False), json.dumps(c.title_path, ensure_ascii=False), c.terms,
+              _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms,
               c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
         )
         tx.executemany("INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
