@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from chapterverse.answering import extractive_answer
+from chapterverse.answering.extractive import read_evidence
+from chapterverse.answering.model import load_reader_model
 from chapterverse.answering.question import read_question
 from chapterverse.answering.sentences import is_answer_prose
 from chapterverse.bench.answers import holds_gold
@@ -83,6 +86,19 @@ def test_the_demo_question_is_answered_with_the_chest(demo: Library) -> None:
 def test_demo_questions_hold_their_answer(demo: Library, question: str, gold: str) -> None:
     result = extractive_answer(demo, question)
     assert result.found and holds_gold(result.answer, [gold]), result.answer
+
+
+def test_only_the_best_candidates_are_embedded_and_the_rest_keep_their_passages_cosine(demo: Library) -> None:
+    question = "When did the storm arrive?"
+    exact = read_evidence(demo, question, embedded=None)
+    partial = read_evidence(demo, question, embedded=2)
+    assert [c.span for c in partial.candidates] == [c.span for c in exact.candidates]
+    assert len(exact.candidates) > 4, "the demo gives the pre-ranking something to leave out"
+    own = np.isclose(partial.cosines, exact.cosines, atol=1e-6)
+    passages = np.isclose(partial.cosines, [c.hit.dense for c in partial.candidates], atol=1e-6)
+    assert own.sum() >= 2 and bool(np.all(own | passages))
+    best = int(np.argmax(load_reader_model().sentence_scores(exact.features)))
+    assert own[best], "the sentence the reader shows first has its own vector"
 
 
 def test_every_shown_sentence_and_answer_phrase_is_an_exact_span(demo: Library) -> None:

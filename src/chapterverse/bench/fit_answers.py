@@ -109,7 +109,7 @@ def collect(answer_set: AnswerSet, directory: Path, limit: int | None, seed: int
     for n, question in enumerate(questions):
         if progress and n % 100 == 0:
             progress(answer_set.name, n, len(questions))
-        reading = read_evidence(memo, question.text, doc_ids=[doc_ids[question.source]])
+        reading = read_evidence(memo, question.text, doc_ids=[doc_ids[question.source]], embedded=None)
         data.add(reading, question.answers)
     library.close()
     memo.close()
