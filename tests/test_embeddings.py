@@ -182,6 +182,7 @@ def test_sentence_transformer_on_packaged_minilm(minilm: SentenceTransformerEmbe
     assert np.allclose(minilm.embed_query(texts[0]), vectors[0], atol=1e-5)  # MiniLM uses no prefixes
 
 
+@pytest.mark.slow  # loads MiniLM (sentence-transformers and torch): seconds before the first assertion
 def test_sentence_transformer_by_path_and_missing_model(minilm: SentenceTransformerEmbedder, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     by_path = load_embedder(f"st:{minilm.model_id}", device="cpu")
