@@ -106,7 +106,8 @@ def test_listing_and_document_detail(client: httpx.Client, doc_id: int) -> None:
     documents = ok(client.get("/api/documents"))["documents"]
     doc = next(d for d in documents if d["id"] == doc_id)
     assert set(doc) == {"id", "title", "format", "source", "size_bytes", "files", "chunks", "segments", "created_at",
-                        "summary"}
+                        "summary", "folder"}
+    assert doc["folder"] == "upload"  # the library page groups uploads together
     assert doc["title"] == "The Lighthouse Keeper's Notebook" and doc["format"] == "markdown"
     assert doc["source"] == "upload/lighthouse.md" and doc["size_bytes"] == len(BOOK.encode())
     assert doc["summary"] == {"state": "none", "done": 0, "total": doc["segments"]}

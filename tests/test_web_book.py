@@ -254,3 +254,15 @@ def test_searching_inside_a_book_opens_the_passage(reader_server: Any, browser_p
     assert_highlight(page, reader_server, tag)
     browser_page.shot(page, "book-search")
     browser_page.assert_clean()
+
+
+def test_a_folder_ingested_by_name_groups_by_that_name(reader_server: Any, tmp_path: Path) -> None:
+    """``chapterverse ingest DIR`` stores sources relative to DIR ("01.md"): the folder is kept beside them."""
+    folder = tmp_path / "don-quijote-es"
+    (folder / "notas").mkdir(parents=True)
+    (folder / "01.md").write_text("# Capítulo I\n\nEn un lugar de la Mancha.\n", encoding="utf-8")
+    (folder / "notas" / "n1.md").write_text("# Nota\n\nUna nota.\n", encoding="utf-8")
+    results = reader_server.server.state.reader.ingest([folder])
+    assert [r.document.source for r in results] == ["01.md", "notas/n1.md"]
+    listed = {d["id"]: d for d in api_json(reader_server, "/api/documents")["documents"]}
+    assert [listed[r.document.id]["folder"] for r in results] == ["don-quijote-es", "don-quijote-es/notas"]

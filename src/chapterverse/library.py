@@ -206,7 +206,7 @@ class Library:
             elif path.is_dir():
                 for file, source in iter_folder(path):
                     stored(self.ingest_file(file, source=source, force_rebuild=force_rebuild, password=password,
-                                            progress=progress))
+                                            progress=progress, folder=_folder_name(path, source)))
             elif path.exists():
                 stored(self.ingest_file(path, force_rebuild=force_rebuild, password=password, progress=progress))
             else:
@@ -214,13 +214,17 @@ class Library:
         return results
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
-                    password: str | None = None, progress: Progress | None = None) -> IngestResult:
+                    password: str | None = None, progress: Progress | None = None,
+                    folder: str | None = None) -> IngestResult:
+        """One file. ``folder`` names the folder it was ingested with (kept as metadata ``folder``), so that a
+        reader can group the documents of one folder, whose sources are relative to it."""
         from .sources import read_source
 
         path = Path(path)
         data = _read_bytes(path)
         return self._ingest_changed(source or path.name, content_hash(data), len(data),
-                                    lambda: read_source(path, password=password), force_rebuild, progress)
+                                    lambda: read_source(path, password=password), force_rebuild, progress,
+                                    metadata={"folder": folder} if folder else None)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
                     progress: Progress | None = None) -> IngestResult:
@@ -239,7 +243,8 @@ class Library:
                                     lambda: read_book(folder, title=title), force_rebuild, progress)
 
     def _ingest_changed(self, source: str, digest: str, size_bytes: int, read: Callable[[], ParsedDocument],
-                        force_rebuild: bool, progress: Progress | None) -> IngestResult:
+                        force_rebuild: bool, progress: Progress | None,
+                        metadata: dict[str, Any] | None = None) -> IngestResult:
         """The stored document of ``source`` when its content hash is ``digest``, else ``read()`` replacing it."""
         existing = self.store.documents_by_source(source)
         if not force_rebuild:
@@ -249,7 +254,7 @@ class Library:
         if progress:
             progress(f"reading {source}", 0, 1)
         doc = self.add_parsed(read(), source=source, content_hash=digest, size_bytes=size_bytes,
-                              replace=[d.id for d in existing], progress=progress)
+                              replace=[d.id for d in existing], progress=progress, metadata=metadata)
         return IngestResult(doc, changed=True)
 
     def add_parsed(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
@@ -416,6 +421,14 @@ class Library:
 
         order, report = rerank_order(self.reranker, query, [h.text for h in hits])
         return SearchResult([hits[i] for i in order][:k], report)
+
+
+def _folder_name(folder: Path, source: str) -> str:
+    """The folder a file of ``folder`` belongs to, as a reader groups it: the ingested folder's own name, and
+    the sub-folder within it ("don-quijote-es", "notes/2024")."""
+    parent = source.rpartition("/")[0]
+    name = folder.resolve().name
+    return f"{name}/{parent}" if parent else name
 
 
 def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:

@@ -97,7 +97,13 @@ def _summary(state: ServerState, doc_id: int) -> dict[str, Any]:
 def _document(state: ServerState, doc: DocumentRecord) -> dict[str, Any]:
     return {"id": doc.id, "title": doc.title, "format": doc.format, "source": doc.source,
             "size_bytes": doc.size_bytes, "files": doc.files, "chunks": doc.chunks, "segments": doc.segments,
-            "created_at": doc.created_at, "summary": _summary(state, doc.id)}
+            "created_at": doc.created_at, "summary": _summary(state, doc.id), "folder": _folder(doc)}
+
+
+def _folder(doc: DocumentRecord) -> str:
+    """The folder a document came from: the one it was ingested with (``Library.ingest``), else its source's."""
+    given = doc.metadata.get("folder")
+    return given if isinstance(given, str) else doc.source.rpartition("/")[0]
 
 
 @router.get("/documents", response_model=ReaderDocuments, summary="Every document in the library")

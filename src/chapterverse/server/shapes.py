@@ -204,6 +204,7 @@ class ReaderDocument(_Shape):
     segments: int
     created_at: str = Field(description="UTC, ISO 8601, whole seconds.")
     summary: SummaryStatus
+    folder: str = Field(description="The folder it came from (\"\" for a file added on its own), to group by.")
 
 
 class ReaderDocuments(_Shape):
@@ -239,6 +240,7 @@ class ReaderDocumentDetail(_Shape):
     segments: int
     created_at: str
     summary: SummaryStatus
+    folder: str = Field(description="The folder it came from (\"\" for a file added on its own), to group by.")
     toc: list[ReaderTocEntry]
 
 

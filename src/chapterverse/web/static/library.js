@@ -38,7 +38,7 @@ export function groupDocuments(docs, filter = "") {
   for (const doc of docs) {
     const haystack = `${doc.title || ""} ${doc.source || ""}`.toLowerCase();
     if (!words.every((w) => haystack.includes(w))) continue;
-    const folder = folderOf(doc.source);
+    const folder = doc.folder !== undefined ? doc.folder : folderOf(doc.source);
     if (!groups.has(folder)) groups.set(folder, []);
     groups.get(folder).push(doc);
   }
