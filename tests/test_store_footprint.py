@@ -65,8 +65,8 @@ def test_a_changed_document_embeds_only_its_new_text_and_the_cache_keeps_no_copy
     library.close()
 
 
-def test_a_document_larger_than_one_batch_is_cached_until_written(tmp_path: Path) -> None:
-    """Embedding of several batches survives an interrupted write; once written, the library holds it alone."""
+def test_embedded_text_is_cached_until_written(tmp_path: Path) -> None:
+    """Embedding survives an interrupted write (the cache holds it); once written, the library holds it alone."""
     library = Library(tmp_path / "lib", embedder=HashingEmbedder())
     texts = [f"passage {i} " + " ".join(_paragraphs(i, 1)) for i in range(300)]
     library.embed_passages(texts)  # what prepare() does before the write

@@ -339,10 +339,10 @@ class Library:
                 fresh[hashes[i]] = vec
         if progress:
             progress(f"embedding {label}", len(missing), len(missing))
-        if len(missing) > step:
-            # Kept so that an interrupted ingest or re-embedding does not embed them again; the write drops
-            # them from the cache once the library holds them. One batch is cheaper to embed again than to
-            # write twice (the cost of a small upsert).
+        if fresh:
+            # Kept so that an interrupted ingest or re-embedding does not embed them again. The SQLite store
+            # drops them from its cache when it writes the chunks (it finds its own by text hash); PostgreSQL
+            # keeps them, and finds unchanged text of a re-ingested document only here.
             self.store.cache_vectors(embedder.name, fresh)
         vectors = np.zeros((len(texts), embedder.dim), np.float32)
         for i, h in enumerate(hashes):
