@@ -211,6 +211,7 @@ def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
 
 
 def _wants_json(ctx: typer.Context, json_out: bool) -> bool:
+    """``--json`` given to the command or before it (``chapterverse --json docs``)."""
     return json_out or _globals(ctx).json
 
 
