@@ -18,6 +18,7 @@ from chapterverse.bench.answers import (
     AnswerSet,
     absent_questions,
     holds_gold,
+    phrase_matches_gold,
     load_fairytaleqa,
     load_question_file,
     load_squad_answers,
@@ -31,7 +32,8 @@ from chapterverse.errors import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",
-           "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99"}
+           "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99",
+           "phrase_marked", "phrase_matches_gold"}
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -164,6 +166,20 @@ def test_scores_count_refusals_as_misses_and_lengths_only_of_shown_answers() -> 
     assert score.absent_refused == pytest.approx(0.5)
     assert score.answer_chars_median == len("Someone else.")  # of the three shown answers
     assert score.ms_p50 == 30 and score.ms_p99 == 50
+
+
+def test_marked_phrases_are_scored_against_gold_only_where_the_reader_marked_one() -> None:
+    cat = AnswerQuestion("a", "What was the cat called?", "d", ("a grey cat called Admiral",))
+    year = AnswerQuestion("b", "When?", "d", ("1911",))
+    records = [AnswerRecord(cat, "document", True, "...", True, True, 1, 1, phrases=["Admiral"]),
+               AnswerRecord(year, "document", True, "...", True, True, 1, 1, phrases=["the storm"]),
+               AnswerRecord(year, "document", True, "...", True, True, 1, 1),
+               AnswerRecord(year, "document", False, "Not found.", False, False, 0, 1)]
+    score = score_records(records)
+    assert score.phrase_marked == pytest.approx(2 / 3)  # of the three shown answers
+    assert score.phrase_matches_gold == pytest.approx(1 / 2)
+    assert phrase_matches_gold("fourteenth of November 1911", ["1911"])
+    assert not phrase_matches_gold("Admiralty", ["Admiral"])
 
 
 # ------------------------------------------------------------------------------------------------ the CLI

@@ -58,6 +58,7 @@ def test_the_subject_of_a_definitional_question_keeps_its_spelling() -> None:
     "12 See the account of the whale fishery in the appendix to this volume.",
     "This eBook is for the use of anyone anywhere at no cost and with almost no restrictions.",
     "Who is the lighthouse keeper of Gull Rock?",
+    "The Adventures of Sherlock Holmes",  # a title page: no closing punctuation, capitalised words
 ])
 def test_headings_arguments_notes_front_matter_and_echoes_are_never_answers(sentence: str) -> None:
     question = read_question("Who is the keeper of the lighthouse on Gull Rock?", LANGS)
@@ -68,6 +69,7 @@ def test_headings_arguments_notes_front_matter_and_echoes_are_never_answers(sent
 def test_plain_prose_is_an_answer_candidate() -> None:
     question = read_question("Who kept the light?", LANGS)
     assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years.", question, LANGS, frozenset())
+    assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years", question, LANGS, frozenset())
 
 
 def test_the_demo_question_is_answered_with_the_chest(demo: Library) -> None:
@@ -99,6 +101,19 @@ def test_only_the_best_candidates_are_embedded_and_the_rest_keep_their_passages_
     assert own.sum() >= 2 and bool(np.all(own | passages))
     best = int(np.argmax(load_reader_model().sentence_scores(exact.features)))
     assert own[best], "the sentence the reader shows first has its own vector"
+
+
+@pytest.mark.parametrize(("question", "phrase"), [
+    ("What was the cat called?", "Admiral"), ("What was the name of the schooner?", "Aurora"),
+    ("How many fishermen were in the lifeboat?", "three"), ("How long did Marta turn the lens by hand?", "six hours"),
+    ("When did Marta retire?", "1925"),
+    ("What did the lighthouse keeper find in the storm?", None),  # no phrase rather than a wrong one
+])
+def test_the_answer_phrase_is_the_name_date_or_number_asked_for(demo: Library, question: str,
+                                                                 phrase: str | None) -> None:
+    result = extractive_answer(demo, question)
+    assert result.found
+    assert [span.text for span in result.answer_spans] == ([phrase] if phrase else [])
 
 
 def test_every_shown_sentence_and_answer_phrase_is_an_exact_span(demo: Library) -> None:

@@ -22,8 +22,8 @@ from ..analysis import content_words, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
-__all__ = ["FEATURES", "sentence_features", "question_coverage", "missing_words", "missing_names",
-           "evidence_words"]
+__all__ = ["FEATURES", "NUMBER_WORDS", "TIME_WORDS", "text_stems", "sentence_features", "question_coverage",
+           "missing_words", "missing_names", "evidence_words"]
 
 SIMILAR_SENTENCES = 5
 """The sentences, closest to the question by cosine, whose words stand in for a missing question word."""
@@ -52,11 +52,11 @@ FEATURES: tuple[str, ...] = (
     "subject_first",  # "Who/What is X?" and X is among the sentence's first words
 )
 
-_NUMBER_WORDS = frozenset(
+NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand "
     "million billion dozen half once twice first second third uno dos tres cuatro cinco seis siete ocho nueve diez "
     "cien ciento mil millon millones due tre quattro cinque sei sette otto nove dieci cento mille milioni".split())
-_TIME_WORDS = frozenset(
+TIME_WORDS = frozenset(
     "january february march april may june july august september october november december monday tuesday "
     "wednesday thursday friday saturday sunday morning evening night midnight noon dawn dusk day days week weeks "
     "month months year years century winter summer spring autumn after before until when once then later ago "
@@ -76,7 +76,7 @@ _PREFIX = 5
 
 
 @lru_cache(maxsize=8192)
-def _stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
+def text_stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
     """The stems of ``text`` (cached: a sentence is also its neighbours' neighbour, and questions repeat)."""
     return frozenset(reader_terms(text, languages)) if text else frozenset()
 
@@ -115,7 +115,7 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
     langs = tuple(languages)
     question_pairs = _pairs(question.text, langs)
     for cand, cos in zip(candidates, cosines.tolist()):
-        stems, before, after = (_stems(t, langs) for t in (cand.text, cand.before, cand.after))
+        stems, before, after = (text_stems(t, langs) for t in (cand.text, cand.before, cand.after))
         window = stems | before | after
         pairs = _pairs(cand.before, langs) | _pairs(cand.text, langs) | _pairs(cand.after, langs)
         prefixes = {s[:_PREFIX] for s in stems}
@@ -144,8 +144,8 @@ def _answer_type(question: Question, sentence: str) -> list[float]:
     tokens = _tokens(sentence)
     names = [m.group(0) for m in _CAPITALISED.finditer(sentence) if m.start() > 0]
     new_name = any(word_tokens(n)[0] not in question.words for n in names if word_tokens(n))
-    has_number = bool(_DIGIT.search(sentence)) or any(t in _NUMBER_WORDS for t in tokens)
-    has_time = bool(re.search(r"\b1\d{3}\b|\b20\d{2}\b", sentence)) or any(t in _TIME_WORDS for t in tokens)
+    has_number = bool(_DIGIT.search(sentence)) or any(t in NUMBER_WORDS for t in tokens)
+    has_time = bool(re.search(r"\b1\d{3}\b|\b20\d{2}\b", sentence)) or any(t in TIME_WORDS for t in tokens)
     definition, subject_first = _definition(question, tokens, sentence)
     return [
         float(kind == "who" and new_name),
@@ -170,7 +170,7 @@ def _evidence_stems(candidates: Sequence[Candidate], languages: tuple[str, ...])
     """Every stem of the candidate sentences and their neighbours: what the evidence knows."""
     found: set[str] = set()
     for cand in candidates:
-        found.update(_stems(cand.before, languages), _stems(cand.text, languages), _stems(cand.after, languages))
+        found.update(text_stems(cand.before, languages), text_stems(cand.text, languages), text_stems(cand.after, languages))
     return found
 
 
@@ -192,7 +192,7 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     found = _evidence_stems(candidates, langs)
     asked = set(question.terms)
     return [w for w in content_words(question.text, languages)
-            if _stems(w, langs) & asked and not _stems(w, langs) <= found]
+            if text_stems(w, langs) & asked and not text_stems(w, langs) <= found]
 
 
 def missing_names(question: Question, candidates: Sequence[Candidate], languages: Sequence[str]) -> list[str]:
@@ -202,7 +202,7 @@ def missing_names(question: Question, candidates: Sequence[Candidate], languages
     langs = tuple(languages)
     found = _evidence_stems(candidates, langs)
     names = (m.group(0) for m in _NAME_IN_QUESTION.finditer(question.text.strip()))
-    return [n for n in names if _stems(n, langs) and not _stems(n, langs) & found]
+    return [n for n in names if text_stems(n, langs) and not text_stems(n, langs) & found]
 
 
 def evidence_words(candidates: Sequence[Candidate], cosines: np.ndarray, languages: Sequence[str]) -> list[str]:

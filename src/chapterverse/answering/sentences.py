@@ -42,6 +42,18 @@ _FRONT_MATTER = re.compile(
     r"produced by|this e-?book|public domain|printed in|derechos reservados|tutti i diritti", re.IGNORECASE)
 
 
+_TERMINAL = re.compile(r"[.!?…:;»\"”’)\]]\s*$")
+_LONG_WORD = re.compile(r"[^\W\d_][\w'’-]{3,}")
+
+
+def _title_like(sentence: str) -> bool:
+    """A line without closing punctuation whose longer words are mostly capitalised: a title page's
+    "The Adventures of Sherlock Holmes" or a heading the TOC does not list."""
+    words = _LONG_WORD.findall(sentence)
+    return (not _TERMINAL.search(sentence) and bool(words)
+            and sum(w[0].isupper() for w in words) >= 0.75 * len(words))
+
+
 @dataclass(slots=True)
 class Candidate:
     """One sentence of a file near a retrieved passage."""
@@ -66,7 +78,8 @@ def is_answer_prose(sentence: str, question: Question, languages: Sequence[str],
     if len(stripped.split()) < 4 or len(words) < 2:
         return False
     flat = " ".join(word_tokens(stripped))
-    if flat in titles or _CHAPTER_LINE.match(flat) or _NOTE_START.match(stripped) or _FRONT_MATTER.search(stripped):
+    if (flat in titles or _title_like(stripped) or _CHAPTER_LINE.match(flat) or _NOTE_START.match(stripped)
+            or _FRONT_MATTER.search(stripped)):
         return False
     return any(w not in question.words for w in words)
 
@@ -84,7 +97,8 @@ def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
         if chunk.file_id not in texts:
             texts[chunk.file_id] = library.store.file(chunk.file_id).text
         if chunk.doc_id not in titles:
-            titles[chunk.doc_id] = frozenset(" ".join(word_tokens(t.title)) for t in library.store.toc(chunk.doc_id))
+            names = [hit.doc_title, *(t.title for t in library.store.toc(chunk.doc_id))]
+            titles[chunk.doc_id] = frozenset(" ".join(word_tokens(name)) for name in names)
         text = texts[chunk.file_id]
         spans = sentence_spans(text, max(0, chunk.start - SENTENCE_REACH), chunk.end + SENTENCE_REACH)
         for i, (start, end) in enumerate(spans):

@@ -126,6 +126,12 @@ def holds_gold(text: str, answers: Iterable[str]) -> bool:
     return any(needle and f" {needle} " in haystack for needle in map(normalise, answers))
 
 
+def phrase_matches_gold(phrase: str, answers: Iterable[str]) -> bool:
+    """True when an emphasised answer phrase and a gold answer agree: one holds the other as whole words
+    ("Admiral" for the gold "a grey cat called Admiral", or "fourteenth of November 1911" for "1911")."""
+    return any(holds_gold(phrase, [gold]) or holds_gold(gold, [phrase]) for gold in answers)
+
+
 # ------------------------------------------------------------------------------------------------ loading
 
 
@@ -448,6 +454,10 @@ class ScopeScore:
     """Lengths are of the answers shown (found), whether the question was answerable or not."""
     ms_p50: float
     ms_p99: float
+    phrase_marked: float = 0.0
+    """Share of the shown answers to answerable questions with an emphasised answer phrase."""
+    phrase_matches_gold: float | None = None
+    """Of those phrases, the share that agrees with a gold answer (:func:`phrase_matches_gold`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"questions": self.questions, "absent": self.absent, "answered": _round(self.answered),
@@ -457,7 +467,8 @@ class ScopeScore:
                 "answer_chars_mean": _round(self.answer_chars_mean, 1),
                 "answer_chars_median": _round(self.answer_chars_median, 1),
                 "sentences_median": self.sentences_median, "ms_p50": _round(self.ms_p50, 1),
-                "ms_p99": _round(self.ms_p99, 1)}
+                "ms_p99": _round(self.ms_p99, 1), "phrase_marked": _round(self.phrase_marked),
+                "phrase_matches_gold": _round(self.phrase_matches_gold)}
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -482,6 +493,8 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
     absent = [r for r in records if r.question.absent]
     shown = [r for r in records if r.found]
     lengths = [len(r.answer) for r in shown]
+    answered = [r for r in answerable if r.found]
+    marked = [r for r in answered if r.phrases]
     return ScopeScore(
         questions=len(answerable), absent=len(absent),
         answered=_share([r.found for r in answerable]),
@@ -495,6 +508,9 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         sentences_median=statistics.median([r.sentences for r in shown]) if shown else 0.0,
         ms_p50=statistics.median([r.ms for r in records]) if records else 0.0,
         ms_p99=_percentile([r.ms for r in records], 0.99),
+        phrase_marked=_share([bool(r.phrases) for r in answered]),
+        phrase_matches_gold=_share([phrase_matches_gold(r.phrases[0], r.question.answers) for r in marked])
+        if marked else None,
     )
 
 

@@ -258,6 +258,9 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("absent refused", lambda s: "-" if s.absent_refused is None else f"{s.absent_refused:.3f}"),
         ("answer chars mean / median", lambda s: f"{s.answer_chars_mean:.0f} / {s.answer_chars_median:.0f}"),
         ("sentences median", lambda s: f"{s.sentences_median:g}"),
+        ("answer phrase marked", lambda s: f"{s.phrase_marked:.3f}"),
+        ("marked phrase matches gold",
+         lambda s: "-" if s.phrase_matches_gold is None else f"{s.phrase_matches_gold:.3f}"),
         ("ms p50 / p99", lambda s: f"{s.ms_p50:.1f} / {s.ms_p99:.1f}"),
     ]
     for label, cell in rows:
