@@ -1,7 +1,8 @@
 """The command line: a stable interface that scripts rely on (``--json`` everywhere, exit codes 0/1/2).
 
-Exit codes: 0 success, 1 runtime failure, 2 bad input (unknown or malformed tag, unreadable file).
-Errors go to stderr as one line naming the file and the reason.
+Exit codes: 0 success, 1 runtime failure, 2 bad input (unknown or malformed tag, unreadable file; ``ingest``
+still stores every other file it was given, folders' included). Errors go to stderr as one line naming the file
+and the reason.
 
 Each command imports what it needs when it runs (the library, the answerer, the model SDK, the server, the
 benchmarks), never at start-up: ``--help``, ``docs``, ``resolve`` and ``remove`` then cost about a quarter of a
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Annotated, Any, cast
 import typer
 from typer.core import TyperGroup
 
-from .errors import ChapterverseError, InputError
+from .errors import ChapterverseError, InputError, SourceError
 
 if TYPE_CHECKING:
     import logging
@@ -86,12 +87,17 @@ class _LazyConsole:
         self._options = options
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def real(self) -> Console:
+        """The console itself, for rich code that needs more than its attributes: a progress bar enters it as a
+        context manager, which a stand-in cannot be (``with`` looks ``__enter__`` up on the class)."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(**self._options)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
 
 
 app = typer.Typer(cls=_LazyGroups, add_completion=False, no_args_is_help=True,
@@ -235,6 +241,14 @@ def _configure_logging(ctx: typer.Context) -> None:
     package.handlers = [handler]
     if verbose:
         package.setLevel(logging.DEBUG)
+    # pypdf logs every repair it tries on a damaged file ("incorrect startxref pointer"); Python would print
+    # them bare on stderr before the one error line that says what is wrong. Its errors and, with --verbose,
+    # its warnings still come through our handler. (A handler of its own, not a level: in-process runs leak
+    # no level into the next.)
+    pdf_handler = _stderr_handler()
+    pdf_handler.setLevel(logging.WARNING if verbose else logging.ERROR)
+    pdf_handler.setFormatter(handler.formatter)
+    logging.getLogger("pypdf").handlers = [pdf_handler]
 
 
 def _stderr_handler() -> logging.Handler:
@@ -279,7 +293,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=stderr, transient=True) as bar:
+    with Progress(*columns, console=cast(_LazyConsole, stderr).real(), transient=True) as bar:
         task = bar.add_task("starting", total=1)
 
         def update(stage: str, done: int, total: int) -> None:
@@ -303,42 +317,77 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
                "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
            ] = None,
            json_out: JsonOpt = False) -> None:
-    """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library."""
+    """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library. A file that cannot be read
+    is named on stderr with the reason and the others are still added; the exit code is then 2."""
     json_out = _wants_json(ctx, json_out)
     _configure_logging(ctx)
     lib = _open(ctx, library, store, embedding_model, create=True)
-    with _errors(), _progress(not json_out and stderr.is_terminal) as progress:
+    failures: list[SourceError] = []
+
+    def failed(exc: SourceError) -> None:
+        failures.append(exc)
+        stderr.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)
+
+    # On a terminal the bar shows progress and the result lines come at the end (a line on stdout would break
+    # the bar); piped or logged, each document's line comes as soon as it is stored.
+    bar = not json_out and stderr.is_terminal
+    with _errors(), _progress(bar) as progress:
         results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
-                             as_books=as_book, title=title,
-                             done=None if json_out or stderr.is_terminal else _document_lines())
+                             as_books=as_book, title=title, failed=failed,
+                             done=None if json_out or bar else _document_lines())
     if not as_book:
-        _report_skipped(paths, nothing_ingested=not results)
-    docs = [{"id": r.document.id, "title": r.document.title, "source": r.document.source,
-             "files": r.document.files, "chunks": r.document.chunks, "segments": r.document.segments,
-             "changed": r.changed} for r in results]
+        _report_skipped(paths, nothing_ingested=not results and not failures)
     if json_out:
-        _emit({"documents": docs})
-        return
-    for d in docs:
-        state = "ingested" if d["changed"] else "unchanged"
-        stdout.print(f"[bold]{d['id']}[/] {d['title']} — {d['files']} files, {d['chunks']} chunks, "
-                     f"{d['segments']} segments ({state})", highlight=False)
+        _emit({"documents": [_document_json(r) for r in results],
+               "failed": [{"path": f.path, "reason": f.reason} for f in failures]})
+    elif bar:
+        for result in results:
+            _print_document(result)
+    if failures:
+        raise typer.Exit(2)
+
+
+def _document_json(result: IngestResult) -> dict[str, Any]:
+    d = result.document
+    return {"id": d.id, "title": d.title, "source": d.source, "files": d.files, "chunks": d.chunks,
+            "segments": d.segments, "changed": result.changed}
+
+
+def _print_document(result: IngestResult) -> None:
+    """The result line of one stored document, on stdout."""
+    d = result.document
+    stdout.print(f"[bold]{d.id}[/] {d.title} — {d.files} files, {d.chunks} chunks, {d.segments} segments "
+                 f"({'ingested' if result.changed else 'unchanged'})", highlight=False)
 
 
 def _document_lines() -> Callable[[IngestResult], None]:
-    """Progress for a log or a pipe, where a bar cannot redraw: one stderr line per stored document, with its
-    counts and the seconds it took."""
+    """Output for a log or a pipe, where a bar cannot redraw: each document's stdout result line as soon as it
+    is stored, and a progress line on stderr with the seconds it took, only where stderr goes elsewhere than
+    stdout (``2>ingest.log``): into the same pipe, log or terminal it would say everything twice."""
     last = time.monotonic()
+    progress_lines = not _same_destination(sys.stdout, sys.stderr)
 
     def line(result: IngestResult) -> None:
         nonlocal last
         now = time.monotonic()
+        _print_document(result)
         d = result.document
-        print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {d.files} files, {d.chunks} chunks, "
-              f"{d.segments} segments, {now - last:.1f} s", file=sys.stderr, flush=True)
+        if progress_lines:
+            print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {d.files} files, {d.chunks} "
+                  f"chunks, {d.segments} segments, {now - last:.1f} s", file=sys.stderr, flush=True)
         last = now
 
     return line
+
+
+def _same_destination(first: Any, second: Any) -> bool:
+    """Whether two streams write to the same file, pipe or terminal (``2>&1``); False when either has no file
+    descriptor (a test runner's buffers)."""
+    try:
+        a, b = os.fstat(first.fileno()), os.fstat(second.fileno())
+    except (AttributeError, OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
 def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
@@ -360,7 +409,7 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
 @app.command()
 def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None,
            embedding_model: EmbedOpt = None,
-           doc: DocOpt = None, k: Annotated[int, typer.Option("--k")] = 5,
+           doc: DocOpt = None, k: Annotated[int, typer.Option("--k", min=1, help="How many passages.")] = 5,
            threshold: Annotated[float | None, typer.Option(
                "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
                                                  "little that does not.")] = None,

@@ -180,12 +180,15 @@ class Library:
     # -- ingest -----------------------------------------------------------------------------
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
                progress: Progress | None = None, as_books: bool = False, title: str | None = None,
-               done: Callable[[IngestResult], None] | None = None) -> list[IngestResult]:
+               done: Callable[[IngestResult], None] | None = None,
+               failed: Callable[[SourceError], None] | None = None) -> list[IngestResult]:
         """Ingest files and folders (recursively). Each document is written atomically on its own.
 
         ``as_books``: every path is a folder of chapter files that becomes one document (:meth:`ingest_book`);
         ``title`` names the book when there is one path. ``done`` is called with each document's result as soon
-        as it is stored (the CLI's line per document when its output is not a terminal).
+        as it is stored (the CLI's line per document when its output is not a terminal). ``failed``, when given,
+        is called with the error of each file (or book) that cannot be read, and the others are still ingested,
+        as a careful tool does with a folder holding one corrupt file; without it the first such error is raised.
         """
         from .sources import iter_folder
 
@@ -195,22 +198,29 @@ class Library:
         self.reembed_if_model_changed(progress=progress)
         results: list[IngestResult] = []
 
-        def stored(result: IngestResult) -> None:
+        def stored(ingest_one: Callable[[], IngestResult]) -> None:
+            try:
+                result = ingest_one()
+            except SourceError as exc:
+                if failed is None:
+                    raise
+                failed(exc)
+                return
             results.append(result)
             if done is not None:
                 done(result)
 
         for path in locations:
             if as_books:
-                stored(self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress))
+                stored(lambda: self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress))
             elif path.is_dir():
                 for file, source in iter_folder(path):
-                    stored(self.ingest_file(file, source=source, force_rebuild=force_rebuild, password=password,
-                                            progress=progress, folder=_folder_name(path, source)))
-            elif path.exists():
-                stored(self.ingest_file(path, force_rebuild=force_rebuild, password=password, progress=progress))
+                    stored(lambda: self.ingest_file(file, source=source, force_rebuild=force_rebuild,
+                                                    password=password, progress=progress,
+                                                    folder=_folder_name(path, source)))
             else:
-                raise SourceError(path, "no such file or directory")
+                stored(lambda: self.ingest_file(path, force_rebuild=force_rebuild, password=password,
+                                                progress=progress))
         return results
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,

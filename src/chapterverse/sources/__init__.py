@@ -39,6 +39,9 @@ _READERS: dict[str, Callable[[Path], ParsedDocument]] = {
     ".xhtml": read_html,
     ".jsonl": read_jsonl,
 }
+_TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".html", ".htm", ".xhtml"})
+"""Formats whose document is its text alone: without any it could never be found or cited, so it is refused.
+(A PDF or EPUB without text still has pages to look at; a chapter of an ``--as-book`` folder may be empty.)"""
 log = logging.getLogger(__name__)
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_READERS, ".pdf"})
 
@@ -57,7 +60,10 @@ def read_source(path: str | Path, *, password: str | None = None) -> ParsedDocum
         raise SourceError(path, "no such file")
     if suffix == ".pdf":
         return read_pdf(path, password=password)
-    return _READERS[suffix](path)
+    document = _READERS[suffix](path)
+    if suffix in _TEXT_SUFFIXES and not any(file.has_text for file in document.files):
+        raise SourceError(path, "no text to index (the file is empty, or holds only whitespace or markup)")
+    return document
 
 
 def iter_folder(folder: str | Path, *, contained: bool = False) -> Iterator[tuple[Path, str]]:

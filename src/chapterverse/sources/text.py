@@ -6,6 +6,7 @@ citation shows exactly what the author wrote. TXT has no markup, so its TOC is a
 
 from __future__ import annotations
 
+import codecs
 import re
 from pathlib import Path
 
@@ -18,6 +19,17 @@ __all__ = ["read_markdown", "read_txt", "read_html", "read_bytes", "decode_text"
 
 MAX_TEXT_BYTES = 256 * 1024 * 1024
 """A bigger text file is not a book; refusing it early keeps memory bounded."""
+
+_UNICODE_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+                 (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+"""UTF-32's marks first: its little-endian one starts with UTF-16's."""
+
+_BINARY_CONTROL = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f\x7f-\x9f]")
+"""Control characters no text uses (tab, line breaks, form feed and the ESC of coloured logs are text)."""
+_BINARY_SAMPLE, _BINARY_SHARE = 65_536, 20
+"""A text is binary data when more than 1 in 20 of its first 64 Ki characters are such controls: random or
+compressed bytes (a PDF, a ZIP) give about 1 in 4, UTF-16 without its mark 1 in 2, while a
+stray NUL in a real text (a log's crash padding, an editor's slip) is read, as U+FFFD (``ParsedFile``)."""
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -45,7 +57,16 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
     Strict UTF-8 first because valid UTF-8 is almost never accidental; cp1252 covers the "smart
     quotes" of Windows-made files; latin-1 maps every byte so nothing is ever replaced by U+FFFD.
+    A UTF-32 or UTF-16 byte-order mark (what Windows tools write for "Unicode") is believed when the
+    rest decodes with it; binary data is the caller's to refuse (:func:`_read_text`: NUL characters).
     """
+    for bom, encoding in _UNICODE_BOMS:
+        if data.startswith(bom):
+            try:
+                text = data.decode(encoding)
+            except UnicodeDecodeError:
+                break
+            return text.replace("\r\n", "\n").replace("\r", "\n"), encoding
     for encoding in ("utf-8-sig", "cp1252", "latin-1"):
         try:
             text = data.decode(encoding)
@@ -89,7 +110,14 @@ def read_html(path: str | Path) -> ParsedDocument:
 
 
 def _read_text(path: Path) -> tuple[str, list[str]]:
+    """The file's text, or SourceError when it is binary data, which cp1252/latin-1 would otherwise turn into a
+    "document" of mojibake titled with NUL characters."""
     text, encoding = decode_text(read_bytes(path))
+    sample = text[:_BINARY_SAMPLE]
+    controls = len(_BINARY_CONTROL.findall(sample))
+    if controls * _BINARY_SHARE > len(sample):
+        raise SourceError(path, f"binary data, not text: {controls} of its first {len(sample)} characters are "
+                                "NUL or other control characters (UTF-16 or UTF-32 text needs its byte-order mark)")
     warnings = [] if encoding == "utf-8" else [f"not valid UTF-8; decoded as {encoding}"]
     return text, warnings
 
