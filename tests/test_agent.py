@@ -15,9 +15,9 @@ from fakellm import Call, FakeLLM, Reply, fake_llm
 
 from chapterverse.library import Library
 from chapterverse.llm.agent import AgentSettings, AnswerDelta, AnswerDone, AnswerMeta, answer_events
-from chapterverse.llm.provider import ProviderConfig
+from chapterverse.llm.client import ChatProvider
+from chapterverse.llm.config import ProviderConfig
 from chapterverse.llm.summaries import summarize_document, summary_status
-from chapterverse.llm.provider import ChatProvider
 from chapterverse.positions import find_tags
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

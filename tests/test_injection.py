@@ -15,7 +15,7 @@ from fakellm import Reply, fake_llm
 
 from chapterverse.library import Library
 from chapterverse.llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
-from chapterverse.llm.provider import ProviderConfig
+from chapterverse.llm.config import ProviderConfig
 from chapterverse.llm.tools import TOOL_SCHEMAS
 
 HOSTILE = """# The Orchard

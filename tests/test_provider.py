@@ -1,4 +1,5 @@
-"""ChatProvider and ProviderConfig against a real OpenAI-compatible server (tests/fakellm.py) over HTTP."""
+"""ChatProvider (llm/client.py) and ProviderConfig (llm/config.py) against a real OpenAI-compatible server
+(tests/fakellm.py) over HTTP."""
 
 from __future__ import annotations
 
@@ -20,16 +21,8 @@ from chapterverse.errors import (
     ProviderError,
     ProviderUnreachableError,
 )
-from chapterverse.llm.provider import (
-    OPENAI_BASE_URL,
-    ChatProvider,
-    ProviderConfig,
-    StreamEnd,
-    TextDelta,
-    ToolCall,
-    mask_key,
-    selection_config,
-)
+from chapterverse.llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
+from chapterverse.llm.config import OPENAI_BASE_URL, ProviderConfig, mask_key, selection_config
 
 USER = [{"role": "user", "content": "Who is Ishmael?"}]
 KEY = "sk-test-SECRET-0123456789abcd"

@@ -21,7 +21,8 @@ from typer.testing import CliRunner
 from chapterverse.cli import app
 from chapterverse.errors import InputError
 from chapterverse.library import Library
-from chapterverse.llm.provider import ChatProvider, ProviderConfig
+from chapterverse.llm.client import ChatProvider
+from chapterverse.llm.config import ProviderConfig
 from chapterverse.rerank import (
     CrossEncoderReranker,
     HttpReranker,

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .answering import AnswerResult
     from .library import IngestResult, Library
-    from .llm.provider import ProviderConfig
+    from .llm.config import ProviderConfig
 
 
 LAZY_GROUPS: dict[str, tuple[str, str, str]] = {
@@ -464,7 +464,7 @@ def _print_answer(result: AnswerResult) -> None:
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
     from .config import load_config
-    from .llm.provider import ProviderConfig
+    from .llm.config import ProviderConfig
 
     llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
     return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
@@ -576,7 +576,7 @@ def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = 
               concurrency: Annotated[int, typer.Option(help="Parallel model calls.")] = 4,
               json_out: JsonOpt = False) -> None:
     """Summarise every segment (with the model, else extractively); resumable and idempotent."""
-    from .llm.provider import ChatProvider
+    from .llm.client import ChatProvider
     from .llm.summaries import summarize_document
 
     json_out = _wants_json(ctx, json_out)

@@ -1,5 +1,5 @@
 """Where the library lives by default (:func:`default_home`), and its config file, ``<library>/config.json``:
-provider settings that flags and env override.
+provider settings that flags and env override, by the one precedence rule of :func:`first_set`.
 
 Written atomically (temp file + rename) with mode 0600 because it may hold an API key.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["default_home", "config_path", "load_config", "save_config"]
+__all__ = ["default_home", "config_path", "load_config", "save_config", "first_set", "setting_value"]
 
 CONFIG_NAME = "config.json"
 
@@ -60,3 +60,21 @@ def save_config(library_dir: Path, data: dict[str, Any]) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def setting_value(value: object) -> str | None:
+    """An env or config value, with empty strings meaning 'not set' (``FOO= cmd`` is common)."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+def first_set(*candidates: tuple[object, str]) -> tuple[str | None, str | None]:
+    """The first set value and where it came from: the precedence rule every setting with flags, env and a
+    config file follows (the LLM endpoint's and the reranker's), empty strings meaning 'not set'."""
+    for value, source in candidates:
+        text = setting_value(value)
+        if text is not None:
+            return text, source
+    return None, None

@@ -37,7 +37,8 @@ from .redaction import redact_url
 if TYPE_CHECKING:
     import httpx
 
-    from .llm.provider import ChatProvider, ProviderConfig
+    from .llm.client import ChatProvider
+    from .llm.config import ProviderConfig
 
 __all__ = [
     "DEFAULT_TOP_N",
@@ -322,8 +323,8 @@ class RerankSettings:
     @classmethod
     def resolve(cls, *, reranker: str | None = None, top_n: int | None = None,
                 config: Mapping[str, Any] | None = None, env: Mapping[str, str] = os.environ) -> RerankSettings:
-        """Field by field, with the precedence (and the empty-means-unset rule) of ``llm.provider``."""
-        from .llm.provider import first_set
+        """Field by field, with the precedence (and the empty-means-unset rule) of ``config.first_set``."""
+        from .config import first_set
 
         file = dict(config or {})
         unknown = sorted(set(file) - set(_CONFIG_KEYS))
@@ -368,13 +369,13 @@ def load_reranker(settings: RerankSettings, *, provider: ProviderConfig | None =
         if provider is None:
             raise InputError("--reranker llm needs a chat model: set --llm-model (and --llm-base-url) or "
                              "CHAPTERVERSE_LLM_MODEL")
-        from .llm.provider import ChatProvider
+        from .llm.client import ChatProvider
 
         return LlmReranker(ChatProvider(provider), token_budget=settings.token_budget)
     tei = spec.lower().startswith("tei:")
     url = spec[4:] if tei else spec
     if url.lower().startswith(("http://", "https://")):
-        from .llm.provider import check_base_url
+        from .llm.config import check_base_url
 
         try:
             url = check_base_url(url)
@@ -397,7 +398,7 @@ def library_reranker(location: Path, *, reranker: str | None = None, top_n: int 
     config = load_config(location) if location.is_dir() else {}
     settings = RerankSettings.resolve(reranker=reranker, top_n=top_n, config=config.get("rerank"))
     if provider is None and (settings.reranker or "").strip().lower() == "llm":
-        from .llm.provider import ProviderConfig
+        from .llm.config import ProviderConfig
 
         provider = ProviderConfig.resolve(config=config.get("llm"))
     return load_reranker(settings, provider=provider), settings.top_n

@@ -38,7 +38,7 @@ from ..config import default_home
 from ..errors import InputError
 from ..library import Library, Progress
 from ..llm.agent import AgentSettings, AnswerDone, answer_events
-from ..llm.provider import ProviderConfig
+from ..llm.config import ProviderConfig
 from ..sources.base import ParsedDocument, ParsedFile
 from .retrieval import BenchDocument, BenchSet, load_squad, open_bench_library
 

@@ -25,8 +25,9 @@ from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answe
 from ..errors import ProviderError, TagError
 from ..library import Library
 from ..positions import Span
+from .client import ChatProvider, StreamEnd, TextDelta, ToolCall
+from .config import ProviderConfig
 from .prompts import load_prompt
-from .provider import ChatProvider, ProviderConfig, StreamEnd, TextDelta, ToolCall
 from .summaries import EXTRACTIVE_MODEL, SummaryJobs
 from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
 

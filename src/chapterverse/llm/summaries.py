@@ -20,8 +20,8 @@ from ..chunking import SegmentSpec, sentence_spans, tagged_source_text
 from ..library import Library
 from ..positions import Span, find_tags
 from ..store import SegmentRecord
+from .client import ChatProvider
 from .prompts import load_prompt
-from .provider import ChatProvider
 
 __all__ = [
     "SegmentInput",

@@ -19,8 +19,8 @@ from ..citations import Evidence
 from ..library import Hit, Library
 from ..chunking import tagged_text
 from ..positions import Span, find_tags, paragraph_spans
+from .client import ChatProvider
 from .prompts import count_tokens, load_prompt
-from .provider import ChatProvider
 from .selection import SelectionParseError, parse_selection
 from .summaries import EXTRACTIVE_MODEL, segment_inputs
 

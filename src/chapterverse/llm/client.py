@@ -1,13 +1,11 @@
-"""One OpenAI-compatible chat endpoint: where it is, how to call it, and what its failures mean.
-
-Any server that speaks the OpenAI chat-completions protocol (OpenAI, Ollama, vLLM, llama.cpp,
-LM Studio, ...) is *configuration*, not code: a base URL, a model name and maybe a key.
+"""Calling one OpenAI-compatible chat endpoint: completions, streams, retries, and what its failures mean.
 
 The official ``openai`` SDK does the HTTP and SSE work with its own retries switched off; this
 module owns the retry policy (bounded, exponential backoff with jitter, ``Retry-After`` honoured
 up to a cap) so the limits are ours and testable, and maps every SDK failure to one of
 ``ProviderUnreachableError``, ``ProviderAuthError`` or ``ProviderError`` with a one-line message
-that names the endpoint and never the key.
+that names the endpoint and never the key. Where the endpoint is, and with which key and patience,
+is ``llm.config``'s business (:class:`~chapterverse.llm.config.ProviderConfig`).
 
 The SDK and its HTTP client are imported by the code that calls or checks an endpoint, not with this module:
 they cost more CPU than the rest of an extractive ``chapterverse ask``, which only needs to learn that no
@@ -18,300 +16,39 @@ from __future__ import annotations
 
 import email.utils
 import logging
-import os
 import random
-import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
-from urllib.parse import urlsplit
 
-from ..errors import InputError, ProviderAuthError, ProviderError, ProviderUnreachableError
-from ..redaction import redact_url, scrub
+from ..errors import ProviderAuthError, ProviderError, ProviderUnreachableError
+from ..redaction import scrub
+from .config import API_KEY_FIX, ProviderConfig, mask_key
 
 if TYPE_CHECKING:
     import openai
 
 __all__ = [
-    "OPENAI_BASE_URL",
     "ChatProvider",
     "ChatResult",
-    "Endpoint",
-    "ProviderConfig",
     "StreamEnd",
     "StreamEvent",
     "TextDelta",
     "ToolCall",
     "Usage",
-    "check_base_url",
-    "first_set",
-    "mask_key",
-    "resolve_endpoint",
-    "selection_config",
 ]
 
 log = logging.getLogger(__name__)
 
-OPENAI_BASE_URL = "https://api.openai.com/v1"
-ENV_BASE_URL = "CHAPTERVERSE_LLM_BASE_URL"
-ENV_MODEL = "CHAPTERVERSE_LLM_MODEL"
-ENV_API_KEY = "CHAPTERVERSE_LLM_API_KEY"
-ENV_SELECTION_MODEL = "CHAPTERVERSE_SELECTION_MODEL"
-
 _NO_KEY = "not-needed"
 """Sent to servers that need no key (Ollama, llama.cpp): the SDK insists on some string."""
-
-_CONFIG_KEYS = ("base_url", "model", "api_key", "api_key_env", "headers", "timeout_s", "max_retries",
-                "selection_model")
-_KEY_FIX = "set --llm-api-key or CHAPTERVERSE_LLM_API_KEY"
-_MODEL_FIX = "set --llm-model or CHAPTERVERSE_LLM_MODEL"
-_SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|signature", re.IGNORECASE)
 _RETRY_STATUSES = frozenset({408, 409, 429})
 _CONNECT_RETRIES = 1
 """Connection refused / DNS failure is usually a wrong URL or a stopped server: retry once, fail fast."""
 
 T = TypeVar("T")
-
-
-def mask_key(key: str | None) -> str:
-    """``sk-…abcd``: enough to tell two keys apart in a log, too little to use."""
-    if not key:
-        return "None"
-    if len(key) < 12:
-        return "***"
-    return f"{key[:3]}…{key[-4:]}"
-
-
-def _clean(value: object) -> str | None:
-    """An env or config value, with empty strings meaning 'not set' (``FOO= cmd`` is common)."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    return text or None
-
-
-def _is_openai(base_url: str) -> bool:
-    import httpx2
-
-    return httpx2.URL(base_url).host == "api.openai.com"
-
-
-def check_base_url(base_url: str) -> str:
-    """``base_url`` without trailing slashes, or InputError when it is not an http(s) URL naming a host.
-
-    Parsed, not pattern-matched: ``http://[::1`` or a port of ``99999`` must fail here, where the setting is
-    made, not in every later chat request. The message shows the URL redacted (it may hold a key).
-    """
-    import httpx2
-
-    url = base_url.strip().rstrip("/")
-    try:
-        parts = urlsplit(url)
-        port_ok = parts.port is None or parts.port > 0
-        httpx2.URL(url)
-    except (ValueError, httpx2.InvalidURL):
-        parts, port_ok = None, False
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname or not port_ok \
-            or any(c.isspace() for c in url):
-        raise InputError(f"LLM base URL {redact_url(url)!r} is not an http(s) URL naming a host; set "
-                         "--llm-base-url or CHAPTERVERSE_LLM_BASE_URL, e.g. http://localhost:11434/v1")
-    return url
-
-
-@dataclass(frozen=True, kw_only=True, repr=False)
-class ProviderConfig:
-    """Where the chat model lives and how patiently to talk to it. The repr masks the key."""
-
-    base_url: str
-    model: str
-    api_key: str | None = None
-    api_key_env: str | None = None
-    """The environment variable the key was read from, kept only to name it in messages."""
-    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
-    timeout_s: float = 60.0
-    max_retries: int = 3
-    retry_base_s: float = 0.5
-    """First backoff step; doubled per retry, with jitter."""
-    retry_cap_s: float = 30.0
-    """Longest single wait; a Retry-After beyond it makes us give up instead of sleeping."""
-
-    def __post_init__(self) -> None:
-        url = check_base_url(self.base_url)
-        if not self.model.strip():
-            raise InputError(f"no LLM model given for {redact_url(url)}; {_MODEL_FIX}")
-        if self.timeout_s <= 0 or self.max_retries < 0:
-            raise InputError("LLM timeout_s must be > 0 and max_retries >= 0")
-        object.__setattr__(self, "base_url", url)
-        object.__setattr__(self, "model", self.model.strip())
-        object.__setattr__(self, "headers", {str(k): str(v) for k, v in self.headers.items()})
-
-    def __repr__(self) -> str:
-        headers = {k: ("***" if _SECRET_HEADER.search(k) else v) for k, v in self.headers.items()}
-        return (f"ProviderConfig(base_url={self.shown_url!r}, model={self.model!r}, "
-                f"api_key={mask_key(self.api_key)}, api_key_env={self.api_key_env!r}, headers={headers!r}, "
-                f"timeout_s={self.timeout_s:g}, max_retries={self.max_retries})")
-
-    __str__ = __repr__
-
-    @property
-    def shown_url(self) -> str:
-        """The base URL as messages and logs show it: without userinfo or query values (see redaction.py)."""
-        return redact_url(self.base_url)
-
-    def with_model(self, model: str) -> ProviderConfig:
-        """The same endpoint and key with another model (e.g. a cheaper one for chunk selection)."""
-        return replace(self, model=model)
-
-    @classmethod
-    def resolve(
-        cls,
-        *,
-        base_url: str | None = None,
-        model: str | None = None,
-        api_key: str | None = None,
-        config: Mapping[str, Any] | None = None,
-        env: Mapping[str, str] = os.environ,
-    ) -> ProviderConfig | None:
-        """The endpoint :func:`resolve_endpoint` finds, completed for a command that must call a model.
-
-        Returns None when nothing names an LLM at all: chapterverse then answers extractively.
-        Raises InputError (naming the fix) when an endpoint or key is configured without a model,
-        or when api.openai.com would be called without a key.
-        """
-        found = resolve_endpoint(base_url=base_url, model=model, api_key=api_key, config=config, env=env)
-        if found is None:
-            return None
-        if found.model is None:
-            raise InputError(f"an LLM endpoint is configured ({redact_url(found.base_url or OPENAI_BASE_URL)}) "
-                             f"but no model; {_MODEL_FIX}")
-        url = found.base_url or OPENAI_BASE_URL
-        if found.api_key is None and _is_openai(url):
-            raise InputError(f"{url} needs an API key; {_KEY_FIX} (or OPENAI_API_KEY)")
-        file = _file_config(config)
-        return cls(base_url=url, model=found.model, api_key=found.api_key, api_key_env=found.api_key_env,
-                   headers=_headers(file.get("headers")), **_numbers(file))
-
-
-@dataclass(frozen=True, slots=True, repr=False)
-class Endpoint:
-    """Where the chat model is, as flags, environment and config file name it; any part may be missing."""
-
-    base_url: str | None
-    model: str | None
-    api_key: str | None
-    api_key_env: str | None
-    """The environment variable the key came from (None: a flag or the config file)."""
-
-    def __repr__(self) -> str:
-        shown = redact_url(self.base_url) if self.base_url else None
-        return f"Endpoint(base_url={shown!r}, model={self.model!r}, api_key={mask_key(self.api_key)})"
-
-
-def resolve_endpoint(
-    *,
-    base_url: str | None = None,
-    model: str | None = None,
-    api_key: str | None = None,
-    config: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] = os.environ,
-) -> Endpoint | None:
-    """Merge flags > CHAPTERVERSE_LLM_* env > OPENAI_* env > config file, field by field.
-
-    The one resolver every front end uses (``ask``, ``chat``, ``serve``), so a config file means the same to
-    all of them (``api_key_env`` included). None when nothing names an LLM at all. What a missing part means
-    is the front end's business: the CLI defaults to OpenAI, the server answers without an upstream.
-    """
-    file = _file_config(config)
-    url, url_source = first_set((base_url, "flag"), (env.get(ENV_BASE_URL), "env"),
-                             (env.get("OPENAI_BASE_URL"), "openai-env"), (file.get("base_url"), "file"))
-    name, _ = first_set((model, "flag"), (env.get(ENV_MODEL), "env"), (file.get("model"), "file"))
-    explicit_key = first_set((api_key, ""), (env.get(ENV_API_KEY), ""), (env.get("OPENAI_API_KEY"), ""),
-                          (file.get("api_key"), ""))[0]
-    if url is None and name is None and explicit_key is None:
-        return None
-    key, key_env = _resolve_key(api_key, env, file, url or OPENAI_BASE_URL, url_source)
-    return Endpoint(base_url=url, model=name, api_key=key, api_key_env=key_env)
-
-
-def selection_config(
-    main: ProviderConfig | None,
-    *,
-    model: str | None = None,
-    config: Mapping[str, Any] | None = None,
-    env: Mapping[str, str] = os.environ,
-) -> ProviderConfig | None:
-    """The endpoint for chunk selection: the main one, with its model swapped when one is named.
-
-    Precedence: ``model`` (flag) > CHAPTERVERSE_SELECTION_MODEL > config ``selection_model``.
-    """
-    if main is None:
-        return None
-    name = first_set((model, ""), (env.get(ENV_SELECTION_MODEL), ""), ((config or {}).get("selection_model"), ""))[0]
-    return main.with_model(name) if name else main
-
-
-def first_set(*candidates: tuple[object, str]) -> tuple[str | None, str | None]:
-    """The first set value and where it came from: the precedence rule every setting with flags, env and a
-    config file follows (the reranker's too), empty strings meaning 'not set'."""
-    for value, source in candidates:
-        text = _clean(value)
-        if text is not None:
-            return text, source
-    return None, None
-
-
-def _file_config(config: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """The ``[llm]`` table of the config file; unknown keys are typos, so they are errors."""
-    config = config or {}
-    unknown = sorted(set(config) - set(_CONFIG_KEYS))
-    if unknown:
-        raise InputError(f"unknown LLM config key(s) {', '.join(unknown)}; valid keys: {', '.join(_CONFIG_KEYS)}")
-    return config
-
-
-def _resolve_key(flag: str | None, env: Mapping[str, str], file: Mapping[str, Any],
-                 url: str, url_source: str | None) -> tuple[str | None, str | None]:
-    """The key and the env var it came from.
-
-    OPENAI_API_KEY is only sent to OpenAI itself or to the URL in OPENAI_BASE_URL: a key set
-    globally for OpenAI must not leak to some other server named by a flag or the config file.
-    """
-    if key := _clean(flag):
-        return key, None
-    if key := _clean(env.get(ENV_API_KEY)):
-        return key, ENV_API_KEY
-    if (key := _clean(env.get("OPENAI_API_KEY"))) and (url_source in (None, "openai-env") or _is_openai(url)):
-        return key, "OPENAI_API_KEY"
-    if key_env := _clean(file.get("api_key_env")):
-        if key := _clean(env.get(key_env)):
-            return key, key_env
-        if not _clean(file.get("api_key")):
-            raise InputError(f"the LLM config reads the key from ${key_env}, which is not set; "
-                             f"export {key_env} or {_KEY_FIX}")
-    return _clean(file.get("api_key")), None
-
-
-def _headers(value: object) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InputError("LLM config 'headers' must be a table of header names to strings")
-    return {str(k): str(v) for k, v in value.items()}
-
-
-def _numbers(file: Mapping[str, Any]) -> dict[str, Any]:
-    """timeout_s and max_retries from the file, checked here so a typo names its key."""
-    out: dict[str, Any] = {}
-    for key, kind in (("timeout_s", float), ("max_retries", int)):
-        if file.get(key) is None:
-            continue
-        try:
-            out[key] = kind(file[key])
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"LLM config {key} must be a number, not {file[key]!r}") from exc
-    return out
 
 
 # --------------------------------------------------------------------------------------- results
@@ -575,10 +312,10 @@ class ChatProvider:
             return ProviderError(f"{url} failed: {reason}")
         status = exc.status_code
         if status == 401:
-            return ProviderAuthError(f"{url} rejected the API key (HTTP 401); {_KEY_FIX}")
+            return ProviderAuthError(f"{url} rejected the API key (HTTP 401); {API_KEY_FIX}")
         if status == 403:
             return ProviderAuthError(f"{url} refused the request (HTTP 403): the API key lacks access "
-                                     f"to model {self.config.model}? {_KEY_FIX}")
+                                     f"to model {self.config.model}? {API_KEY_FIX}")
         if status == 429 and (hinted := _retry_after_s(exc)) is not None:
             return ProviderError(f"{url} is rate limiting and asks to wait {hinted:.0f} s: {reason}")
         if status == 404:
