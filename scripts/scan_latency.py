@@ -13,7 +13,7 @@ import statistics
 import time
 from pathlib import Path
 
-import chapterverse.vectorindex as vectorindex
+import chapterverse.index.dense as dense
 from chapterverse.library import Library
 
 
@@ -27,13 +27,13 @@ def main() -> None:
     data = json.loads(args.squad.read_text(encoding="utf-8"))["data"]
     questions = [qa["question"] for article in data for p in article["paragraphs"] for qa in p["qas"]]
     library.search("warm up", k=5)
-    modes = {"BLAS (before)": 0, "vecdot (after)": vectorindex.SMALL_SCAN_BYTES}
+    modes = {"BLAS (before)": 0, "vecdot (after)": dense.SMALL_SCAN_BYTES}
     timings: dict[str, list[float]] = {name: [] for name in modes}
     identical = 0
     for question in questions[:args.questions]:
         found = []
         for name, small in modes.items():
-            vectorindex.SMALL_SCAN_BYTES = small
+            dense.SMALL_SCAN_BYTES = small
             started = time.perf_counter()
             found.append([hit.chunk.id for hit in library.search(question, k=5)])
             timings[name].append((time.perf_counter() - started) * 1000)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chapterverse.indexfiles import load_npy
+from chapterverse.index.files import load_npy
 
 THREADS = 8
 LOADS = 1200

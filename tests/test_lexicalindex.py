@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chapterverse.lexicalindex import LexicalIndex, LexicalSettings
+from chapterverse.index.lexical import LexicalIndex, LexicalSettings
 from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
 
 WORDS = [f"w{i:03d}" for i in range(300)] + ["whale", "whaler", "whalebone", "ship", "shipment", "captain"]
@@ -111,7 +111,7 @@ def test_scores_equal_a_fresh_in_memory_build_across_segments(store: SQLiteStore
         add_doc(store, rng, 70, f"d{i}")
     settings = LexicalSettings(heading=heading, segment_rows=64)
     index = LexicalIndex.open(store, settings=settings)
-    assert index.last_refresh == "rebuilt" and index.stats().segments == 4
+    assert index.stats().last_refresh == "rebuilt" and index.stats().segments == 4
     assert index.directory == store.path.with_name("library.lexical" + ("" if heading == 0.5 else "-h0.1-p5"))
     assert_matches_fresh_build(index, store)
     tf_type = next(index.directory.glob("*.tf.npy"))
@@ -123,7 +123,7 @@ def test_reopen_maps_the_files_and_scores_alike(store: SQLiteStore) -> None:
     add_doc(store, rng, 120, "a")
     first = LexicalIndex.open(store, settings=LexicalSettings(segment_rows=50))
     again = LexicalIndex.open(SQLiteStore(store.path), settings=LexicalSettings(segment_rows=50))
-    assert again.last_refresh == "loaded"
+    assert again.stats().last_refresh == "loaded"
     for terms in QUERIES:
         expected = first.view().scores(terms, prefix=False)
         np.testing.assert_array_equal(again.view().scores(terms, prefix=False), expected)
@@ -137,16 +137,16 @@ def test_writes_and_removals_are_followed_incrementally(store: SQLiteStore) -> N
     index = LexicalIndex.open(store, settings=LexicalSettings(dead_share=0.5))
     add_doc(store, rng, 30, "c")
     assert_matches_fresh_build(index, store)  # N, the average length and every df moved: no stored number is stale
-    assert index.last_refresh == "appended" and index.stats().segments == 2
+    assert index.stats().last_refresh == "appended" and index.stats().segments == 2
     store.remove_documents([second])  # 60 of the first segment's 160 rows: masked, not rewritten
     assert_matches_fresh_build(index, store)
-    assert index.last_refresh == "appended" and index.stats().rows == 190 and index.stats().live == 130
+    assert index.stats().last_refresh == "appended" and index.stats().rows == 190 and index.stats().live == 130
     store.remove_documents([first])  # the first segment holds only removed rows now: rebuilt without them
     assert_matches_fresh_build(index, store)
     stats = index.stats()
-    assert index.last_refresh == "compacted" and stats.rows == stats.live == 30 and stats.segments == 1
+    assert index.stats().last_refresh == "compacted" and stats.rows == stats.live == 30 and stats.segments == 1
     reopened = LexicalIndex.open(store, settings=LexicalSettings(dead_share=0.5))
-    assert reopened.last_refresh == "loaded"
+    assert reopened.stats().last_refresh == "loaded"
     assert_matches_fresh_build(reopened, store)
     assert len({p.name.split(".")[0] for p in index.directory.glob("*.npy")}) == 1, "replaced segments are deleted"
 
@@ -184,9 +184,9 @@ def test_two_openers_follow_each_other_through_the_files(store: SQLiteStore) -> 
     reader = LexicalIndex.open(SQLiteStore(store.path))
     add_doc(store, rng, 40, "b")
     writer.refresh()
-    assert writer.last_refresh == "appended"
+    assert writer.stats().last_refresh == "appended"
     reader.refresh()
-    assert reader.last_refresh == "loaded" and len(reader.view()) == 80
+    assert reader.stats().last_refresh == "loaded" and len(reader.view()) == 80
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garbage-manifest", "missing-file", "wrong-ids", "other-format"])
@@ -208,7 +208,7 @@ def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteS
         manifest.write_text(manifest.read_text().replace('"format": 1', '"format": 99'))
     (directory / "s000009.rows.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
     reopened = LexicalIndex.open(store)
-    assert reopened.last_refresh == "rebuilt"
+    assert reopened.stats().last_refresh == "rebuilt"
     assert_matches_fresh_build(reopened, store)
     assert not list(directory.glob("*.tmp*"))
 
@@ -230,12 +230,12 @@ def test_a_large_library_without_an_index_is_built_in_the_background(store: SQLi
     deadline = time.monotonic() + 60
     while index.building and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert index.view_or_build(10) is not None and index.last_refresh == "rebuilt"
+    assert index.view_or_build(10) is not None and index.stats().last_refresh == "rebuilt"
     add_doc(store, rng, 5, "b")
-    assert index.view_or_build(10) is not None and index.last_refresh == "appended", "appending is quick"
+    assert index.view_or_build(10) is not None and index.stats().last_refresh == "appended", "appending is quick"
     assert_matches_fresh_build(index, store)
     reopened = LexicalIndex(SQLiteStore(store.path))
-    assert reopened.view_or_build(10) is not None and reopened.last_refresh == "loaded"
+    assert reopened.view_or_build(10) is not None and reopened.stats().last_refresh == "loaded"
 
 
 class _TermsOnlyStore:
@@ -259,7 +259,7 @@ def test_stores_without_a_file_are_indexed_in_memory(store: SQLiteStore) -> None
     assert_matches_fresh_build(index, store)
     add_doc(store, rng, 10, "b")
     assert_matches_fresh_build(index, store)
-    assert index.last_refresh == "rebuilt"
+    assert index.stats().last_refresh == "rebuilt"
 
 
 def test_concurrent_readers_during_writes(store: SQLiteStore) -> None:

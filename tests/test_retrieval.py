@@ -158,7 +158,7 @@ def test_the_lexical_index_is_persisted_beside_the_library(english: tuple[Librar
     fresh = Retriever(SQLiteStore(library.store.path), library.embedder)
     assert [(h.chunk.id, h.score, h.extras) for h in fresh.search(query, k=5)] == \
         [(h.chunk.id, h.score, h.extras) for h in expected]
-    assert fresh.lexical_index.last_refresh == "loaded"
+    assert fresh.lexical_index.stats().last_refresh == "loaded"
     assert fresh.lexical_index.directory == library.store.path.with_name("library.lexical")
 
 

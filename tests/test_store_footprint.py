@@ -11,10 +11,10 @@ import numpy as np
 from hashembed import HashingEmbedder
 
 from chapterverse.library import Library
-from chapterverse.lexicalindex import LexicalIndex
+from chapterverse.index.lexical import LexicalIndex
 from chapterverse.store import SQLiteStore
 from chapterverse.store.sqlite import _M001_INITIAL
-from chapterverse.vectorindex import VectorIndex
+from chapterverse.index.vectors import VectorIndex
 
 FILE_TEXT = "keeper lamp storm gull tide rope"
 WORDS = "keeper lamp storm gull tide rope harbour island signal winter cliff wave".split()

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chapterverse.topk import SAMPLED_FROM, top_k
+from chapterverse.index.topk import SAMPLED_FROM, top_k
 
 
 def reference(scores: np.ndarray, k: int, positive: bool = False) -> np.ndarray:

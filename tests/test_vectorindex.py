@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
-from chapterverse.vectorindex import IndexSettings, VectorIndex
+from chapterverse.index.vectors import IndexSettings, VectorIndex
 
 DIM = 32
 
@@ -62,7 +62,7 @@ def test_exact_search_matches_brute_force_with_and_without_doc_filter(store: SQL
     docs = [add_doc(store, rng.standard_normal((150, DIM)), f"d{i}") for i in range(4)]
     index = VectorIndex.open(store)
     assert index.directory == tmp_path / "library.vectors"
-    assert index.last_refresh == "rebuilt" and len(index) == 600
+    assert index.stats().last_refresh == "rebuilt" and len(index) == 600
     for q in unit(rng.standard_normal((10, DIM))):
         assert_same(index.search(q, 10), brute_force(store, q, 10))
         assert_same(index.search(q, 7, doc_ids=[docs[1], docs[3]]), brute_force(store, q, 7, [docs[1], docs[3]]))
@@ -95,20 +95,20 @@ def test_incremental_append_mask_compact_and_reopen(store: SQLiteStore) -> None:
     second = add_doc(store, rng.standard_normal((60, DIM)), "b")
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.last_refresh == "appended" and index.stats().segments == 2
+    assert index.stats().last_refresh == "appended" and index.stats().segments == 2
     store.remove_documents([second])  # its segment holds nothing else: dropped, nothing rewritten
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.last_refresh == "appended" and len(index) == 100 and index.stats().segments == 1
+    assert index.stats().last_refresh == "appended" and len(index) == 100 and index.stats().segments == 1
     assert all(c not in index.vectors([c]) for c in range(101, 161))
     third = add_doc(store, rng.standard_normal((30, DIM)), "c")
     fourth = add_doc(store, rng.standard_normal((90, DIM)), "d")
     assert len(index) == 220 and index.stats().segments == 2  # one refresh appends both as one segment
     store.remove_documents([first, fourth])  # "a" goes whole; 90 of the other 120 rows dead: compaction
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.last_refresh == "compacted" and index.stats().segments == 1 and len(index) == 30
+    assert index.stats().last_refresh == "compacted" and index.stats().segments == 1 and len(index) == 30
     # a second opener (another process, a restart) maps the files without reading SQLite vectors
     again = VectorIndex.open(store)
-    assert again.last_refresh == "loaded"
+    assert again.stats().last_refresh == "loaded"
     assert_same(again.search(q, 5, doc_ids=[third]), brute_force(store, q, 5, [third]))
     names = {p.name.split(".")[0] for p in index.directory.glob("*.npy")}
     assert len(names) == 1, "files of replaced segments are deleted"
@@ -119,12 +119,12 @@ def test_two_openers_follow_each_other_through_the_files(store: SQLiteStore, tmp
     add_doc(store, rng.standard_normal((40, DIM)), "a")
     writer = VectorIndex.open(store)
     reader = VectorIndex.open(SQLiteStore(store.path))
-    assert reader.last_refresh == "loaded"
+    assert reader.stats().last_refresh == "loaded"
     add_doc(store, rng.standard_normal((40, DIM)), "b")
     writer.refresh()
-    assert writer.last_refresh == "appended"
+    assert writer.stats().last_refresh == "appended"
     reader.refresh()
-    assert reader.last_refresh == "loaded" and len(reader) == 80
+    assert reader.stats().last_refresh == "loaded" and len(reader) == 80
 
 
 def test_many_small_writes_merge_the_tail(store: SQLiteStore) -> None:
@@ -160,7 +160,7 @@ def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteS
                                                      zip(store.load_vectors()[0], unit(rng.standard_normal((80, DIM))))})
     (directory / "s000009.vectors.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
     reopened = VectorIndex.open(store)
-    assert reopened.last_refresh == "rebuilt"
+    assert reopened.stats().last_refresh == "rebuilt"
     q = unit(rng.standard_normal(DIM))
     assert_same(reopened.search(q, 10), brute_force(store, q, 10))
     assert not list(directory.glob("*.tmp*"))
@@ -240,7 +240,7 @@ def test_ivf_above_threshold_reports_and_reaches_its_recall(store: SQLiteStore) 
     extra = add_doc(store, clustered_vectors(rng, 200, 5), "extra")
     assert_same(index.search(q, 5, doc_ids=[extra]), brute_force(store, q, 5, [extra]))
     reopened = VectorIndex.open(store, settings=settings)
-    assert reopened.last_refresh == "loaded" and reopened.stats().nprobe == stats.nprobe
+    assert reopened.stats().last_refresh == "loaded" and reopened.stats().nprobe == stats.nprobe
 
 
 def test_ivf_on_random_vectors_falls_back_to_exact(store: SQLiteStore) -> None:
@@ -293,18 +293,19 @@ def test_vectors_written_without_a_recorded_model_are_indexed(tmp_path: Path) ->
     index = VectorIndex.open(bare)
     q = unit(rng.standard_normal(16))
     assert_same(index.search(q, 5), brute_force(bare, q, 5))
-    assert VectorIndex.open(bare).last_refresh == "loaded"
+    assert VectorIndex.open(bare).stats().last_refresh == "loaded"
 
 
 @pytest.mark.slow
 def test_large_scans_split_across_two_threads_score_exactly_like_one() -> None:
-    from chapterverse.vectorindex import CACHED_SCAN_BYTES, _dot
+    from chapterverse.index.dense import inner_products, scan_tuning
 
     rng = np.random.default_rng(7)
-    matrix = rng.standard_normal((CACHED_SCAN_BYTES // 256 + 1001, 64)).astype(np.float32)
+    matrix = rng.standard_normal((scan_tuning().cached_scan_bytes // 256 + 1001, 64)).astype(np.float32)
     vector = rng.standard_normal(64).astype(np.float32)
-    assert np.array_equal(_dot(matrix, vector), np.vecdot(matrix, vector))
-    assert np.allclose(_dot(matrix[:1000], vector), np.vecdot(matrix[:1000], vector), rtol=1e-5, atol=1e-5)
+    assert np.array_equal(inner_products(matrix, vector), np.vecdot(matrix, vector))
+    assert np.allclose(inner_products(matrix[:1000], vector), np.vecdot(matrix[:1000], vector), rtol=1e-5,
+                       atol=1e-5)
 
 
 def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(store: SQLiteStore) -> None:
@@ -313,9 +314,9 @@ def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(sto
     index = VectorIndex.open(store)
     q = unit(rng.standard_normal(DIM))
     index.search(q, 5)
-    assert not index._resident and not index._copying.is_set(), "one search (a CLI call) pays for no copy"
+    assert not index._copies.copying and not index.stats().resident, "one search (a CLI call) pays for no copy"
     index.search(q, 5)
-    assert index._copying.is_set() or index._resident, "a second search starts the copy"
+    assert index._copies.copying or index.stats().resident, "a second search starts the copy"
     assert index.wait_resident(timeout=10) and index.stats().resident
     assert index._current().segments[0].matrix.base is None, "the snapshot scans the copy, which owns its memory"
     second = add_doc(store, rng.standard_normal((40, DIM)), "b")
@@ -324,7 +325,8 @@ def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(sto
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     store.remove_documents([second])
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.wait_resident(timeout=10) and set(index._resident) == {s.name for s in index._current().segments}
+    assert index.wait_resident(timeout=10) and all(index._copies.copy_of(s.name) is s.matrix
+                                                   for s in index._current().segments)
 
     mapped = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
     assert not mapped.wait_resident(timeout=10) and not mapped.stats().resident
@@ -333,7 +335,7 @@ def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(sto
 
 
 def test_a_failed_copy_keeps_the_map_and_is_not_retried(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    import chapterverse.vectorindex as vectorindex
+    import chapterverse.index.resident as resident
 
     rng = np.random.default_rng(14)
     add_doc(store, rng.standard_normal((30, DIM)), "a")
@@ -344,7 +346,7 @@ def test_a_failed_copy_keeps_the_map_and_is_not_retried(store: SQLiteStore, monk
         attempts.append(1)
         raise MemoryError("no room for the copy")
 
-    monkeypatch.setattr(vectorindex.np, "array", no_memory)
+    monkeypatch.setattr(resident.np, "array", no_memory)
     assert not index.wait_resident(timeout=10)
     monkeypatch.undo()
     add_doc(store, rng.standard_normal((10, DIM)), "b")

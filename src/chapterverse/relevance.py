@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .analysis import content_words, index_terms, word_tokens
-from .lexicalindex import TermMatches
+from .index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
            "relevance_features", "sigmoid", "text_matches", "word_coverage"]

@@ -20,7 +20,7 @@ Why these parts:
 - *Learned, not hand-set, weights*: normalised-score fusion with a hand-set weight was 3-10 points of
   hit@5 behind on every set; reciprocal-rank fusion throws magnitudes away and loses to BM25 alone.
 
-BM25 runs in process over postings of the store's ``terms`` column (:mod:`chapterverse.lexicalindex`):
+BM25 runs in process over postings of the store's ``terms`` column (:mod:`chapterverse.index.lexical`):
 FTS5's ``bm25()`` took 20-35 ms a query for this on a 2,700-chunk library and 120 ms at 1 M chunks, the
 in-process scoring well under 1 ms and about 10 ms. Beside a SQLite file the postings are memory-mapped
 files that follow the store's writes incrementally (opened in milliseconds, any size); other stores get
@@ -40,7 +40,9 @@ import numpy as np
 
 from .analysis import query_terms
 from .embeddings import Embedder
-from .lexicalindex import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from .index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from .index.topk import top_k
+from .index.vectors import VectorIndex
 from .relevance import (
     RELEVANCE_FEATURES,
     QueryWords,
@@ -51,8 +53,6 @@ from .relevance import (
     word_coverage,
 )
 from .store import ChunkRecord, Store
-from .topk import top_k
-from .vectorindex import VectorIndex
 
 __all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS", "WEIGHTS_BY_EMBEDDER"]
 

@@ -82,9 +82,9 @@ def _disk(workdir: Path) -> dict[str, int]:
 
 def _indexes(workdir: Path, out: dict[str, Any]) -> None:
     """Open (build or bring up to date) the vector and the lexical index, timed on their own."""
-    from chapterverse.lexicalindex import LexicalIndex
+    from chapterverse.index.lexical import LexicalIndex
+    from chapterverse.index.vectors import VectorIndex
     from chapterverse.store import SQLiteStore
-    from chapterverse.vectorindex import VectorIndex
 
     store = SQLiteStore(workdir / "library.sqlite3")
     t = time.perf_counter()

@@ -9,7 +9,7 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
   where only speed is measured: random vectors have no neighbourhood structure, so no approximate index
   can reach a useful recall on them and the index (correctly) searches them exactly unless forced.
 - **startup**: what a starting server needs before its first answer: opening the store, the up-to-date
-  :class:`~chapterverse.vectorindex.VectorIndex` and :class:`~chapterverse.lexicalindex.LexicalIndex` (both
+  :class:`~chapterverse.index.vectors.VectorIndex` and :class:`~chapterverse.index.lexical.LexicalIndex` (both
   memory-mapped), against the ways it used to be done: ``store.load_vectors()`` (the old ``_DenseIndex``),
   ``np.load`` of an NPZ, and BM25 postings built in memory from ``lexical_rows()`` (the index's own build
   from the store is that work, done once). Then the first hybrid search, with nothing paged in yet.
@@ -51,10 +51,11 @@ import numpy as np
 
 from ..analysis import index_terms, query_terms
 from ..embeddings import Embedder, load_embedder
-from ..lexicalindex import LexicalIndex
+from ..index.files import Refresh
+from ..index.lexical import LexicalIndex
+from ..index.vectors import IndexSettings, VectorIndex
 from ..retrieval import Retriever
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, Store, open_store
-from ..vectorindex import IndexSettings, VectorIndex
 
 __all__ = ["run_scale_bench", "format_report", "SIZES", "DEFAULT_WORKDIR"]
 
@@ -314,7 +315,8 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     lexical = LexicalIndex.open(store)
     out["startup_s"] = round(time.perf_counter() - t, 4)
     out["lexical_open_s"] = round(out["startup_s"] - out["vector_open_s"], 4)
-    assert index.last_refresh == lexical.last_refresh == "loaded", (index.last_refresh, lexical.last_refresh)
+    refreshed = (index.stats().last_refresh, lexical.stats().last_refresh)
+    assert refreshed == (Refresh.LOADED, Refresh.LOADED), refreshed
     embedder = load_embedder(None)  # never called: every search gets its query vector
     retriever = IndexedRetriever(store, embedder, index, lexical=lexical)
     t = time.perf_counter()
@@ -417,13 +419,16 @@ def _build_indexes(directory: Path, settings: IndexSettings, out: dict[str, Any]
     store = open_store(directory)
     t = time.perf_counter()
     index = VectorIndex.open(store, settings=settings)
-    out["index_refresh"] = index.last_refresh
-    out["index_build_s"] = round(time.perf_counter() - t, 3) if index.last_refresh != "loaded" else None
+    elapsed = time.perf_counter() - t
+    refreshed = index.stats().last_refresh
+    out["index_refresh"] = refreshed.value
+    out["index_build_s"] = round(elapsed, 3) if refreshed is not Refresh.LOADED else None
     t = time.perf_counter()
     lexical = LexicalIndex.open(store)
-    out["lexical_refresh"] = lexical.last_refresh
-    out["lexical_build_s"] = round(time.perf_counter() - t, 3) if lexical.last_refresh != "loaded" else None
+    elapsed = time.perf_counter() - t
     lexical_stats = lexical.stats()
+    out["lexical_refresh"] = lexical_stats.last_refresh.value
+    out["lexical_build_s"] = round(elapsed, 3) if lexical_stats.last_refresh is not Refresh.LOADED else None
     out.update(lexical_segments=lexical_stats.segments, lexical_postings=lexical_stats.postings,
                lexical_keys=lexical_stats.keys)
     store.close()

@@ -844,7 +844,7 @@ class PostgresStore(SharedReads):
         docs = np.fromiter((r[1] for r in rows), np.int64, len(rows))
         return ids, docs, np.stack([r[2] for r in rows]).astype(np.float32, copy=False)
 
-    # -- feed for a persistent vector index (chapterverse.vectorindex) -----------------------
+    # -- feed for a persistent vector index (chapterverse.index.vectors) -----------------------
     def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, doc ids, float32 matrix) of the vectors of chunks with id > ``chunk_id``, in id order.
 

@@ -301,7 +301,7 @@ class SQLiteStore(SharedReads):
 
     @property
     def vector_search(self) -> VectorSearch | None:
-        """None: vectors are searched in process, by the memory-mapped index beside the file (``vectorindex``)."""
+        """None: vectors are searched in process, by the memory-mapped index beside the file (``chapterverse.index.vectors``)."""
         return None
 
     def close(self) -> None:
@@ -693,7 +693,7 @@ class SQLiteStore(SharedReads):
             tx.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
             self._bump(tx)
 
-    # -- feed for the persistent vector index (chapterverse.vectorindex) ----------------------
+    # -- feed for the persistent vector index (chapterverse.index.vectors) ----------------------
     def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, doc ids, float32 matrix) of the vectors of chunks with id > ``chunk_id``, in id order.
 

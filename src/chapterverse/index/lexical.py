@@ -5,7 +5,7 @@ changes): that build is Python string work over every token of the library, abou
 paid at the first query after every start and after every write; at 1 M chunks it does not fit a query at
 all, and the fallback (FTS5 ``bm25()``) took 120-180 ms a query. This index keeps the postings in ``.npy``
 files that the OS pages in on demand, follows the store by its generation counter like
-:mod:`chapterverse.vectorindex`, and only appends what changed.
+:mod:`chapterverse.index.vectors` (:class:`chapterverse.index.files.FollowedIndex`), and only appends what changed.
 
 *What is stored, and what is not.* Per segment (a run of consecutive chunk ids): the chunk, document and
 file id and the BM25 length of each row; a vocabulary of keys (``s:<stem>`` and ``p:<prefix>``, one
@@ -53,25 +53,14 @@ import logging
 import math
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .store import SQLiteStore, Store
-from .indexfiles import (
-    CorruptIndex,
-    collect_garbage,
-    load_npy,
-    manifest_moved_on,
-    read_manifest,
-    read_snapshot,
-    save_npy,
-    write_manifest,
-    writer_lock,
-)
+from ..store import SQLiteStore, Store
+from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 
 __all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
            "FORMAT"]
@@ -127,6 +116,8 @@ class LexicalStats:
     generation: int
     bytes_on_disk: int
     persistent: bool
+    last_refresh: Refresh
+    """What the latest refresh that changed anything did (load, append, rebuild...)."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -450,7 +441,7 @@ class _StoreState:
         return (snap.generation, snap.store_max_id) == (self.generation, self.max_id)
 
 
-class LexicalIndex:
+class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     """The BM25 index of one store. Thread-safe; see the module docstring for the design.
 
     >>> index = LexicalIndex.open(store)          # milliseconds when the files match the store
@@ -460,22 +451,19 @@ class LexicalIndex:
 
     def __init__(self, store: Store, directory: str | Path | None = None, *,
                  settings: LexicalSettings | None = None) -> None:
+        sqlite_store = store if isinstance(store, SQLiteStore) else None
+        settings = settings or LexicalSettings()
+        super().__init__(Path(directory) if directory is not None else (
+            default_directory(sqlite_store, settings) if sqlite_store is not None else Path()), sqlite_store)
         self.store = store
-        self.settings = settings or LexicalSettings()
-        self._sqlite_store = store if isinstance(store, SQLiteStore) else None
-        """The SQLite store, which feeds appends (:func:`_rows_since`) and keeps the files beside it."""
-        self.incremental = self._sqlite_store is not None
-        """SQLite stores are followed incrementally; others are rebuilt in memory."""
-        self.persistent = self.incremental
-        self.directory = Path(directory) if directory is not None else (
-            default_directory(self._sqlite_store, self.settings) if self._sqlite_store is not None else Path())
+        self.settings = settings
         self._view: LexicalView | None = None
         self._lock = threading.Lock()
         self._builder: threading.Thread | None = None
         self._build_limit: int | None = None
         """While set (under the lock), a refresh that needs a full build of more chunks than this raises _Deferred."""
-        self.last_refresh = "none"
-        """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``merged``, ``rebuilt``."""
+
+    what = "lexical index"
 
     @classmethod
     def open(cls, store: Store, directory: str | Path | None = None, *,
@@ -538,10 +526,10 @@ class LexicalIndex:
     def stats(self) -> LexicalStats:
         view = self.view()
         segments = view.segments
-        size = sum(p.stat().st_size for p in self.directory.glob("*.npy")) if self.persistent else 0
         return LexicalStats(rows=sum(s.size for s in segments), live=view.live, segments=len(segments),
                             postings=sum(len(s.rows) for s in segments), keys=sum(len(s.keys) for s in segments),
-                            generation=view.generation, bytes_on_disk=size, persistent=self.persistent)
+                            generation=view.generation, bytes_on_disk=self._bytes_on_disk(),
+                            persistent=self.persistent, last_refresh=self._last_refresh)
 
     # -- refresh ----------------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -566,42 +554,12 @@ class LexicalIndex:
         assert self._sqlite_store is not None, "only an index beside a SQLite file is followed incrementally"
         return self._sqlite_store
 
-    def _consistent(self) -> Any:
-        """One read transaction (SQLite), so the generation and the rows are read from the same state."""
-        return read_snapshot(self._sqlite_store) if self._sqlite_store is not None else nullcontext()
+    # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
+    def _read_state(self) -> _StoreState:
+        return _StoreState.read(self.store)
 
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""
-        if not self.persistent:
-            yield
-            return
-        with writer_lock(self.directory, "lexical index") as writable:
-            self.persistent = writable
-            yield
-
-    def _update(self, snap: _Snapshot | None) -> _Snapshot:
-        with self._consistent():
-            state = _StoreState.read(self.store)
-            if not self.incremental:
-                return self._rebuild_from_store(snap, "the store changed")
-            if snap is None or self._newer_on_disk(snap):
-                snap = self._load() or snap
-                if snap is not None and state.matches(snap):
-                    self.last_refresh = "loaded"
-                    return snap
-            with self._writing():
-                if self._newer_on_disk(snap):  # another process moved the files on while we waited for the lock
-                    snap = self._load() or snap
-                if snap is not None and state.matches(snap):
-                    self.last_refresh = "loaded"
-                    return snap
-                if snap is None or snap.generation > state.generation:
-                    return self._rebuild_from_store(snap, "no index for this library state")
-                return self._apply_changes(snap, state)
-
-    def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        return self.persistent and manifest_moved_on(self.directory, None if snap is None else snap.generation)
+    def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
+        return (snap.generation, snap.store_max_id) == (state.generation, state.max_id)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, compact or merge where worthwhile."""
@@ -615,7 +573,7 @@ class LexicalIndex:
         chunks = store.count_chunks()
         if live != chunks:
             return self._rebuild_from_store(snap, f"{live} indexed chunks but {chunks} in the store")
-        self.last_refresh = "appended"
+        self._last_refresh = Refresh.APPENDED
         new = self._maintain(new)
         self._write_manifest(new)
         return new
@@ -640,14 +598,14 @@ class LexicalIndex:
             if dead > s.dead_share * seg.size:
                 rebuilt, next_segment = self._from_range(seg, seg, next_segment)
                 segments[i:i + 1] = rebuilt
-                self.last_refresh = "compacted"
+                self._last_refresh = Refresh.COMPACTED
                 return self._maintain(self._with(snap, segments, next_segment))
         small = [seg.size < s.segment_rows // 2 for seg in segments]
         if sum(small) > s.max_small:
             for first, last in reversed(_runs_of_true(small)):  # from the end: earlier indices stay valid
                 rebuilt, next_segment = self._from_range(segments[first], segments[last], next_segment)
                 segments[first:last + 1] = rebuilt
-            self.last_refresh = "merged"
+            self._last_refresh = Refresh.MERGED
         return self._with(snap, segments, next_segment)
 
     def _with(self, snap: _Snapshot, segments: list[_Segment], next_segment: int) -> _Snapshot:
@@ -669,7 +627,7 @@ class LexicalIndex:
             after = int(rows[-1][0])
 
     # -- (re)building -----------------------------------------------------------------------------------
-    def _rebuild_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
+    def _build_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
         """Every chunk's terms, ``segment_rows`` at a time, into new segments."""
         if self._build_limit is not None and self.store.count_chunks() > self._build_limit:
             raise _Deferred(reason)
@@ -686,11 +644,8 @@ class LexicalIndex:
                         for i, lo in enumerate(range(0, len(rows), step))]
             next_segment += len(segments)
             max_id = int(rows[-1][0]) if rows else 0
-        snap = _Snapshot(generation=state.generation, store_max_id=state.max_id, max_chunk_id=max_id,
+        return _Snapshot(generation=state.generation, store_max_id=state.max_id, max_chunk_id=max_id,
                          segments=tuple(segments), dead_docs=np.zeros(0, np.int64), next_segment=next_segment)
-        self._write_manifest(snap)
-        self.last_refresh = "rebuilt"
-        return snap
 
     def _write_segment(self, name: str, arrays: dict[str, np.ndarray]) -> _Segment:
         """Write one segment's files and map them back (or keep the arrays, in memory only)."""
@@ -727,36 +682,16 @@ class LexicalIndex:
         return segment
 
     # -- manifest ---------------------------------------------------------------------------------------
-    def _write_manifest(self, snap: _Snapshot) -> None:
-        if not self.persistent:
-            return
-        manifest = {
+    def _manifest(self, snap: _Snapshot) -> dict[str, Any]:
+        return {
             "format": FORMAT, "heading": self.settings.heading, "prefix": self.settings.prefix,
             "generation": snap.generation, "store_max_id": snap.store_max_id, "max_chunk_id": snap.max_chunk_id,
             "next_segment": snap.next_segment, "live": _live_rows(snap),
             "segments": [{"name": s.name, **_shape_of(_arrays_of(s))} for s in snap.segments],
             "dead_docs": snap.dead_docs.tolist(),
         }
-        try:
-            write_manifest(self.directory, manifest)
-        except OSError as exc:
-            _LOG.warning("%s: cannot write the lexical index manifest (%s); keeping it in memory", self.directory, exc)
-            self.persistent = False
-            return
-        collect_garbage(self.directory, {s.name for s in snap.segments})
 
-    def _load(self) -> _Snapshot | None:
-        """The index on disk, if it is complete, of this format and these settings; None otherwise."""
-        raw = read_manifest(self.directory, "lexical index") if self.persistent else None
-        if raw is None:
-            return None
-        try:
-            return self._from_manifest(raw)
-        except (CorruptIndex, KeyError, TypeError, ValueError) as exc:
-            _LOG.warning("%s: the lexical index does not match its manifest (%s); rebuilding", self.directory, exc)
-            return None
-
-    def _from_manifest(self, raw: dict[str, Any]) -> _Snapshot | None:
+    def _from_manifest(self, raw: dict[str, Any], state: _StoreState) -> _Snapshot | None:
         if raw.get("format") != FORMAT or (raw.get("heading"), raw.get("prefix")) != self.settings.stored:
             return None
         segments = tuple(self._map_segment(str(entry["name"]), entry) for entry in raw["segments"])

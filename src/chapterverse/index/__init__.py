@@ -1,0 +1,16 @@
+"""The indexes a SQLite library keeps beside its file: derived from the store, rebuilt from it when in doubt.
+
+Each module reads alone, and none reaches above this package (nothing here imports the library or the server):
+
+- :mod:`~chapterverse.index.files`: the directory of immutable segment files and its manifest (crash-safe
+  writes, the writer lock, garbage collection) and :class:`~chapterverse.index.files.FollowedIndex`, how an
+  index follows its store's generation (load, append, rebuild), written once for both indexes;
+- :mod:`~chapterverse.index.topk`: exact top-k selection over large score arrays;
+- :mod:`~chapterverse.index.dense`: exact dense scans (the kernel for this machine) and batched exact top-k;
+- :mod:`~chapterverse.index.ivf`: inverted lists (k-means, probing) and the recall calibration that gates them;
+- :mod:`~chapterverse.index.resident`: copies of the memory-mapped matrices in process memory;
+- :mod:`~chapterverse.index.vectors`: :class:`~chapterverse.index.vectors.VectorIndex`, the dense index;
+- :mod:`~chapterverse.index.lexical`: :class:`~chapterverse.index.lexical.LexicalIndex`, BM25 postings.
+
+Nothing is imported here, so that a command that never searches loads none of it.
+"""
