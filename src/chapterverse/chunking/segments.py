@@ -1,12 +1,8 @@
-"""Cutting canonical texts into exact spans: retrieval chunks, sentences and reading segments.
+"""Reading segments: a document cut into ~20 k-character pieces that follow its TOC, and their tagged text.
 
-Everything here returns offsets into the canonical texts and never builds chunk text, so ``text[start:end]``
-is always the piece itself, and splitting a 1.2 M-character book takes a fraction of a second.
-
-- :func:`split_text` / :func:`chunk_document`: retrieval chunks of at most ``chunk_size`` code points.
-- :func:`sentence_spans`: sentences, for quoting and scoring evidence.
-- :func:`build_segments`: reading segments of ~20 k characters that follow the TOC, and
-  :func:`tagged_source_text`, the text of a segment with a position tag after every paragraph.
+:func:`build_segments` tiles a document in reading order (positions are ``(file_index, offset)``, never
+text); :func:`tagged_source_text` is a segment's text with a position tag after every paragraph, what a
+model reads when it summarizes or selects segments.
 """
 
 from __future__ import annotations
@@ -14,292 +10,17 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from .positions import Span, defang_tags, paragraph_spans
+from ..positions import Span, defang_tags, paragraph_spans
+from .boundaries import is_continuation
 
 if TYPE_CHECKING:  # at run time it would import every reader (pypdf, ...) just for an annotation
-    from .sources.base import ParsedDocument
+    from ..sources.base import ParsedDocument
 
-__all__ = [
-    "DEFAULT_SEPARATORS",
-    "ChunkSpec",
-    "SegmentSpec",
-    "build_segments",
-    "chunk_document",
-    "segment_paragraphs",
-    "sentence_spans",
-    "split_text",
-    "tagged_source_text",
-    "tagged_text",
-]
-
-_CLOSERS = re.escape("\"'”’»)]}」』")
-
-DEFAULT_SEPARATORS: tuple[str | re.Pattern[str], ...] = (
-    "\n\n",
-    "\n",
-    re.compile(rf"[.?!…‽][{_CLOSERS}]*\s+|[。！？][{_CLOSERS}]*\s*"),
-    re.compile(rf"[;:][{_CLOSERS}]*\s+|[；：]"),
-    re.compile(rf",[{_CLOSERS}]*\s+|[，、]"),
-    " ",
-    "",
-)
-"""Boundary levels, coarsest first: blank line, line, sentence end, clause, comma, space, any character.
-
-A plain string is a literal separator (``""`` means "between any two characters"); a compiled pattern
-matches a separator. A piece boundary lies right after the separator.
-"""
-
-
-# --------------------------------------------------------------------------------------------------------------
-# split_text
-
-
-def _is_continuation(text: str, i: int) -> bool:
-    """True when a cut before ``text[i]`` would split a grapheme (combining mark, ZWJ sequence, selector)."""
-    if i <= 0 or i >= len(text):
-        return False
-    ch = text[i]
-    return (unicodedata.category(ch) in ("Mn", "Mc", "Me") or ch in "\u200d\ufe0e\ufe0f"
-            or "\U0001f3fb" <= ch <= "\U0001f3ff" or text[i - 1] == "\u200d")
-
-
-@dataclass(frozen=True, slots=True)
-class _Sep:
-    literal: str | None
-    pattern: re.Pattern[str] | None
-
-    def last(self, text: str, s: int, lo: int, hi: int) -> int | None:
-        """The last boundary ``b >= lo`` whose piece ``text[s:b]``, right-trimmed, ends by ``hi``.
-
-        The separator itself may reach past ``hi`` when what passes is whitespace ("a b| c" fits "a b").
-        """
-        if self.pattern is not None:
-            best = None
-            for m in self.pattern.finditer(text, s, hi + 16):
-                if m.end() >= lo and _rstrip(text, s, m.end()) <= hi:
-                    best = m.end()
-            return best
-        if not self.literal:
-            b = hi
-            while b > lo and _is_continuation(text, b):
-                b -= 1
-            return b
-        size = len(self.literal)
-        idx = text.rfind(self.literal, s, hi + size)
-        while idx >= 0 and idx + size >= lo:
-            if _rstrip(text, s, idx + size) <= hi:
-                return idx + size
-            idx = text.rfind(self.literal, s, idx + size - 1)
-        return None
-
-    def first(self, text: str, s: int, lo: int, hi: int) -> int | None:
-        """The first boundary in ``[lo, hi]`` of a separator lying within ``text[s:hi]``."""
-        if self.pattern is not None:
-            for m in self.pattern.finditer(text, max(s, lo - 16), hi):
-                if m.end() >= lo:
-                    return m.end()
-            return None
-        if not self.literal:
-            b = lo
-            while b < hi and _is_continuation(text, b):
-                b += 1
-            return b
-        idx = text.find(self.literal, max(s, lo - len(self.literal)), hi)
-        return idx + len(self.literal) if idx >= 0 else None
-
-
-@lru_cache(maxsize=32)
-def _compile(separators: tuple[str | re.Pattern[str], ...]) -> tuple[_Sep, ...]:
-    seps = tuple(_Sep(None, s) if isinstance(s, re.Pattern) else _Sep(s, None) for s in separators)
-    if not any(s.literal == "" for s in seps):
-        seps += (_Sep("", None),)  # a hard cut is always possible
-    return seps
-
-
-def _rstrip(text: str, start: int, end: int) -> int:
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return end
-
-
-def _lstrip(text: str, start: int, end: int) -> int:
-    while start < end and text[start].isspace():
-        start += 1
-    return start
-
-
-def split_text(
-    text: str,
-    *,
-    chunk_size: int = 512,
-    overlap: int = 64,
-    separators: Sequence[str | re.Pattern[str]] = DEFAULT_SEPARATORS,
-) -> list[tuple[int, int]]:
-    """Cut ``text`` into chunks of at most ``chunk_size`` code points; return their ``(start, end)`` spans.
-
-    The result is what LangChain's RecursiveCharacterTextSplitter aims at, computed greedily on offsets:
-    each chunk is as long as fits and ends at the coarsest separator level (see ``DEFAULT_SEPARATORS``)
-    that still leaves it at least a quarter full, so a short heading is kept with the text after it instead
-    of becoming a chunk of its own. The next chunk starts ``overlap // 2`` to ``overlap`` characters before
-    the previous end, at the coarsest boundary found there (paragraph, line, sentence, word), so the
-    overlap reads as whole words. Spans are trimmed of whitespace, never empty, in order; every
-    non-whitespace character lies in at least one of them. A hard cut (no separator at all) never
-    splits a combining mark or an emoji ZWJ sequence from its base when it can avoid it.
-    """
-    if chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    if not 0 <= overlap < chunk_size:
-        raise ValueError(f"overlap must be in [0, chunk_size), got {overlap} with chunk_size={chunk_size}")
-    seps = _compile(tuple(separators))
-    n_end = _rstrip(text, 0, len(text))
-    s = _lstrip(text, 0, n_end)
-    spans: list[tuple[int, int]] = []
-    prev_end = 0
-    while s < n_end:
-        if n_end - s <= chunk_size:
-            spans.append((s, n_end))
-            break
-        hi = s + chunk_size
-        lo = max(s + chunk_size // 4, prev_end + 1, s + 1)
-        cut = next(b for b in (sep.last(text, s, lo, hi) for sep in seps) if b is not None)
-        end = _rstrip(text, s, cut)
-        spans.append((s, end))
-        prev_end = end
-        nxt = _overlap_start(text, seps, s, end, overlap) if overlap else cut
-        s = _lstrip(text, max(nxt, s + 1), n_end)
-    return spans
-
-
-def _overlap_start(text: str, seps: tuple[_Sep, ...], s: int, end: int, overlap: int) -> int:
-    """Where the chunk after ``text[s:end]`` starts: a boundary ``overlap // 2`` to ``overlap`` before ``end``."""
-    lo = max(s + 1, end - overlap)
-    hi = max(lo, end - overlap // 2)
-    for sep in seps:
-        b = sep.first(text, s, lo, hi)
-        if b is not None:
-            return b
-    return lo
-
-
-# --------------------------------------------------------------------------------------------------------------
-# chunk_document
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkSpec:
-    """One retrieval chunk: ``doc.files[file_index].text[start:end]``. Its index is its place in the list."""
-
-    file_index: int
-    start: int
-    end: int
-
-
-def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int = 64) -> list[ChunkSpec]:
-    """The chunks of a document in reading order; a chunk never crosses a file boundary, nor leaves a file's
-    ``body`` (a PDF page's running header and footer are not content).
-
-    Pre-chunked documents keep one chunk per :class:`PreChunk`, spanning its whole (trimmed) file text
-    whatever its length; a pre-chunk whose text is only whitespace has nothing to cite and is skipped.
-    """
-    if doc.prechunked is not None:
-        specs = []
-        for pre in doc.prechunked:
-            text = doc.files[pre.file_index].text
-            end = _rstrip(text, 0, len(text))
-            start = _lstrip(text, 0, end)
-            if end > start:
-                specs.append(ChunkSpec(pre.file_index, start, end))
-        return specs
-    specs = []
-    for i, file in enumerate(doc.files):
-        lo, hi = file.body or (0, len(file.text))
-        specs += [ChunkSpec(i, lo + start, lo + end)
-                  for start, end in split_text(file.text[lo:hi], chunk_size=chunk_size, overlap=overlap)]
-    return specs
-
-
-# --------------------------------------------------------------------------------------------------------------
-# sentence_spans
-
-_TERMINATOR = re.compile(rf"[.?!‽…]+[{_CLOSERS}]*|[。！？]+[{_CLOSERS}]*")
-_CJK_TERMINATORS = "。！？"
-_WORD_BEFORE = re.compile(r"[^\W\d_](?:[\w.]*\w)?$")
-_TITLES = frozenset([
-    "mr", "mrs", "ms", "mx", "messrs", "dr", "drs", "prof", "profs", "st", "ste", "sr", "sra", "srta", "sres", "srs",
-    "jr", "mt", "ft", "capt", "col", "gen", "gov", "lt", "sgt", "cmdr", "adm", "rev", "hon", "fr", "msgr", "mme",
-    "mlle", "mons", "ud", "uds", "vd", "vds", "dña", "sig", "sigg", "dott", "avv", "ing", "cf", "vs", "viz",
-])
-"""Lower-cased words whose period does not end the sentence before a capital: "Mr. Ahab", "Sra. Pérez"."""
-_BEFORE_NUMBERS = frozenset([
-    "no", "nos", "nr", "vol", "vols", "fig", "figs", "eq", "ch", "chap", "sec", "art", "pp", "p", "op", "ca",
-    "approx", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
-])
-"""Lower-cased words whose period does not end the sentence before a digit: "No. 5", "pp. 12", "Jan. 3"."""
-
-
-def _is_break(text: str, m: re.Match[str], block_end: int) -> bool:
-    """Does the terminator run ``m`` end a sentence?"""
-    after = m.end()
-    if text[m.start()] in _CJK_TERMINATORS:
-        return True
-    if after < block_end and not text[after].isspace():
-        return False  # "3.14", "e.g.,", "...and"
-    nxt = _lstrip(text, after, block_end)
-    if nxt >= block_end:
-        return True
-    if text[nxt].islower():
-        return False  # "etc. and", '"What?" said he'
-    if m.group() == ".":
-        word = _WORD_BEFORE.search(text, max(0, m.start() - 24), m.start())
-        if word:
-            w = word.group()
-            lower = w.lower()
-            if (lower in _TITLES or "." in w or (len(w) == 1 and w.isupper() and w != "I")
-                    or (lower in _BEFORE_NUMBERS and text[nxt].isdigit())):
-                return False  # "Mr. Ahab", "U.S. Navy", "J. Smith", "No. 5"
-    return True
-
-
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Exact spans of the sentences of ``text[start:end]`` (offsets into ``text``), trimmed and non-empty.
-
-    A blank line always ends a sentence; a single newline does not (wrapped lines). A sentence ends after
-    ``.``, ``?``, ``!``, ``…`` or a run of them (and ``。！？`` without a following space), plus closing quotes
-    or brackets, when whitespace and then a non-lowercase character follow: so ``"What?" said he`` and
-    ``etc. and`` stay one sentence, as do ``Mr. Ahab``, ``U.S. Navy`` and initials such as ``J. Smith``.
-    Inverted ``¿``/``¡`` simply open the next sentence. Every non-whitespace character of the range lies
-    in exactly one span.
-    """
-    end = len(text) if end is None else min(end, len(text))
-    start = max(0, start)
-    spans: list[tuple[int, int]] = []
-    if end <= start:
-        return spans
-    for b_start, b_end in paragraph_spans(text[start:end]):
-        b_start += start
-        b_end += start
-        cur = b_start
-        for m in _TERMINATOR.finditer(text, b_start, b_end):
-            if _is_break(text, m, b_end):
-                s, e = cur, _rstrip(text, cur, m.end())
-                if e > s:
-                    spans.append((s, e))
-                cur = _lstrip(text, m.end(), b_end)
-        if cur < b_end:
-            spans.append((cur, b_end))
-    return spans
-
-
-# --------------------------------------------------------------------------------------------------------------
-# build_segments
-
+__all__ = ["SegmentSpec", "build_segments", "segment_paragraphs", "tagged_source_text", "tagged_text"]
 
 @dataclass(slots=True)
 class SegmentSpec:
@@ -573,7 +294,7 @@ def _fallback_cut(layout: _Layout, ideal: float, lo: int, hi: int) -> int:
         found = [p for p in found if flo <= p <= fhi]
         if found:
             return g0 + min(found, key=lambda p: abs(p - x))
-    while x > flo and _is_continuation(text, x):
+    while x > flo and is_continuation(text, x):
         x -= 1
     return g0 + x
 
