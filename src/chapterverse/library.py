@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from .retrieval import FusionWeights, Retriever, ScoredChunk
     from .sources import ParsedDocument
 
-__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult"]
+__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash"]
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding."""
@@ -217,7 +217,7 @@ class Library:
                 for file, source in iter_folder(path):
                     stored(lambda: self.ingest_file(file, source=source, force_rebuild=force_rebuild,
                                                     password=password, progress=progress,
-                                                    folder=_folder_name(path, source)))
+                                                    metadata=_folder_metadata(path, source)))
             else:
                 stored(lambda: self.ingest_file(path, force_rebuild=force_rebuild, password=password,
                                                 progress=progress))
@@ -225,16 +225,18 @@ class Library:
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None,
-                    folder: str | None = None) -> IngestResult:
-        """One file. ``folder`` names the folder it was ingested with (kept as metadata ``folder``), so that a
-        reader can group the documents of one folder, whose sources are relative to it."""
+                    metadata: dict[str, Any] | None = None) -> IngestResult:
+        """One file, read and stored only when its content hash changed: the path ``ingest`` and the knowledge
+        base's folder sync share. ``metadata`` goes on the stored document: the folder it was ingested with
+        (``folder``, so a reader can group the documents of one folder, whose sources are relative to it), or
+        the knowledge base's mark of a folder file."""
         from .sources import read_source
 
         path = Path(path)
         data = _read_bytes(path)
         return self._ingest_changed(source or path.name, content_hash(data), len(data),
                                     lambda: read_source(path, password=password), force_rebuild, progress,
-                                    metadata={"folder": folder} if folder else None)
+                                    metadata=metadata)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
                     progress: Progress | None = None) -> IngestResult:
@@ -433,12 +435,13 @@ class Library:
         return SearchResult([hits[i] for i in order][:k], report)
 
 
-def _folder_name(folder: Path, source: str) -> str:
+def _folder_metadata(folder: Path, source: str) -> dict[str, Any] | None:
     """The folder a file of ``folder`` belongs to, as a reader groups it: the ingested folder's own name, and
-    the sub-folder within it ("don-quijote-es", "notes/2024")."""
+    the sub-folder within it ("don-quijote-es", "notes/2024"), as document metadata."""
     parent = source.rpartition("/")[0]
     name = folder.resolve().name
-    return f"{name}/{parent}" if parent else name
+    grouped = f"{name}/{parent}" if parent else name
+    return {"folder": grouped} if grouped else None
 
 
 def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:

@@ -42,7 +42,8 @@ from . import responses as responses_routes
 from . import reader as reader_routes
 from .config import ServeSettings
 from .errors import install_error_handlers
-from .knowledge import KnowledgeBase, drop_orphaned_ephemeral, ensure_folder
+from .foldersync import ensure_folder
+from .knowledge import KnowledgeBase, drop_orphaned_ephemeral
 from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
@@ -116,9 +117,9 @@ def _start_background(state: ServerState) -> None:
         return
     threading.Thread(target=_warm_up, args=(kb,), name="embedder-warmup", daemon=True).start()
     if state.settings.rag_watch:
-        threading.Thread(target=kb.watch, args=(state.stop, state.settings.rag_watch_interval), name="kb-watch",
+        threading.Thread(target=kb.folder.watch, args=(state.stop, state.settings.rag_watch_interval), name="kb-watch",
                          daemon=True).start()
-        log.info("RAG: watching %s every %g s", kb.folder, state.settings.rag_watch_interval)
+        log.info("RAG: watching %s every %g s", kb.folder.path, state.settings.rag_watch_interval)
 
 
 def _warm_up(kb: KnowledgeBase) -> None:

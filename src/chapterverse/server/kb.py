@@ -135,7 +135,7 @@ def status(request: Request) -> dict[str, Any]:
         "inject_as": settings.rag_inject_as, "chunk_size": settings.rag_chunk_size,
         "chunk_overlap": settings.rag_chunk_overlap, "embedding_batch_size": settings.rag_embedding_batch_size,
         "mode": settings.rag_mode, "tags": settings.rag_tags, "watch": settings.rag_watch,
-        "last_sync": kb.last_sync.to_json() if kb.last_sync else None,
+        "last_sync": kb.folder.last_sync.to_json() if kb.folder.last_sync else None,
     }
 
 
@@ -241,5 +241,5 @@ def remove(body: RemoveRequest, kb: KB) -> dict[str, Any]:
 @router.post("/reload", response_model=KbReloaded, summary="Re-scan the folder (force_rebuild: re-index every file)")
 def reload(request: Request, body: ReloadRequest | None = None) -> dict[str, Any]:
     kb = _kb(request)
-    report = kb.sync(force_rebuild=bool(body and body.force_rebuild))
+    report = kb.folder.sync(force_rebuild=bool(body and body.force_rebuild))
     return {"reloaded": True, **report.to_json(), "total_after": kb.total_chunks()}

@@ -1,10 +1,5 @@
-"""The knowledge base: a folder of files kept in sync with one Library, plus text added over the API.
-
-Folder files are documents whose source is their path relative to the folder; they carry
-``kb_origin: "folder"`` in their metadata, so a sync removes exactly the folder documents whose file
-is gone and never touches books added through the reader or text added through the API. A sync
-reads and hashes each file and re-indexes only files whose hash changed: a restart with unchanged
-files embeds nothing and loads no model.
+"""The knowledge base: one Library holding a folder's files (kept in sync by ``foldersync.py``) and text added
+over the API, with the chunk edits, the lock and the server lifetime that every write to it shares.
 
 API text becomes ordinary documents (format ``kb``): ``add_document`` is one auto-chunked file,
 ``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
@@ -24,68 +19,43 @@ finds the folder indexed. Searches take no lock.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ChapterverseError, EmbeddingMismatchError, InputError, NotFoundError, SourceError, StoppingError
-from ..library import Hit, Library, SearchResult
-from ..sources import ParsedDocument, ParsedFile, PreChunk, iter_folder, read_source
+from ..errors import EmbeddingMismatchError, InputError, NotFoundError, StoppingError
+from ..library import Hit, Library, SearchResult, content_hash
+from ..sources import ParsedDocument, ParsedFile, PreChunk
 from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
+from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
 
 __all__ = [
     "KnowledgeBase",
-    "SyncReport",
     "ChunkItem",
     "ChunkNotFoundError",
     "AmbiguousSourceError",
-    "ORIGIN_KEY",
     "USER_METADATA_KEY",
     "SERVER_KEY",
     "LOCK_NAME",
-    "README_NAME",
-    "ensure_folder",
     "server_lock",
     "drop_orphaned_ephemeral",
 ]
 
 log = logging.getLogger(__name__)
 
-ORIGIN_KEY = "kb_origin"
-"""Document metadata key: "folder" (a file of the folder) or "api" (added through /v1/rag)."""
 USER_METADATA_KEY = "kb_metadata"
 """Document metadata key holding the metadata an API caller gave for the whole document."""
 SERVER_KEY = "kb_server"
 """Metadata key of a ``persist: false`` document: the id of the server process that added it."""
 LOCK_NAME = "knowledge-base"
 """The store lock that knowledge-base writes, syncs and startups hold, across every server on the library."""
-README_NAME = "README"
-"""The scaffold written into a new folder; without an extension, so it is never indexed."""
-README_TEXT = """\
-chapterverse knowledge base
-===========================
-
-Put the files the assistant should know about in this folder (subfolders too):
-
-  .md .markdown .txt   plain text and Markdown
-  .jsonl               pre-chunked: one {"text": ..., "source": ..., ...} object per line
-  .epub .pdf .html     books and documents
-
-The server indexes new and changed files at startup (and every few seconds with --rag_watch),
-removes files you delete from the index, and keeps its index in the hidden .chapterverse folder.
-Text can also be added over HTTP: see /docs, section rag.
-
-This README has no extension, so it is not indexed itself.
-"""
 _EMBED_STEP = 256
 
 
@@ -95,21 +65,6 @@ class ChunkNotFoundError(NotFoundError):
 
 class AmbiguousSourceError(InputError):
     """A source (and chunk_index) names more than one chunk; use the chunk's index."""
-
-
-@dataclass(slots=True)
-class SyncReport:
-    """What one folder sync did."""
-
-    indexed: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    removed: list[str] = field(default_factory=list)
-    errors: dict[str, str] = field(default_factory=dict)
-    seconds: float = 0.0
-    force_rebuild: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,20 +84,6 @@ class _Piece:
     source: str
     chunk_index: int
     metadata: dict[str, Any]
-
-
-def ensure_folder(folder: Path) -> bool:
-    """Create a missing knowledge-base folder with a README; True when it was created."""
-    if folder.is_dir():
-        return False
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / README_NAME).write_text(README_TEXT, encoding="utf-8")
-    log.info("RAG: created knowledge-base folder %s", folder)
-    return True
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def server_lock(server_id: str) -> str:
@@ -167,15 +108,14 @@ class KnowledgeBase:
 
     def __init__(self, library: Library, folder: str | Path) -> None:
         self.library = library
-        self.folder = Path(folder)
         self.server_id = uuid.uuid4().hex
         """Recorded on this server's ``persist: false`` documents; see ``start``."""
-        self.last_sync: SyncReport | None = None
         self._lock = threading.RLock()
         self._store_locked = False
-        self._snapshot: dict[str, tuple[int, int]] = {}
         self._running: ExitStack | None = None
         self._stopping = threading.Event()
+        self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self._unless_stopping)
+        """The folder's files, synced under this knowledge base's lock."""
 
     @property
     def store(self) -> Store:
@@ -214,7 +154,7 @@ class KnowledgeBase:
                 if dropped:
                     log.info("RAG: dropped %d documents added with persist: false by servers no longer running",
                              dropped)
-                return self.sync(force_rebuild=force_rebuild)
+                return self.folder.sync(force_rebuild=force_rebuild)
         except BaseException:
             self.close()
             raise
@@ -227,82 +167,6 @@ class KnowledgeBase:
             self._running.close()
             self._running = None
 
-    # -- the folder ---------------------------------------------------------------------------------
-    def sync(self, *, force_rebuild: bool = False) -> SyncReport:
-        """Index new and changed files, drop documents of deleted files; one bad file never stops the rest."""
-        started = time.perf_counter()
-        report = SyncReport(force_rebuild=force_rebuild)
-        with self._exclusive():
-            self._snapshot = self._scan()
-            present: set[str] = set()
-            for path, source in iter_folder(self.folder, contained=True):
-                present.add(source)
-                try:
-                    changed = self._sync_file(path, source, force_rebuild)
-                except StoppingError:
-                    raise
-                except ChapterverseError as exc:
-                    report.errors[source] = str(exc)
-                    log.warning("RAG: cannot index %s: %s", source, exc)
-                    continue
-                if changed:
-                    report.indexed.append(source)
-                else:
-                    report.unchanged += 1
-            gone = [d for d in self.store.documents()
-                    if d.metadata.get(ORIGIN_KEY) == "folder" and d.source not in present]
-            if gone:
-                self.store.remove_documents([d.id for d in gone])
-                report.removed = sorted({d.source for d in gone})
-        report.seconds = round(time.perf_counter() - started, 3)
-        self.last_sync = report
-        log.info("RAG: sync of %s in %.2f s — %d indexed, %d unchanged, %d removed, %d failed", self.folder,
-                 report.seconds, len(report.indexed), report.unchanged, len(report.removed), len(report.errors))
-        return report
-
-    def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> bool:
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise SourceError(path, exc.strerror or str(exc)) from exc
-        digest = _digest(data)
-        existing = self.store.documents_by_source(source)
-        if not force_rebuild and any(d.content_hash == digest for d in existing):
-            return False
-        parsed = read_source(path)
-        self.library.add_parsed(parsed, source=source, content_hash=digest, size_bytes=len(data),
-                                replace=[d.id for d in existing], metadata={ORIGIN_KEY: "folder"},
-                                progress=self._unless_stopping)
-        log.info("RAG: indexed %s", source)
-        return True
-
-    def _scan(self) -> dict[str, tuple[int, int]]:
-        """(mtime, size) of every indexable file: cheap enough to poll."""
-        if not self.folder.is_dir():
-            return {}
-        snapshot = {}
-        for path, source in iter_folder(self.folder):
-            try:
-                stat = path.stat()
-            except OSError:
-                continue
-            snapshot[source] = (stat.st_mtime_ns, stat.st_size)
-        return snapshot
-
-    def changed_on_disk(self) -> bool:
-        return self._scan() != self._snapshot
-
-    def watch(self, stop: threading.Event, interval: float) -> None:
-        """Poll the folder until ``stop`` is set; sync when anything changed (run in a thread)."""
-        while not stop.wait(interval):
-            try:
-                if self.changed_on_disk():
-                    self.sync()
-            except StoppingError:
-                return
-            except Exception:  # a watcher must log, not die
-                log.exception("RAG: watching %s failed", self.folder)
-
     def ensure_embedding_model(self, *, force_rebuild: bool) -> None:
         """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise."""
         stored = self.store.get_meta("embedding_model")
@@ -311,7 +175,7 @@ class KnowledgeBase:
             return
         if not force_rebuild:
             raise EmbeddingMismatchError(
-                f"the knowledge base in {self.folder} was indexed with {stored}, not {embedder.name}; restart with "
+                f"the knowledge base in {self.folder.path} was indexed with {stored}, not {embedder.name}; restart with "
                 f"--rag_force_rebuild to re-embed it with {embedder.name} (or drop --rag_embedding_model)")
         with self._exclusive():
             chunks = self.store.chunks()
@@ -411,7 +275,7 @@ class KnowledgeBase:
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
         return self.library.prepare(
-            parsed, source=source, content_hash=_digest(text.encode()), size_bytes=len(text.encode()),
+            parsed, source=source, content_hash=content_hash(text.encode()), size_bytes=len(text.encode()),
             dynamic=dynamic, ephemeral=not persist,
             metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata}, progress=self._unless_stopping)
 
@@ -440,7 +304,7 @@ class KnowledgeBase:
                 joined = "\n\n".join(p.text for p in pieces).encode()
                 parsed = _prechunked(source, "kb", pieces)
                 added.append(self.library.add_parsed(
-                    parsed, source=source, content_hash=_digest(joined), size_bytes=len(joined), dynamic=dynamic,
+                    parsed, source=source, content_hash=content_hash(joined), size_bytes=len(joined), dynamic=dynamic,
                     ephemeral=not persist, metadata=self._api_metadata(persist)))
         return added
 

@@ -1,0 +1,158 @@
+"""The knowledge-base folder: its files kept in sync with the library's documents of them.
+
+Folder files are documents whose source is their path relative to the folder; they carry
+``kb_origin: "folder"`` in their metadata, so a sync removes exactly the folder documents whose file
+is gone and never touches books added through the reader or text added through the API. A sync
+reads and hashes each file and re-indexes only files whose hash changed (``Library.ingest_file``, the
+path ``chapterverse ingest`` takes too): a restart with unchanged files embeds nothing and loads no model.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ChapterverseError, StoppingError
+from ..library import Library, Progress
+from ..sources import iter_folder
+
+__all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
+
+log = logging.getLogger(__name__)
+
+ORIGIN_KEY = "kb_origin"
+"""Document metadata key: "folder" (a file of the folder) or "api" (added through /v1/rag)."""
+README_NAME = "README"
+"""The scaffold written into a new folder; without an extension, so it is never indexed."""
+README_TEXT = """\
+chapterverse knowledge base
+===========================
+
+Put the files the assistant should know about in this folder (subfolders too):
+
+  .md .markdown .txt   plain text and Markdown
+  .jsonl               pre-chunked: one {"text": ..., "source": ..., ...} object per line
+  .epub .pdf .html     books and documents
+
+The server indexes new and changed files at startup (and every few seconds with --rag_watch),
+removes files you delete from the index, and keeps its index in the hidden .chapterverse folder.
+Text can also be added over HTTP: see /docs, section rag.
+
+This README has no extension, so it is not indexed itself.
+"""
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one folder sync did."""
+
+    indexed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    removed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+    force_rebuild: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ensure_folder(folder: Path) -> bool:
+    """Create a missing knowledge-base folder with a README; True when it was created."""
+    if folder.is_dir():
+        return False
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / README_NAME).write_text(README_TEXT, encoding="utf-8")
+    log.info("RAG: created knowledge-base folder %s", folder)
+    return True
+
+
+class FolderSync:
+    """A folder and the library's documents of it, kept in step; blocking (call it from a worker thread).
+
+    ``exclusive`` is the knowledge base's write lock (a sync must not interleave with other writes, in this
+    server or another on the library); ``progress`` is called as a changed file is read and embedded, and
+    may raise StoppingError to abandon it before anything is written.
+    """
+
+    def __init__(self, library: Library, path: str | Path, *, exclusive: Callable[[], AbstractContextManager[None]],
+                 progress: Progress) -> None:
+        self.library = library
+        self.path = Path(path)
+        self.last_sync: SyncReport | None = None
+        self._exclusive = exclusive
+        self._progress = progress
+        self._snapshot: dict[str, tuple[int, int]] = {}
+
+    def sync(self, *, force_rebuild: bool = False) -> SyncReport:
+        """Index new and changed files, drop documents of deleted files; one bad file never stops the rest."""
+        started = time.perf_counter()
+        report = SyncReport(force_rebuild=force_rebuild)
+        store = self.library.store
+        with self._exclusive():
+            self._snapshot = self._scan()
+            present: set[str] = set()
+            for path, source in iter_folder(self.path, contained=True):
+                present.add(source)
+                try:
+                    changed = self._sync_file(path, source, force_rebuild)
+                except StoppingError:
+                    raise
+                except ChapterverseError as exc:
+                    report.errors[source] = str(exc)
+                    log.warning("RAG: cannot index %s: %s", source, exc)
+                    continue
+                if changed:
+                    report.indexed.append(source)
+                else:
+                    report.unchanged += 1
+            gone = [d for d in store.documents() if d.metadata.get(ORIGIN_KEY) == "folder" and d.source not in present]
+            if gone:
+                store.remove_documents([d.id for d in gone])
+                report.removed = sorted({d.source for d in gone})
+        report.seconds = round(time.perf_counter() - started, 3)
+        self.last_sync = report
+        log.info("RAG: sync of %s in %.2f s — %d indexed, %d unchanged, %d removed, %d failed", self.path,
+                 report.seconds, len(report.indexed), report.unchanged, len(report.removed), len(report.errors))
+        return report
+
+    def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> bool:
+        """Whether the file was (re-)indexed: only when its content hash changed, or ``force_rebuild``."""
+        result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, progress=self._progress,
+                                          metadata={ORIGIN_KEY: "folder"})
+        if result.changed:
+            log.info("RAG: indexed %s", source)
+        return result.changed
+
+    def _scan(self) -> dict[str, tuple[int, int]]:
+        """(mtime, size) of every indexable file: cheap enough to poll."""
+        if not self.path.is_dir():
+            return {}
+        snapshot = {}
+        for path, source in iter_folder(self.path):
+            try:
+                stat = path.stat()
+            except OSError:
+                continue
+            snapshot[source] = (stat.st_mtime_ns, stat.st_size)
+        return snapshot
+
+    def changed_on_disk(self) -> bool:
+        return self._scan() != self._snapshot
+
+    def watch(self, stop: threading.Event, interval: float) -> None:
+        """Poll the folder until ``stop`` is set; sync when anything changed (run in a thread)."""
+        while not stop.wait(interval):
+            try:
+                if self.changed_on_disk():
+                    self.sync()
+            except StoppingError:
+                return
+            except Exception:  # a watcher must log, not die
+                log.exception("RAG: watching %s failed", self.path)
