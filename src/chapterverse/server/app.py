@@ -83,7 +83,7 @@ def _open_kb(settings: ServeSettings, embedder: Embedder | None) -> KnowledgeBas
 def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> ServerState:
     """Open the libraries and sync the knowledge base; raises ChapterverseError on anything wrong.
 
-    ``embedder`` (tests share one) serves the knowledge base and a separate reader library alike.
+    ``embedder``, when given, serves the knowledge base and a separate reader library alike (see ``create_app``).
     """
     check_bind(settings.host, settings.secret("api_key"))
     _guard_secrets(settings)
@@ -157,10 +157,15 @@ def _version() -> str:
         return "0"
 
 
-def create_app(settings: ServeSettings, *, embedder: Embedder | None = None,
-               state: ServerState | None = None) -> FastAPI:
-    """The app, with its libraries open and the knowledge base synced. ``embedder`` is for tests."""
-    state = state or open_state(settings, embedder=embedder)
+def create_app(settings: ServeSettings, *, embedder: Embedder | None = None) -> FastAPI:
+    """The app, with its libraries open and the knowledge base synced.
+
+    ``embedder``: a model already loaded, served instead of loading the one the settings and the library name
+    (``--rag_embedding_model``, else the library's own). The seam for a process that runs several apps on one
+    model: the test suite starts dozens of servers and loads its model once. ``chapterverse serve`` leaves it
+    None.
+    """
+    state = open_state(settings, embedder=embedder)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
