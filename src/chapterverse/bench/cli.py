@@ -530,6 +530,7 @@ def crash(trials: Annotated[int, typer.Option("--trials")] = 10, seed: Annotated
     half = sum(len(r.half_written) for r in reports)
     broken = sum(len(r.integrity) for r in reports)
     print(f"trials {len(reports)}, acknowledged writes {sum(r.acknowledged for r in reports)}, "
+          f"in flight at the kill {sum(r.in_flight for r in reports)}, "
           f"lost {lost}, half-written {half}, integrity problems {broken}")
     if lost or half or broken:
         raise typer.Exit(1)
