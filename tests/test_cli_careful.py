@@ -93,11 +93,11 @@ def test_skipped_files_are_named_beside_what_was_ingested(tmp_path: Path) -> Non
     (folder / "scan.tiff").write_bytes(b"II*\0")
     result = process("ingest", str(folder), "--library", str(tmp_path / "lib"))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("1 Notes — 1 files, 1 chunks")
+    assert result.stdout.startswith("1 Notes — 1 file, 1 chunk")
     lines = result.stderr.splitlines()
     assert f"skipped 1 file of unsupported types: {folder / 'scan.tiff'}" in lines
     [progress] = [line for line in lines if line.startswith("ingested ")]
-    assert progress.startswith("ingested notes.md: 1 files, 1 chunks, 1 segments, ") and progress.endswith(" s")
+    assert progress.startswith("ingested notes.md: 1 file, 1 chunk, 1 segment, ") and progress.endswith(" s")
 
 
 @pytest.mark.parametrize("command", ["ask", "search"])

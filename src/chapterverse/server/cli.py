@@ -17,6 +17,8 @@ from ..errors import ChapterverseError, InputError
 if TYPE_CHECKING:
     import logging
 
+    from .config import ServeSettings
+
 __all__ = ["main", "serve"]
 
 GRACE_S = 5
@@ -61,13 +63,27 @@ def main(argv: Sequence[str]) -> int:
     except ChapterverseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
-    log.info("serving on http://%s:%d (docs at /docs)%s", settings.host, settings.port,
-             "" if settings.rag_enabled else "; knowledge base disabled (--rag_enabled to turn it on)")
+    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s", settings.host, settings.port,
+             _library_named(settings),
+             f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
+             else "; knowledge base disabled (--rag_enabled to turn it on)")
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False,
                 timeout_graceful_shutdown=GRACE_S)
     return 0
 
 
+def _library_named(settings: ServeSettings) -> str:
+    """Which library the reader shows, for the start-up line: with the knowledge base on and no --library it is
+    the knowledge base's, not the one ``chapterverse ingest`` filled, which a user would otherwise look for."""
+    if settings.secret("store") is not None:
+        return "library: the --store database"
+    if settings.rag_enabled and settings.library is None:
+        return f"library: the knowledge base's, {settings.reader_library_dir}; --library DIR for another"
+    return f"library: {settings.reader_library_dir}"
+
+
 def serve(ctx: typer.Context) -> None:
-    """Run the server: knowledge-base API, OpenAI-compatible chat proxy, web reader (see `serve --help`)."""
+    """Run the server: web reader, knowledge-base API, chat proxy.
+
+    The OpenAI-compatible chat proxy adds retrieved passages to each request (see `serve --help`)."""
     raise typer.Exit(main(list(ctx.args)))

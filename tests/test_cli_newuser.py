@@ -1,0 +1,214 @@
+"""What a new user sees on a first session (issue 15, the trial on a fresh clone): help that lists flags as flags,
+``--verbose`` where users type it (after the command), search hits that say where in the book they are, counts
+in words ("1 file"), ``remove`` naming what it removed, citations quoted without doubled quote marks, and a
+server that says which library its reader shows.
+
+Commands run through typer's CliRunner against real library folders, or as real processes where a pipe or
+stderr is what matters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hashembed import HashingEmbedder
+from pypdf import PdfWriter
+from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from typer.testing import CliRunner
+
+from chapterverse.cli import app
+from chapterverse.library import Library
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
+PDF_PAGES = ["A short preface about lighthouses and their keepers.",
+             "The keeper lit the paraffin lamp at dusk.\nThe great lens turned all night over the reef.",
+             "In the morning the keeper slept until noon."]
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.output
+
+
+def process(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """``chapterverse ARGS`` as its own process; stderr piped apart from stdout unless told otherwise."""
+    return subprocess.run([sys.executable, "-m", "chapterverse", *args], stdout=subprocess.PIPE, stderr=stderr,
+                          text=True, env={**os.environ, "COLUMNS": "200"}, timeout=300)
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def text_pdf(path: Path, pages: list[str]) -> Path:
+    """A PDF with a text layer, an outline entry per page and printed page labels i, 1, 2, ..."""
+    writer = PdfWriter()
+    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
+                             NameObject("/BaseFont"): NameObject("/Helvetica")})
+    for text in pages:
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
+        stream = DecodedStreamObject()
+        shown = "".join(f"({line}) Tj 0 -16 Td " for line in text.split("\n"))
+        stream.set_data(f"BT /F1 12 Tf 72 720 Td {shown}ET".encode())
+        page.replace_contents(stream)
+    writer.set_page_label(0, 0, style="/r")
+    writer.set_page_label(1, len(pages) - 1, style="/D", start=1)
+    writer.add_outline_item(title="Preface", page_number=0)
+    writer.add_outline_item(title="Chapter One: The Lamp", page_number=1)
+    with path.open("wb") as out:
+        writer.write(out)
+    return path
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo book and a small PDF with page labels, with the default embedder (search embeds the query)."""
+    location = tmp_path_factory.mktemp("newuser")
+    library = Library(location / "lib")
+    library.ingest([DEMO, text_pdf(location / "keeper.pdf", PDF_PAGES)])
+    library.close()
+    return location / "lib"
+
+
+@pytest.fixture
+def hashed(tmp_path: Path) -> Path:
+    """The demo book, embedded by a test embedder: for the commands that embed nothing."""
+    Library(tmp_path / "lib", embedder=HashingEmbedder()).ingest([DEMO])
+    return tmp_path / "lib"
+
+
+def test_help_lists_flags_without_a_value_placeholder() -> None:
+    """typer's rich panels printed ``--json <bool>``, as if the flag took a value."""
+    for command in ([], ["search"], ["ingest"], ["docs"]):
+        code, output = run(*command, "--help")
+        assert code == 0
+        assert "<bool>" not in output
+        assert re.search(r"^\s+--json\s+\S", output, re.M), output
+    code, output = run("search", "--help")
+    assert re.search(r"^\s+--k, -k <int range>|^\s+-k, --k <int range>", output, re.M), output
+
+
+def test_help_lists_every_command_with_a_whole_sentence() -> None:
+    """The command list shows each command's first sentence, never one cut off with "..."."""
+    code, output = run("--help")
+    commands = output[output.index("Commands:"):]
+    assert code == 0 and "..." not in commands
+    for line in ("ingest     Add books and documents to the library.",
+                 "search     Find passages: hybrid BM25 + embedding search.",
+                 "serve      Run the server: web reader, knowledge-base API, chat proxy."):
+        assert line in commands
+
+
+def test_verbose_is_accepted_after_the_command(books: Path) -> None:
+    """``chapterverse ask ... --verbose`` shows the model's retries, as ``chapterverse --verbose ask ...`` does."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    for where in ("after", "before"):
+        args = ["ask", "Who kept the light on Gull Rock?", "--library", str(books), "--llm-base-url", url,
+                "--llm-model", "m"]
+        result = process(*(args + ["--verbose"] if where == "after" else ["--verbose", *args]))
+        assert result.returncode == 0, result.stderr
+        assert "retrying in" in result.stderr and "WARNING: model failed, answering extractively" in result.stderr
+    code, output = run("search", "lamp", "--library", str(books), "-v", "-k", "1")
+    assert code == 0 and output.count("(score ") == 1
+
+
+def test_search_hits_say_where_in_the_book_they_are(books: Path) -> None:
+    """Each hit's line names the book and the contents' path where the passage starts, the path ``resolve``
+    gives for its tag."""
+    query = ["search", "Marta found a wooden chest", "--k", "3", "--library", str(books), "--doc", "1"]
+    code, output = run(*query)
+    assert code == 0
+    heads = [line for line in output.splitlines() if line.startswith("[f1-")]
+    hits = json.loads(run(*query, "--json")[1])["results"]
+    assert len(heads) == len(hits) == 3
+    for head, hit in zip(heads, hits):
+        path = json.loads(run("resolve", hit["tag"], "--json", "--library", str(books))[1])["toc_path"]
+        assert hit["toc_path"] == path and hit["page"] is None
+        assert head == f"[{hit['tag']}] The Keeper of Gull Rock — {' › '.join(path)} (score {hit['score']})"
+    assert any(line.endswith("› Chapter 3. What She Found") for line in
+               (head.rsplit(" (score", 1)[0] for head in heads)), heads
+    code, output = run("search", "paraffin lamp", "--k", "1", "--library", str(books), "--doc", "2", "--json")
+    [hit] = json.loads(output)["results"]
+    assert (hit["toc_path"], hit["page"]) == (["Chapter One: The Lamp"], "1")
+
+
+def test_search_hits_in_a_pdf_name_the_printed_page(books: Path) -> None:
+    """The page label the PDF prints (1), not the page's position in the file (2)."""
+    code, output = run("search", "paraffin lamp", "--k", "1", "--library", str(books), "--doc", "2")
+    assert code == 0
+    first = output.splitlines()[0]
+    assert re.fullmatch(r"\[f\d+-\d+-\d+\] keeper — Chapter One: The Lamp, p\. 1 \(score 0\.\d+\)", first), first
+
+
+def test_ingest_counts_read_as_words(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Page\n\nOne short paragraph.\n")
+    result = process("ingest", str(page), "--library", str(tmp_path / "lib"))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["1 Page — 1 file, 1 chunk, 1 segment (ingested)"]
+
+
+def test_remove_names_what_it_removed(hashed: Path) -> None:
+    code, output = run("remove", "1", "--library", str(hashed))
+    assert (code, output) == (0, "removed 1 The Keeper of Gull Rock\n")
+    code, output = run("docs", "--library", str(hashed))
+    assert (code, output) == (0, "")
+
+
+def test_summarize_names_each_document_once(hashed: Path) -> None:
+    """Piped with stderr apart: a progress line per document on stderr, the result line on stdout with the title;
+    both into one pipe (``2>&1``): the result line alone. No "0 invalid tags removed"."""
+    apart = process("summarize", "--library", str(hashed))
+    assert apart.returncode == 0, apart.stderr
+    assert apart.stdout.splitlines() == ["1 The Keeper of Gull Rock: 1 summarised, 0 already done"]
+    assert re.fullmatch(r"summarised 1 The Keeper of Gull Rock: 1 segment, 0 already done, \d+\.\d s\n",
+                        apart.stderr), apart.stderr
+    together = process("summarize", "--library", str(hashed), stderr=subprocess.STDOUT)
+    assert together.stdout.splitlines() == ["1 The Keeper of Gull Rock: 0 summarised, 1 already done"]
+
+
+def test_citations_are_quoted_without_doubling_the_books_quote_marks(books: Path) -> None:
+    """The cited text is shown exactly, indented under its footnote: a sentence that ends in the book's own
+    closing quote mark is not shown as ``…ship.””``."""
+    code, output = run("ask", "Who kept the light on Gull Rock?", "--library", str(books), "--doc", "1")
+    assert code == 0
+    lines = output.splitlines()
+    footnote = next(i for i, line in enumerate(lines) if line.startswith("[1] [f1-"))
+    assert lines[footnote + 1].startswith("    Marta Olsen kept the light on Gull Rock"), lines
+    assert "“" not in lines[footnote + 1]
+
+
+def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path) -> None:
+    """With the knowledge base on, the reader shows the knowledge base's library, not the one ``ingest``
+    filled: the start-up line says so, and how to choose another."""
+    for args, says in ((["--library", str(hashed)], f"(library: {hashed})"),
+                       (["--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
+                        f"(library: the knowledge base's, {tmp_path / 'kb' / '.chapterverse'}; --library DIR for "
+                        "another)")):
+        port = free_port()
+        server = subprocess.Popen([sys.executable, "-m", "chapterverse", "serve", "--port", str(port), *args],
+                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        try:
+            assert server.stderr is not None
+            deadline, line = time.monotonic() + 120, ""
+            while time.monotonic() < deadline and "serving the reader" not in line:
+                line = server.stderr.readline()
+                assert line or server.poll() is None, "the server exited before serving"
+            assert f"serving the reader on http://127.0.0.1:{port}/ {says}, the API docs at /docs" in line, line
+        finally:
+            server.send_signal(signal.SIGINT)
+            server.wait(timeout=60)
