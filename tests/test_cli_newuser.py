@@ -23,6 +23,7 @@ import pytest
 from hashembed import HashingEmbedder
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+from fakellm import Reply, fake_llm
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
@@ -212,3 +213,22 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
         finally:
             server.send_signal(signal.SIGINT)
             server.wait(timeout=60)
+
+
+def test_chat_with_a_model_prints_footnotes_as_ask_does(books: Path) -> None:
+    """After the streamed answer, each footnote with its place in the book and the exact text, indented."""
+    tag = json.loads(run("search", "Marta Olsen kept the light", "--k", "1", "--json", "--library", str(books),
+                         "--doc", "1")[1])["results"][0]["tag"]
+    with fake_llm(Reply.text(f"Marta Olsen kept it [{tag}].")) as fake:
+        result = subprocess.run([sys.executable, "-m", "chapterverse", "chat", "--doc", "1", "--library",
+                                 str(books), "--llm-base-url", fake.base_url, "--llm-model", "m"],
+                                input="Who kept the light?\n", capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    footnotes = [(i, m) for i, line in enumerate(lines) if (m := re.fullmatch(r"\[(\d+)\] \[(f[\d-]+)\] (.*)", line))]
+    assert [int(m[1]) for _, m in footnotes] == list(range(1, len(footnotes) + 1)) and footnotes, lines
+    for at, match in footnotes:
+        resolved = json.loads(run("resolve", match[2], "--json", "--library", str(books))[1])
+        assert match[3] == f"The Keeper of Gull Rock — {' › '.join(resolved['toc_path'])}"
+        text = resolved["text"].splitlines()
+        assert lines[at + 1:at + 1 + len(text)] == [f"    {line}" if line else "" for line in text]

@@ -482,6 +482,12 @@ def _print_answer(result: AnswerResult) -> None:
         stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
     if result.citations:
         stdout.print()
+    _print_citations(result)
+
+
+def _print_citations(result: AnswerResult) -> None:
+    """Each footnote: its number, tag, book and place in the book, then the exact cited text, indented (not in
+    added quote marks, which would double the book's own: ``ship.””``)."""
     for c in result.citations:
         where = " › ".join(c.toc_path) or c.doc_title
         stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title} — {where}", markup=False, highlight=False)
@@ -674,8 +680,8 @@ def summaries(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help
 
 
 def _print_footnotes(result: AnswerResult) -> None:
-    for c in result.citations:
-        stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title}: “{c.text}”", markup=False, highlight=False)
+    """After a streamed model answer: its footnotes as ``ask`` prints them, then the citations it dropped."""
+    _print_citations(result)
     for d in result.dropped_tags:
         stderr.print(f"removed citation {d['tag']} ({d['reason']})", markup=False)
 
