@@ -20,19 +20,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hashembed import HashingEmbedder
-from pypdf import PdfWriter
-from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 from fakellm import Reply, fake_llm
+from hashembed import HashingEmbedder
+from textpdf import text_pdf
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
 from chapterverse.library import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
-PDF_PAGES = ["A short preface about lighthouses and their keepers.",
-             "The keeper lit the paraffin lamp at dusk.\nThe great lens turned all night over the reef.",
-             "In the morning the keeper slept until noon."]
 
 
 def run(*args: str) -> tuple[int, str]:
@@ -53,34 +49,12 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def text_pdf(path: Path, pages: list[str]) -> Path:
-    """A PDF with a text layer, an outline entry per page and printed page labels i, 1, 2, ..."""
-    writer = PdfWriter()
-    font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
-                             NameObject("/BaseFont"): NameObject("/Helvetica")})
-    for text in pages:
-        page = writer.add_blank_page(612, 792)
-        page[NameObject("/Resources")] = DictionaryObject(
-            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})})
-        stream = DecodedStreamObject()
-        shown = "".join(f"({line}) Tj 0 -16 Td " for line in text.split("\n"))
-        stream.set_data(f"BT /F1 12 Tf 72 720 Td {shown}ET".encode())
-        page.replace_contents(stream)
-    writer.set_page_label(0, 0, style="/r")
-    writer.set_page_label(1, len(pages) - 1, style="/D", start=1)
-    writer.add_outline_item(title="Preface", page_number=0)
-    writer.add_outline_item(title="Chapter One: The Lamp", page_number=1)
-    with path.open("wb") as out:
-        writer.write(out)
-    return path
-
-
 @pytest.fixture(scope="module")
 def books(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo book and a small PDF with page labels, with the default embedder (search embeds the query)."""
     location = tmp_path_factory.mktemp("newuser")
     library = Library(location / "lib")
-    library.ingest([DEMO, text_pdf(location / "keeper.pdf", PDF_PAGES)])
+    library.ingest([DEMO, text_pdf(location / "keeper.pdf")])
     library.close()
     return location / "lib"
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import shared_path
+from textpdf import text_pdf
 from test_web_reader import (  # noqa: F401  (fixtures used by name)
     BrowserPage,
     _chromium,
@@ -253,6 +254,61 @@ def test_searching_inside_a_book_opens_the_passage(reader_server: Any, browser_p
     expect(page).to_have_url(f"{reader_server.base_url}/read/{keeper}#{tag}")
     assert_highlight(page, reader_server, tag)
     browser_page.shot(page, "book-search")
+    browser_page.assert_clean()
+
+
+@pytest.fixture
+def labelled_pdf(reader_server: Any, tmp_path: Path) -> int:
+    return int(reader_server.ingest(text_pdf(tmp_path / "lamp-keeper.pdf")))
+
+
+@browser
+def test_search_hits_in_a_pdf_name_the_printed_page(reader_server: Any, browser_page: BrowserPage,
+                                                      labelled_pdf: int) -> None:
+    """The library's search and the book's own both say where a PDF hit is: its chapter and the page number
+    the book prints there (label "1" on the PDF's second page)."""
+    page = browser_page.page
+    page.goto(f"{reader_server.base_url}/")
+    page.fill("[data-cv-search-input]", "paraffin lamp dusk lens")
+    page.press("[data-cv-search-input]", "Enter")
+    hit = page.locator(f"[data-cv-search-results] a[href^='/read/{labelled_pdf}#']").first
+    expect(hit.locator(".cv-search-where")).to_have_text("lamp-keeper › Chapter One: The Lamp, p. 1")
+    browser_page.shot(page, "library-search-pdf-page")
+    open_reader(page, reader_server, labelled_pdf)
+    page.fill("[data-cv-book-search]", "paraffin lamp dusk lens")
+    page.press("[data-cv-book-search]", "Enter")
+    where = page.locator("[data-cv-book-results] a.cv-search-link .cv-search-where").first
+    expect(where).to_have_text("Chapter One: The Lamp, p. 1")
+    browser_page.assert_clean()
+
+
+@browser
+def test_footnote_quotes_do_not_double_the_books_own(reader_server: Any, browser_page: BrowserPage,
+                                                     tmp_path: Path) -> None:
+    """Dialogue is cited with its own quotation marks, a sentence that ends one keeps its single closing mark,
+    and plain narration gets the marks that say it is a quotation."""
+    path = tmp_path / "dialogue.md"
+    path.write_text("# At the Rock\n\n“Have you seen the light?” asked the pilot.\n\n"
+                    "She said it was “the brightest on the coast.”\n\nThe fog lifted at noon.\n", encoding="utf-8")
+    doc = int(reader_server.ingest(path))
+    tags = [tag_for(reader_server, doc, "“Have you seen the light?”"), tag_for(reader_server, doc, "the brightest", "coast.”"),
+            tag_for(reader_server, doc, "The fog lifted at noon.")]
+    cited = [reader_server.resolve(tag) for tag in tags]
+    result = {"answer": " ".join(f"Said [{c['tag']}]." for c in cited), "mode": "extractive", "found": True,
+              "citations": [{**c, "n": n} for n, c in enumerate(cited, 1)]}
+    page = browser_page.page
+    open_reader(page, reader_server, doc)
+    page.evaluate("""async (result) => {
+        const { renderResult } = await import('/static/answer.js');
+        const box = document.createElement('div');
+        box.dataset.cvTestAnswer = '';
+        document.querySelector('[data-cv-text]').prepend(box);
+        renderResult(box, result, { docId: 0 });
+    }""", result)
+    snippets = page.locator("[data-cv-test-answer] [data-cv-source-snippet]")
+    assert snippets.all_text_contents() == ["“Have you seen the light?”", "“the brightest on the coast.”",
+                                            "“The fog lifted at noon.”"]
+    browser_page.shot(page, "book-footnote-quotes")
     browser_page.assert_clean()
 
 

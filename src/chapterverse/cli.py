@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from typer import _click as click  # typer's own copy of click: the types its TyperGroup is written against
 
     from .answering import AnswerResult
-    from .library import Hit, IngestResult, Library
+    from .library import IngestResult, Library
     from .llm.config import ProviderConfig
     from .store.records import DocumentRecord
 
@@ -435,7 +435,7 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
             lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
-        pages = _printed_pages(lib, hits)
+        pages = lib.printed_pages(hits)
     results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
                 "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": h.text,
                 "score": round(h.score, 4)} for h in hits]
@@ -453,13 +453,6 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
                      highlight=False)
         stdout.print(hit.text, markup=False, highlight=False)
         stdout.print()
-
-
-def _printed_pages(lib: Library, hits: list[Hit]) -> dict[int, str]:
-    """The page label (the number the book prints, else the page's position) of each hit's file that is a PDF
-    page, by file id: with the contents' path it says where a hit is. Other formats' files are no pages."""
-    pdfs = {doc_id for doc_id in {h.chunk.doc_id for h in hits} if lib.document(doc_id).format == "pdf"}
-    return {h.chunk.file_id: lib.store.file(h.chunk.file_id).label for h in hits if h.chunk.doc_id in pdfs}
 
 
 def _require_text(text: str, what: str) -> None:

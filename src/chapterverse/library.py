@@ -396,6 +396,13 @@ class Library:
         index = _TocIndex.build((t.level, t.title, t.file_id, t.offset) for t in toc)
         return index.path_at(file_id, offset)
 
+    def printed_pages(self, hits: Sequence[Hit]) -> dict[int, str]:
+        """By file id, the page label of each hit's file that is a PDF page (the number the book prints there,
+        else the page's position): with the contents' path it tells a reader where a passage is. Files of other
+        formats are no pages and are left out."""
+        pdfs = {doc_id for doc_id in {h.chunk.doc_id for h in hits} if self.document(doc_id).format == "pdf"}
+        return {h.chunk.file_id: self.store.file(h.chunk.file_id).label for h in hits if h.chunk.doc_id in pdfs}
+
     def resolve(self, tag: str | Span) -> Resolved:
         """The exact text a tag names, with its document, file and TOC path; TagError when it names nothing."""
         span = tag if isinstance(tag, Span) else parse_tag(tag)

@@ -158,8 +158,10 @@ def search(request: Request, q: Annotated[str, Query(description="The query.")],
     if doc_id is not None:
         state.reader.document(doc_id)
     hits = state.reader.search(query, k=k, doc_ids=[doc_id] if doc_id is not None else None)
+    pages = state.reader.printed_pages(hits)
     return {"results": [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
-                         "toc_path": h.chunk.title_path, "text": h.text, "score": round(h.score, 4)} for h in hits]}
+                         "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": h.text,
+                         "score": round(h.score, 4)} for h in hits]}
 
 
 @router.delete("/documents/{doc_id}", response_model=ReaderRemoved,

@@ -263,6 +263,8 @@ class ReaderSearchHit(_Shape):
     doc_id: int
     doc_title: str
     toc_path: list[str] = Field(description="The chapter and section it is in.")
+    page: str | None = Field(description="In a PDF, the page it is on as the book prints it (the page label, else "
+                                         "the page's position); null in other formats.")
     text: str
     score: float = Field(description="Relevance, 0..1.")
 

@@ -21,6 +21,22 @@ export function citationTitle(c) {
   return path.length ? String(path[path.length - 1]) : String(c.file_title || c.doc_title || "");
 }
 
+/** Where a search hit is: the book and its contents' path, and in a PDF the printed page ("…, p. 134"). */
+export function hitPlace(path, page) {
+  const where = path.filter(Boolean).join(" › ");
+  return page ? `${where}, p. ${page}` : where;
+}
+
+/**
+ * `text` in quotation marks, without doubling the book's own: a passage that opens or ends with a quotation
+ * mark (dialogue, or a sentence that closes one) keeps it instead of getting a second one.
+ */
+export function quoted(text) {
+  const open = /^[“"‘«„]/.test(text) ? "" : "“";
+  const close = /[”"’»]$/.test(text) ? "" : "”";
+  return `${open}${text}${close}`;
+}
+
 /**
  * The start of a cited passage, about `limit` characters cut at a word: what tells apart two citations of
  * one chapter, whose titles are the same.
@@ -55,7 +71,7 @@ function footnote(key, entry, docId) {
   const { n, citation } = entry;
   const title = citationTitle(citation);
   const snippet = citationSnippet(citation, 60);
-  const name = [title, snippet && `“${snippet}”`].filter(Boolean).join(", ");
+  const name = [title, snippet && quoted(snippet)].filter(Boolean).join(", ");
   return h("a", {
     class: "cv-footnote",
     href: passageHref((citation && citation.doc_id) || docId, key),
@@ -239,7 +255,7 @@ function sourceList(numbers, docId) {
     items.push(h("li", { value: n },
       h("a", { class: "cv-source", href: passageHref((citation && citation.doc_id) || docId, key), "data-tag": key },
         h("span", { class: "cv-source-title" }, label),
-        snippet ? h("span", { class: "cv-source-snippet", "data-cv-source-snippet": true }, `“${snippet}”`) : null)));
+        snippet ? h("span", { class: "cv-source-snippet", "data-cv-source-snippet": true }, quoted(snippet)) : null)));
   }
   return items.length ? h("ol", { class: "cv-sources", "aria-label": "Sources" }, items) : null;
 }

@@ -3,6 +3,7 @@
 // came from; adding a book by upload (with progress) or by a path on the server; removing one after a
 // confirmation.
 
+import { hitPlace } from "./answer.js";
 import { ApiError, api, pollJob, uploadFile } from "./api.js";
 import { formatBytes, formatDate, h } from "./dom.js";
 
@@ -137,7 +138,7 @@ export class Library {
       this.searchResults.replaceChildren(...(results.length ? results.map((r) => h("li", { class: "cv-search-hit" },
         h("a", { href: `/read/${encodeURIComponent(r.doc_id)}#${r.tag}`, "data-route": true, "data-tag": r.tag,
           class: "cv-search-link" },
-        h("span", { class: "cv-search-where" }, [r.doc_title, ...(r.toc_path || [])].filter(Boolean).join(" › ")),
+        h("span", { class: "cv-search-where" }, hitPlace([r.doc_title, ...(r.toc_path || [])], r.page)),
         h("span", { class: "cv-search-text" }, [...r.text].length > 280 ? `${[...r.text].slice(0, 280).join("")}…` : r.text),
         h("code", { class: "cv-search-tag" }, `[${r.tag}]`))))
         : [h("li", { class: "cv-empty" }, `No passage matches “${query}”.`)]));

@@ -7,7 +7,7 @@
 // the marks' text joined equals the cited text, even across paragraphs.
 
 import { api } from "./api.js";
-import { TAG_KEY_RE, passageHref } from "./answer.js";
+import { TAG_KEY_RE, hitPlace, passageHref } from "./answer.js";
 import { CodePointIndex } from "./codepoints.js";
 import { h, isPlainClick } from "./dom.js";
 
@@ -198,7 +198,7 @@ export class Reader {
       const results = await api.search(query, this.doc.id);
       this.searchResults.replaceChildren(...(results.length ? results.map((r) => h("li", { class: "cv-search-hit" },
         h("a", { class: "cv-search-link", href: passageHref(this.doc.id, r.tag), "data-tag": r.tag },
-          h("span", { class: "cv-search-where" }, (r.toc_path || []).join(" › ") || this.doc.title),
+          h("span", { class: "cv-search-where" }, hitPlace(r.toc_path && r.toc_path.length ? r.toc_path : [this.doc.title], r.page)),
           h("span", { class: "cv-search-text" }, [...r.text].length > 160 ? `${[...r.text].slice(0, 160).join("")}…` : r.text))))
         : [h("li", { class: "cv-muted" }, `No passage matches “${query}”.`)]));
     } catch (err) {
