@@ -308,33 +308,50 @@ def test_large_scans_split_across_two_threads_score_exactly_like_one() -> None:
                        atol=1e-5)
 
 
-def test_matrices_are_copied_into_memory_in_the_background_and_follow_writes(store: SQLiteStore) -> None:
+def test_int8_codes_are_made_in_the_background_and_follow_writes(store: SQLiteStore) -> None:
     rng = np.random.default_rng(13)
     add_doc(store, rng.standard_normal((80, DIM)), "a")
     index = VectorIndex.open(store)
     q = unit(rng.standard_normal(DIM))
     index.search(q, 5)
-    assert not index._copies.copying and not index.stats().resident, "one search (a CLI call) pays for no copy"
+    assert not index._codes.making and not index.stats().resident, "one search (a CLI call) pays for no codes"
     index.search(q, 5)
-    assert index._copies.copying or index.stats().resident, "a second search starts the copy"
+    assert index._codes.making or index.stats().resident, "a second search starts making them"
     assert index.wait_resident(timeout=10) and index.stats().resident
-    assert index._current().segments[0].matrix.base is None, "the snapshot scans the copy, which owns its memory"
+    assert index._current().segments[0].codes is not None, "the snapshot searches the codes first"
     second = add_doc(store, rng.standard_normal((40, DIM)), "b")
-    assert_same(index.search(q, 10), brute_force(store, q, 10))  # the new segment is scanned mapped or copied
+    assert_same(index.search(q, 10), brute_force(store, q, 10))  # the new segment is scanned in float32 or coded
     assert index.wait_resident(timeout=10) and index.stats().segments == 2
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     store.remove_documents([second])
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.wait_resident(timeout=10) and all(index._copies.copy_of(s.name) is s.matrix
+    assert index.wait_resident(timeout=10) and all(index._codes.codes_of(s.name) is s.codes
                                                    for s in index._current().segments)
 
-    mapped = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
-    assert not mapped.wait_resident(timeout=10) and not mapped.stats().resident
-    assert mapped._current().segments[0].matrix.base is not None, "a view of the map"
-    assert_same(mapped.search(q, 10), brute_force(store, q, 10))
+    float32_only = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
+    assert not float32_only.wait_resident(timeout=10) and not float32_only.stats().resident
+    assert float32_only._current().segments[0].codes is None
+    assert_same(float32_only.search(q, 10), brute_force(store, q, 10))
 
 
-def test_a_failed_copy_keeps_the_map_and_is_not_retried(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_searching_the_codes_first_finds_exactly_what_brute_force_finds(store: SQLiteStore) -> None:
+    """Enough rows that the int8 pass narrows the scan, removed documents, doc filters narrow and broad, ties."""
+    rng = np.random.default_rng(15)
+    base = rng.standard_normal((1500, DIM))
+    docs = [add_doc(store, base[:1000], "a"), add_doc(store, base, "b"), add_doc(store, base[500:], "c")]
+    store.remove_documents([docs[2]])
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=30) and index.stats().resident
+    for trial in range(40):
+        q = unit(rng.standard_normal(DIM) if trial % 2 else base[trial] + 0.3 * rng.standard_normal(DIM))
+        for k in (1, 10, 60):
+            assert_same(index.search(q, k), brute_force(store, q, k))
+        assert_same(index.search(q, 10, [docs[1]]), brute_force(store, q, 10, [docs[1]]))
+        assert_same(index.search(q, 10, docs), brute_force(store, q, 10, docs))
+
+
+def test_a_failed_quantization_keeps_float32_scans_and_is_not_retried(store: SQLiteStore,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import chapterverse.index.resident as resident
 
     rng = np.random.default_rng(14)
@@ -346,10 +363,31 @@ def test_a_failed_copy_keeps_the_map_and_is_not_retried(store: SQLiteStore, monk
         attempts.append(1)
         raise MemoryError("no room for the copy")
 
-    monkeypatch.setattr(resident.np, "array", no_memory)
+    monkeypatch.setattr(resident, "quantize", no_memory)
     assert not index.wait_resident(timeout=10)
     monkeypatch.undo()
     add_doc(store, rng.standard_normal((10, DIM)), "b")
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert not index.wait_resident(timeout=10) and len(attempts) == 1 and not index.stats().resident
+
+
+def test_the_int8_pass_narrows_the_scan_to_a_superset_of_the_exact_top_k() -> None:
+    from chapterverse.index.dense import quantize, top_candidates
+
+    rng = np.random.default_rng(16)
+    matrix = unit(rng.standard_normal((20_000, 128)))
+    matrix[1::2] = matrix[::2]  # every score tied with its neighbour's
+    codes = quantize(matrix)
+    dead = np.zeros(len(matrix), bool)
+    dead[rng.choice(len(matrix), 2_000, replace=False)] = True
+    for trial in range(30):
+        q = unit(matrix[trial * 7] + 0.5 * rng.standard_normal(128))
+        scores = np.where(dead, -np.inf, matrix @ q)
+        for k in (1, 10, 60):
+            rows = top_candidates(codes, q, k, dead)
+            assert rows is not None and len(rows) < len(matrix) // 8, "the first pass narrows the scan"
+            assert np.all(np.diff(rows) > 0) and not dead[rows].any()
+            exact = np.argsort(-scores, kind="stable")[:k]
+            assert set(exact) <= set(rows.tolist())
+    assert top_candidates(codes, np.zeros(128, np.float32), 10, None) is None, "a zero query is scanned exactly"

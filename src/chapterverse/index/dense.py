@@ -1,9 +1,17 @@
 """Exact dense search: inner products of a query with every row of a float32 matrix, as fast as this machine
-allows, and the exact top k of many queries at once.
+allows, a first pass over int8 codes that finds the rows worth scoring exactly, and the exact top k of many
+queries at once.
 
 Which kernel is fastest depends on the matrix's size against the CPU's last-level cache and on what ran
 before (see :data:`SMALL_SCAN_BYTES` and :class:`ScanTuning`, measured at first use, not at import);
 :func:`inner_products` picks one, and every kernel gives the same float32 products up to summation order.
+
+*Two passes, still exact.* A scan of a large matrix costs what the memory bus allows: 100 k x 512 float32 is
+200 MB a query. :func:`quantize` keeps one int8 code per value (a quarter of the bytes) with one scale per row,
+and records how far the codes can be from the vectors (the largest residual norm). :func:`top_candidates`
+scans the codes (SimSIMD's integer dot products, exact in int32), and from that bound keeps every row whose
+true score could still reach the k-th best: a superset of the exact top k, proven, not sampled. Only those
+rows (tens to hundreds) are scored in float32, so the result is the exact scan's, ties by position included.
 """
 
 from __future__ import annotations
@@ -17,8 +25,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import simsimd
 
-__all__ = ["ScanTuning", "scan_tuning", "inner_products", "exact_top_k_batch", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
+from .topk import top_k
+
+__all__ = ["ScanTuning", "scan_tuning", "inner_products", "exact_top_k_batch", "QuantizedRows", "quantize",
+           "top_candidates", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
 
 
 def _last_level_cache_bytes(default: int = 16 << 20) -> int:
@@ -98,6 +110,98 @@ def inner_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     for part in pending:
         part.result()
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class QuantizedRows:
+    """int8 codes of a float32 matrix: row ``i`` is about ``scales[i] * codes[i]``."""
+
+    codes: np.ndarray
+    """int8 (rows, dim), each row scaled so that its largest magnitude is 127."""
+    scales: np.ndarray
+    """float32 (rows,)."""
+    residual: float
+    """The largest ``||row - scales[i] * codes[i]||`` over all rows."""
+    code_norm: float
+    """The largest ``||scales[i] * codes[i]||`` over all rows."""
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.codes.nbytes + self.scales.nbytes)
+
+
+SCORE_SLACK = 1e-5
+"""Added to the error bound for float32 rounding: of the scaled integer products (relative 2e-7) and of the
+float32 scores the exact pass and a full scan compute (about 1e-7 for unit vectors of 512 dimensions)."""
+
+
+def quantize(matrix: np.ndarray, block: int = 8_192) -> QuantizedRows:
+    """The int8 codes of ``matrix`` (float32, read ``block`` rows at a time: a memory map stays on disk, and
+    the temporaries stay in the cache). The norms are float32 (relative error about 1e-7, in SCORE_SLACK)."""
+    rows, dim = matrix.shape
+    codes = np.empty((rows, dim), np.int8)
+    scales = np.empty(rows, np.float32)
+    residual = code_norm = 0.0
+    for lo in range(0, rows, block):
+        part = np.asarray(matrix[lo:lo + block], np.float32)
+        peak = np.abs(part).max(axis=1)
+        scale = np.where(peak > 0, peak / 127, 1).astype(np.float32)[:, None]
+        code = np.rint(part / scale)  # within [-127, 127]: the row's peak maps to exactly 127
+        codes[lo:lo + block] = code
+        scales[lo:lo + block] = scale[:, 0]
+        code *= scale
+        code_norm = max(code_norm, float(np.vecdot(code, code).max(initial=0.0)) ** 0.5)
+        code -= part
+        residual = max(residual, float(np.vecdot(code, code).max(initial=0.0)) ** 0.5)
+    return QuantizedRows(codes, scales, residual, code_norm)
+
+
+def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: np.ndarray | None) -> np.ndarray | None:
+    """Rows (ascending) among which the exact top ``k`` of ``matrix @ vector`` lie, rows ``dead`` left out;
+    None when the first pass cannot narrow the scan (a zero query, as many candidates as a scan would read).
+
+    Each approximate score is within ``e = residual * |v| + code_norm * |v - v'| + slack`` of the true one (the
+    query ``v`` is quantized to ``v'`` too; Cauchy-Schwarz on both differences). At least ``k`` rows score at
+    least the k-th best approximate score minus ``e``, so a row whose approximate score is below that minus
+    another ``e`` is beaten by ``k`` rows and cannot be in the top k."""
+    vector = np.asarray(vector, np.float32)
+    peak = float(np.abs(vector).max(initial=0.0))
+    if peak == 0.0 or k <= 0:
+        return None
+    query_scale = np.float32(peak / 127)
+    query_code = np.clip(np.rint(vector / query_scale), -127, 127).astype(np.int8)
+    query_error = float(np.linalg.norm(vector.astype(np.float64) - query_code * np.float64(query_scale)))
+    bound = quantized.residual * float(np.linalg.norm(vector)) + quantized.code_norm * query_error + SCORE_SLACK
+    approx = _code_products(quantized.codes, query_code)
+    approx *= quantized.scales
+    approx *= query_scale
+    if dead is not None:
+        approx[dead] = -np.inf
+    best = top_k(approx, k)
+    if not len(best):
+        return np.zeros(0, np.int64)
+    rows = np.flatnonzero(approx >= approx[best[-1]] - 2 * bound)
+    return rows if len(rows) * 8 <= len(approx) else None
+
+
+def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """``codes @ query`` as float32 (exact: at most 512 * 127 * 127 in magnitude), split over the cores like a
+    float32 scan of the same bytes (SimSIMD releases the GIL)."""
+    out = np.empty((1, len(codes)), np.float32)
+    tuning = scan_tuning()
+    parts = 1 if codes.nbytes <= SMALL_SCAN_BYTES else max(1, min(tuning.threads, len(codes) // MIN_PART_ROWS))
+    bounds = [len(codes) * i // parts for i in range(parts + 1)]
+    query_row = query[None, :]
+
+    def scan(lo: int, hi: int) -> None:
+        simsimd.cdist(query_row, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
+
+    pending = [_helper(tuning.threads).submit(scan, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
+    scan(bounds[-2], bounds[-1])
+    for part in pending:
+        part.result()
+    products: np.ndarray = out[0]
+    return products
 
 
 def _helper(threads: int) -> ThreadPoolExecutor:

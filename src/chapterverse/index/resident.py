@@ -1,11 +1,14 @@
-"""Copies of memory-mapped matrices in process memory, made by a background thread once they pay.
+"""The int8 codes of each segment's vectors (:func:`chapterverse.index.dense.quantize`), made in process memory by a
+background thread once they pay.
 
-The maps let a process open any size in milliseconds, but a scan of the page cache's 4 KB pages ran about a
-fifth slower here than of anonymous (huge-page) memory: 100 k x 512 in 9.9 ms from the map against 7.9 ms
-from memory. So once a process searches a second time (a server, a benchmark; not a one-shot CLI search,
-which would only pay for the copy), and after each write from then on, a thread copies the matrices into
-process memory, up to a byte limit, and hands each copy over as soon as it is complete; searches scan the map
-until then. A copy that fails (no memory) leaves the maps in use for good: it is never retried.
+An exact scan reads every float32 byte of the matrix: 100 k x 512 is 200 MB a query, 23-34 ms here. Searching
+the codes first reads a quarter of that and scores only the rows that can still make the top k in float32
+(:func:`chapterverse.index.dense.top_candidates`). Making the codes reads the whole matrix once, so a one-shot
+CLI search would only pay for them: once a process searches a second time (a server, a benchmark), and after
+each write from then on, a thread quantizes the segments, up to a byte limit, and hands each one's codes over
+as soon as they are complete; searches scan the float32 matrix until then. The codes are derived in memory,
+never written: the files stay float32, the one format every reader maps. A failure (no memory) leaves the
+float32 scans in use for good: it is never retried.
 """
 
 from __future__ import annotations
@@ -17,12 +20,14 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["ResidentCopies", "MappedMatrix"]
+from .dense import QuantizedRows, quantize
+
+__all__ = ["ResidentCodes", "NamedMatrix"]
 
 _LOG = logging.getLogger(__name__)
 
 
-class MappedMatrix(Protocol):
+class NamedMatrix(Protocol):
     """A named matrix that never changes once named (a segment's vectors)."""
 
     @property
@@ -32,41 +37,39 @@ class MappedMatrix(Protocol):
     def matrix(self) -> np.ndarray: ...
 
 
-class ResidentCopies:
-    """The copies of one index, by segment name. Every method but :meth:`note_search` and :meth:`wait` runs with
-    the index's lock held (``lock``, shared so that a copy is swapped into the index's snapshot atomically)."""
+class ResidentCodes:
+    """The codes of one index, by segment name. Every method but :meth:`note_search` and :meth:`wait` runs with
+    the index's lock held (``lock``, shared so that codes are swapped into the index's snapshot atomically)."""
 
-    def __init__(self, lock: threading.Lock, limit_bytes: int, current: Callable[[], Sequence[MappedMatrix] | None],
-                 swap_in: Callable[[], None], mapped: Callable[[], bool], where: str) -> None:
+    def __init__(self, lock: threading.Lock, limit_bytes: int, current: Callable[[], Sequence[NamedMatrix] | None],
+                 swap_in: Callable[[], None], where: str) -> None:
         self.limit_bytes = limit_bytes
         self._lock = lock
         self._current = current
         """The index's segments now (None: not opened yet), read under the lock."""
         self._swap_in = swap_in
-        """Makes the index's snapshot scan the copies it holds (called under the lock after each copy)."""
-        self._mapped = mapped
-        """Whether the index's segments are memory maps now (an index kept in memory has nothing to copy)."""
+        """Makes the index's snapshot search the codes it holds (called under the lock after each segment)."""
         self._where = where
-        self._copies: dict[str, np.ndarray] = {}
-        self._copying = threading.Event()
+        self._codes: dict[str, QuantizedRows] = {}
+        self._making = threading.Event()
         self._searches = 0
-        """Searches so far, up to the second: the one that makes copying worthwhile."""
+        """Searches so far, up to the second: the one that makes the codes worthwhile."""
         self._failed = False
         self._settled = threading.Condition(lock)
 
-    def copy_of(self, name: str) -> np.ndarray | None:
-        return self._copies.get(name)
+    def codes_of(self, name: str) -> QuantizedRows | None:
+        return self._codes.get(name)
 
-    def holds(self, segments: Sequence[MappedMatrix]) -> bool:
-        """Whether every one of ``segments`` is scanned from a copy."""
-        return all(seg.name in self._copies for seg in segments)
+    def holds(self, segments: Sequence[NamedMatrix]) -> bool:
+        """Whether every one of ``segments`` has its codes."""
+        return all(seg.name in self._codes for seg in segments)
 
     @property
-    def copying(self) -> bool:
-        return self._copying.is_set()
+    def making(self) -> bool:
+        return self._making.is_set()
 
     def note_search(self) -> None:
-        """Count a search; the second one starts the copies."""
+        """Count a search; the second one starts making the codes."""
         if self._searches >= 2:
             return
         with self._lock:
@@ -75,43 +78,43 @@ class ResidentCopies:
                 self.follow()
 
     def follow(self) -> None:
-        """Forget the copies of replaced segments and start copying new ones, once a second search has shown that
+        """Forget the codes of replaced segments and start making new ones, once a second search has shown that
         this process searches more than once (called with the lock held, after every change of segments)."""
         segments = self._current()
         if segments is None or self._searches < 2 or self._failed:
             self._settled.notify_all()
             return
         names = {seg.name for seg in segments}
-        for name in set(self._copies) - names:
-            del self._copies[name]
-        wanted = [seg for seg in segments if seg.name not in self._copies]
-        total = sum(seg.matrix.nbytes for seg in segments)
-        if not wanted or not self._mapped() or total > self.limit_bytes or self._copying.is_set():
+        for name in set(self._codes) - names:
+            del self._codes[name]
+        wanted = [seg for seg in segments if seg.name not in self._codes]
+        total = sum(seg.matrix.size + 4 * len(seg.matrix) for seg in segments)  # int8 codes, a float32 scale a row
+        if not wanted or total > self.limit_bytes or self._making.is_set():
             self._settled.notify_all()
             return
-        self._copying.set()
-        threading.Thread(target=self._copy, args=(wanted,), name="chapterverse-resident", daemon=True).start()
+        self._making.set()
+        threading.Thread(target=self._make, args=(wanted,), name="chapterverse-codes", daemon=True).start()
 
     def wait(self, timeout: float | None) -> bool:
-        """Start the copies now, as a second search would, and wait until no copy is under way; False when
+        """Start making the codes now, as a second search would, and wait until none are under way; False when
         ``timeout`` passed first."""
         with self._settled:
             self._searches = 2
             self.follow()
-            return self._settled.wait_for(lambda: not self._copying.is_set(), timeout)
+            return self._settled.wait_for(lambda: not self._making.is_set(), timeout)
 
-    def _copy(self, segments: list[MappedMatrix]) -> None:
+    def _make(self, segments: list[NamedMatrix]) -> None:
         try:
             for seg in segments:
-                copy = np.array(seg.matrix)  # numpy asks for huge pages on large allocations
+                codes = quantize(seg.matrix)
                 with self._lock:
-                    self._copies[seg.name] = copy
+                    self._codes[seg.name] = codes
                     self._swap_in()
-        except Exception as exc:  # noqa: BLE001 - MemoryError above all: the map still serves, never retry
-            _LOG.warning("%s: keeping the vectors memory-mapped (%s: %s)", self._where, type(exc).__name__, exc)
+        except Exception as exc:  # noqa: BLE001 - MemoryError above all: float32 scans still serve, never retry
+            _LOG.warning("%s: scanning the float32 vectors only (%s: %s)", self._where, type(exc).__name__, exc)
             with self._lock:
                 self._failed = True
         finally:
             with self._lock:
-                self._copying.clear()
-                self.follow()  # segments that arrived while copying
+                self._making.clear()
+                self.follow()  # segments that arrived meanwhile

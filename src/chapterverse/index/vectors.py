@@ -26,8 +26,10 @@ store: when in doubt, rebuild.
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
 they are named; a half-written or mismatched file fails validation on open and the index is rebuilt.
 
-*Resident copies* (:mod:`chapterverse.index.resident`). Once a process searches a second time, a background
-thread copies the matrices into process memory, up to ``resident_bytes``, and searches scan the copies.
+*Int8 codes* (:mod:`chapterverse.index.resident`). Once a process searches a second time, a background thread
+quantizes the matrices into process memory, up to ``resident_bytes``; from then on a search scans the codes and
+scores in float32 only the rows that can still make its top k (:func:`chapterverse.index.dense.top_candidates`:
+the same results as the full scan, a quarter of the bytes read).
 
 *Concurrency.* Searches read an immutable snapshot (one attribute read), so any number of threads search
 while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory;
@@ -53,10 +55,10 @@ import numpy as np
 
 from ..errors import StoreError
 from ..store import SQLiteStore, Store
-from .dense import inner_products
+from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
 from .ivf import InvertedLists, ProbeGoal, calibrate, cluster, probe
-from .resident import ResidentCopies
+from .resident import ResidentCodes
 from .topk import top_k
 
 __all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
@@ -105,10 +107,10 @@ class IndexSettings:
     page_rows: int = 65_536
     """Rows read from SQLite per page during a rebuild."""
     resident_bytes: int = field(default_factory=lambda: min(4 << 30, _physical_memory_bytes() // 8))
-    """Vectors up to this total (default 4 GiB, or an eighth of the machine's memory where that is less) are
-    copied into process memory once a process searches a second time (see the module docstring): 100 k x 512
-    scanned in 7.9 ms from memory against 9.9 ms from the map, on two threads. Larger indexes, and 0, keep every
-    scan on the map (memory the kernel can reclaim and processes share)."""
+    """Int8 codes up to this total (default 4 GiB, or an eighth of the machine's memory where that is less: a
+    byte per dimension and four per vector, 0.5 GB at 1 M x 512) are made in process memory once a process
+    searches a second time (see :mod:`chapterverse.index.resident`). Larger indexes, and 0, scan every float32
+    row of the map (memory the kernel can reclaim and processes share)."""
     seed: int = 0
 
     @property
@@ -133,7 +135,7 @@ class IndexStats:
     bytes_on_disk: int
     persistent: bool
     resident: bool
-    """Every matrix is a copy in process memory (see ``IndexSettings.resident_bytes``)."""
+    """Every segment has its int8 codes in process memory (see ``IndexSettings.resident_bytes``)."""
     last_refresh: Refresh
     """What the latest refresh that changed anything did (load, append, rebuild...)."""
 
@@ -152,6 +154,8 @@ class _Segment:
     sorted_ids: np.ndarray
     lists: InvertedLists | None = None
     """Set when the rows are stored list by list (IVF)."""
+    codes: QuantizedRows | None = None
+    """Set once the int8 codes of ``matrix`` are made (see :mod:`chapterverse.index.resident`)."""
 
     @property
     def rows(self) -> int:
@@ -234,8 +238,8 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         self.settings = settings or IndexSettings()
         self._snap: _Snapshot | None = None
         self._lock = threading.Lock()
-        self._copies = ResidentCopies(self._lock, self.settings.resident_bytes, self._segments_now, self._swap_in,
-                                      lambda: self.persistent, str(self.directory))
+        self._codes = ResidentCodes(self._lock, self.settings.resident_bytes, self._segments_now, self._swap_in,
+                                    str(self.directory))
 
     what = "vector index"
 
@@ -256,7 +260,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         calibrated number of lists (benchmarks, recall sweeps).
         """
         snap = self._current()
-        self._copies.note_search()
+        self._codes.note_search()
         if exact or nprobe is not None:
             snap = replace(snap, nprobe=None if exact else nprobe)
         q = self._query(vector, snap)
@@ -310,19 +314,19 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             clustered_rows=sum(s.rows for s in snap.segments if s.clustered),
             nlist=sum(s.lists.nlist for s in snap.segments if s.lists is not None),
             nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=self._bytes_on_disk(),
-            persistent=self.persistent, resident=self._copies.holds(snap.segments), last_refresh=self._last_refresh,
+            persistent=self.persistent, resident=self._codes.holds(snap.segments), last_refresh=self._last_refresh,
         )
 
     def wait_resident(self, timeout: float | None = None) -> bool:
-        """Copy every matrix of the current snapshot into memory now, as a second search would, and wait until
-        that is done (benchmarks, tests); False when they stay mapped (too large, not persistent) or
-        ``timeout`` passed."""
+        """Make the int8 codes of every segment now, as a second search would, and wait until that is done
+        (benchmarks, tests); False when the index is searched in float32 only (codes above ``resident_bytes``,
+        a failed attempt) or ``timeout`` passed."""
         self._current()
-        done = self._copies.wait(timeout)
+        done = self._codes.wait(timeout)
         with self._lock:
             snap = self._snap
             assert snap is not None
-            return done and self._copies.holds(snap.segments)
+            return done and self._codes.holds(snap.segments)
 
     def _current(self) -> _Snapshot:
         self.refresh()
@@ -347,6 +351,10 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             if dead is not None:
                 allowed &= ~dead
             rows = np.flatnonzero(allowed)
+            if seg.codes is not None and len(rows) * 8 > seg.rows:  # a broad filter: as a scan of every row
+                narrowed = top_candidates(seg.codes, q, k, ~allowed)
+                if narrowed is not None:
+                    return narrowed, inner_products(seg.matrix[narrowed], q)
             if lists is not None and len(rows) > self.settings.exact_below:
                 # a broad filter: probe proportionally more lists, fall back to exact when too few survive
                 share = len(rows) / max(seg.rows, 1)
@@ -357,6 +365,10 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             return rows, inner_products(seg.matrix[rows], q)
         if lists is not None:
             return probe(seg.matrix, lists, q, snap.nprobe or 1, dead)
+        if seg.codes is not None:
+            narrowed = top_candidates(seg.codes, q, k, dead)
+            if narrowed is not None:
+                return narrowed, inner_products(seg.matrix[narrowed], q)
         scores = inner_products(seg.matrix, q)
         if dead is not None:
             scores[dead] = -np.inf
@@ -395,13 +407,13 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             if snap is not None and snap.generation == self.store.generation():
                 return
             self._snap = self._with_resident(self._update(snap))
-            self._copies.follow()
+            self._codes.follow()
 
     def rebuild(self) -> None:
         """Discard the files and rebuild from the store."""
         with self._lock, read_snapshot(self.store), self._writing():
             self._snap = self._rebuild_from_store(self._snap, "asked")
-            self._copies.follow()
+            self._codes.follow()
 
     def _segments_now(self) -> Sequence[_Segment] | None:
         return self._snap.segments if self._snap is not None else None
@@ -411,12 +423,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             self._snap = self._with_resident(self._snap)
 
     def _with_resident(self, snap: _Snapshot) -> _Snapshot:
-        """``snap`` with every segment that has a copy in memory scanning the copy."""
-        copies = [self._copies.copy_of(seg.name) for seg in snap.segments]
-        if all(copy is None for copy in copies):
+        """``snap`` with every segment whose int8 codes are made searching them first."""
+        codes = [self._codes.codes_of(seg.name) for seg in snap.segments]
+        if all(seg.codes is made for seg, made in zip(snap.segments, codes)):
             return snap
-        return replace(snap, segments=tuple(seg if copy is None else replace(seg, matrix=copy)
-                                            for seg, copy in zip(snap.segments, copies)))
+        return replace(snap, segments=tuple(replace(seg, codes=made) for seg, made in zip(snap.segments, codes)))
 
     # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
     def _read_state(self) -> _StoreState:
