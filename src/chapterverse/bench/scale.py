@@ -6,8 +6,7 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
   QA contexts in ``../shared``), 1,000 chunks per document, written through ``SQLiteStore.add_document``
   (FTS5, vectors as BLOBs). Vectors are **real** (the default embedder, cached in
   ``<workdir>/embedding-cache.sqlite3``) up to ``real_limit`` chunks and **random unit vectors** above it,
-  where only speed is measured: random vectors have no neighbourhood structure, so no approximate index
-  can reach a useful recall on them and the index (correctly) searches them exactly unless forced.
+  where only speed is measured (the index searches exactly whatever the vectors).
 - **startup**: what a starting server needs before its first answer: opening the store, the up-to-date
   :class:`~chapterverse.index.vectors.VectorIndex` and :class:`~chapterverse.index.lexical.LexicalIndex` (both
   memory-mapped), against the ways it used to be done: ``store.load_vectors()`` (the old ``_DenseIndex``),
@@ -16,7 +15,7 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
 - **search** with real English questions (XQuAD), query vectors embedded once and cached, so the latencies
   are the search alone (the query embedding is reported on its own): lexical (the in-process BM25 over the
   memory-mapped postings, k = 60; FTS5 ``bm25()`` through ``store.lexical_search`` for comparison), dense
-  (the index as configured, k = 60), dense exact, dense IVF at a fixed probe share, hybrid
+  (the index as configured: int8 codes first, then float32, k = 60), dense float32 (every row scanned), hybrid
   (``Retriever.search`` with the index wired in, k = 5) and the baseline: ``matrix @ q`` + ``argpartition``
   over the whole matrix in RAM.
 - **memory**: RSS after the searches (file-backed pages of the memory map count once touched), bytes per
@@ -63,9 +62,6 @@ SIZES = (10_000, 100_000, 1_000_000)
 DOC_CHUNKS = 1_000
 PASSAGE_CHARS = 500
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "chapterverse-bench-scale"
-IVF_PROBE_SHARE = 0.05
-"""Share of lists the fixed-probe IVF figure scans: 16 of 296 lists (5.4 %) reached recall@10 0.95 for real
-questions on 21.8 k real vectors; larger libraries with 2*sqrt(N) lists need a smaller share."""
 CANDIDATES = 60
 SPEC_VERSION = 1
 
@@ -273,20 +269,19 @@ def _rss_anon_mb() -> float:
 
 
 class IndexedRetriever(Retriever):
-    """``Retriever`` over the indexes the bench opened (timed on their own), with a fixed ``nprobe`` if asked."""
+    """``Retriever`` over the indexes the bench opened (timed on their own)."""
 
     def __init__(self, store: Store, embedder: Embedder, index: VectorIndex, *,
-                 lexical: LexicalIndex | None = None, nprobe: int | None = None) -> None:
+                 lexical: LexicalIndex | None = None) -> None:
         super().__init__(store, embedder)
         self.vector_index = index
         self._index = index  # what the Retriever's ``index`` property returns
         self._lexical = lexical  # likewise ``lexical_index``: one opened index shared by the retrievers of a run
-        self.nprobe = nprobe
 
     def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
               query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
-        return self.vector_index.search(vector, k, doc_ids, nprobe=self.nprobe)
+        return self.vector_index.search(vector, k, doc_ids)
 
     def _vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         return self.vector_index.vectors(chunk_ids)
@@ -325,10 +320,8 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     index.search(qvecs[1], CANDIDATES)
     out["first_search_ms"] = round((time.perf_counter() - t) * 1000, 2)
-    out["resident"] = index.wait_resident(timeout=600)  # steady state: matrices copied into memory (or too large)
+    out["resident"] = index.wait_resident(timeout=600)  # steady state: int8 codes in memory (or too large)
     out["resident_after_open_s"] = round(time.perf_counter() - start, 2)
-    stats = index.stats()
-    out.update(nlist=stats.nlist, nprobe=stats.nprobe, calibrated_recall_at_10=stats.recall_at_10)
     count = len(questions)
     p50, p99, runs = _latency(lambda i: retriever.lexical(questions[i], k=CANDIDATES), count)
     out.update(lexical_p50_ms=round(p50, 2), lexical_p99_ms=round(p99, 2), lexical_queries=runs)
@@ -338,39 +331,19 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     out.update(fts5_p50_ms=round(p50, 2), fts5_p99_ms=round(p99, 2))
     p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES), count)
     out.update(dense_p50_ms=round(p50, 2), dense_p99_ms=round(p99, 2))
-    p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES, exact=True), count)
-    out.update(dense_exact_p50_ms=round(p50, 2), dense_exact_p99_ms=round(p99, 2))
+    float32_only = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))  # no int8 codes
+    p50, p99, _ = _latency(lambda i: float32_only.search(qvecs[i], CANDIDATES), count)
+    out.update(dense_float32_p50_ms=round(p50, 2), dense_float32_p99_ms=round(p99, 2))
     out["scan_gb_per_s"] = round(n * qvecs.shape[1] * 4 / (p50 / 1000) / 1e9, 1)
-    if stats.nlist:
-        forced = max(1, int(np.ceil(IVF_PROBE_SHARE * stats.nlist)))
-        p50, p99, _ = _latency(lambda i: index.search(qvecs[i], CANDIDATES, nprobe=forced), count)
-        hits = sum(len({c for c, _ in index.search(q, 10, nprobe=forced)}
-                       & {c for c, _ in index.search(q, 10, exact=True)}) for q in qvecs[:100])
-        out.update(ivf_nprobe=forced, ivf_p50_ms=round(p50, 2), ivf_p99_ms=round(p99, 2),
-                   ivf_recall_at_10=round(hits / (10 * min(100, len(qvecs))), 3))
-    hits = sum(len({c for c, _ in index.search(q, 10)} & {c for c, _ in index.search(q, 10, exact=True)})
+    hits = sum(len({c for c, _ in index.search(q, 10)} & {c for c, _ in float32_only.search(q, 10)})
                for q in qvecs[:100])
     out["dense_recall_at_10"] = round(hits / (10 * min(100, len(qvecs))), 3)
-    if task["vectors"] == "real" and not stats.nlist:  # what IVF would do on these real vectors
-        with tempfile.TemporaryDirectory() as tmp:
-            ivf = VectorIndex.open(store, tmp, settings=IndexSettings(exact_below=1_000))
-            s = ivf.stats()
-            hits = sum(len({c for c, _ in ivf.search(q, 10)} & {c for c, _ in ivf.search(q, 10, exact=True)})
-                       for q in qvecs)
-            p50, _, _ = _latency(lambda i: ivf.search(qvecs[i], CANDIDATES), count)
-            out["real_ivf"] = {"nlist": s.nlist, "nprobe": s.nprobe, "calibrated_recall_at_10": s.recall_at_10,
-                               "question_recall_at_10": round(hits / (10 * len(qvecs)), 3), "p50_ms": round(p50, 2)}
-            del ivf
 
     def hybrid(i: int) -> Any:
         return retriever.search(questions[i], k=5, query_vector=qvecs[i])
 
     p50, p99, runs = _latency(hybrid, count)
     out.update(hybrid_p50_ms=round(p50, 2), hybrid_p99_ms=round(p99, 2), hybrid_queries=runs)
-    if "ivf_nprobe" in out:  # the same hybrid search with the dense side probing 5 % of the lists
-        probing = IndexedRetriever(store, embedder, index, lexical=lexical, nprobe=out["ivf_nprobe"])
-        p50, p99, _ = _latency(lambda i: probing.search(questions[i], k=5, query_vector=qvecs[i]), count)
-        out.update(hybrid_ivf_p50_ms=round(p50, 2), hybrid_ivf_p99_ms=round(p99, 2))
     out["rss_mb"] = round(_rss_mb(), 1)
     out["rss_anon_mb"] = round(_rss_anon_mb(), 1)
     out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
@@ -406,7 +379,7 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     out.update(brute_force_p50_ms=round(p50, 2), brute_force_p99_ms=round(p99, 2))
     dense_p50, brute_p50 = _paired_latency(lambda i: index.search(qvecs[i], CANDIDATES), brute, count)
     out.update(paired_dense_p50_ms=round(dense_p50, 2), paired_brute_force_p50_ms=round(brute_p50, 2))
-    agree = sum(len({c for c, _ in brute(i)[:10]} & {c for c, _ in index.search(qvecs[i], 10, exact=True)})
+    agree = sum(len({c for c, _ in brute(i)[:10]} & {c for c, _ in index.search(qvecs[i], 10)})
                 for i in range(min(20, len(qvecs))))
     out["exact_agrees_with_brute_force"] = round(agree / (10 * min(20, len(qvecs))), 3)
     del matrix, ids
@@ -629,31 +602,29 @@ def format_report(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gb']} GiB, one-core read "
              f"{m.get('memory_read_gb_per_s')} GB/s, Python {m['python']}, numpy {m['numpy']}", ""]
-    head = ("| chunks | vectors | startup s | lexical p50/p99 ms | dense p50/p99 ms | dense exact p50 ms "
-            "| IVF p50 ms (nprobe, recall@10) | hybrid p50/p99 ms | brute force p50 ms | dense speed-up (interleaved) "
+    head = ("| chunks | vectors | startup s | lexical p50/p99 ms | dense p50/p99 ms | dense float32 p50 ms "
+            "| hybrid p50/p99 ms | brute force p50 ms | dense speed-up (interleaved) "
             "| RSS MB | bytes/chunk | index build s |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     for r in report["sizes"]:
-        ivf = (f"{r['ivf_p50_ms']} ({r['ivf_nprobe']}/{r['nlist']}, {r['ivf_recall_at_10']})"
-               if "ivf_p50_ms" in r else "-")
         lines.append(
             f"| {r['chunks']:,} | {r['vectors']} | {r['startup_s']} | {r['lexical_p50_ms']} / {r['lexical_p99_ms']} "
-            f"| {r['dense_p50_ms']} / {r['dense_p99_ms']} | {r['dense_exact_p50_ms']} | {ivf} "
+            f"| {r['dense_p50_ms']} / {r['dense_p99_ms']} | {r['dense_float32_p50_ms']} "
             f"| {r['hybrid_p50_ms']} / {r['hybrid_p99_ms']} | {r['brute_force_p50_ms']} "
             f"| {r['paired_brute_force_p50_ms'] / max(r['paired_dense_p50_ms'], 1e-9):.1f}x "
             f"| {r['rss_mb']} | {r['bytes_per_chunk']} "
             f"| {r.get('index_build_s') or '-'} |")
     lines.append("")
     lines.append("| chunks | startup s: vector + lexical index | old load_vectors s | NPZ load s | first hybrid ms "
-                 "| first dense ms | resident after s | anonymous RSS MB | dense recall@10 "
-                 "| calibrated nprobe/nlist (recall@10) | store write chunks/s | ingest chunks/s | embed share |")
-    lines.append("|" + "---|" * 13)
+                 "| first dense ms | codes after s | anonymous RSS MB | dense recall@10 "
+                 "| store write chunks/s | ingest chunks/s | embed share |")
+    lines.append("|" + "---|" * 12)
     for r in report["sizes"]:
         lines.append(
             f"| {r['chunks']:,} | {r['startup_s']} ({r['vector_open_s']} + {r['lexical_open_s']}) "
             f"| {r['load_vectors_s']} | {r['npz_startup_s']} | {r['first_hybrid_ms']} | {r['first_search_ms']} "
             f"| {r['resident_after_open_s'] if r['resident'] else 'mapped'} | {r['rss_anon_mb']} "
-            f"| {r['dense_recall_at_10']} | {r['nprobe']}/{r['nlist']} ({r['calibrated_recall_at_10']}) "
+            f"| {r['dense_recall_at_10']} "
             f"| {r.get('store_write_chunks_per_s', '-')} | {r.get('ingest_chunks_per_s', '-')} | {r.get('embed_share', '-')} |")
     lines.append("")
     lines.append("| chunks | FTS5 p50/p99 ms | lexical index build s | bytes/chunk: SQLite + vectors + lexical "

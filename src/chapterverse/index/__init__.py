@@ -6,9 +6,9 @@ Each module reads alone, and none reaches above this package (nothing here impor
   writes, the writer lock, garbage collection) and :class:`~chapterverse.index.files.FollowedIndex`, how an
   index follows its store's generation (load, append, rebuild), written once for both indexes;
 - :mod:`~chapterverse.index.topk`: exact top-k selection over large score arrays;
-- :mod:`~chapterverse.index.dense`: exact dense scans (the kernel for this machine) and batched exact top-k;
-- :mod:`~chapterverse.index.ivf`: inverted lists (k-means, probing) and the recall calibration that gates them;
-- :mod:`~chapterverse.index.resident`: copies of the memory-mapped matrices in process memory;
+- :mod:`~chapterverse.index.dense`: exact dense scans (the kernel for this machine), the int8 first pass that
+  narrows them without changing their result;
+- :mod:`~chapterverse.index.resident`: the int8 codes of the memory-mapped matrices, made in process memory;
 - :mod:`~chapterverse.index.vectors`: :class:`~chapterverse.index.vectors.VectorIndex`, the dense index;
 - :mod:`~chapterverse.index.lexical`: :class:`~chapterverse.index.lexical.LexicalIndex`, BM25 postings.
 

@@ -1,6 +1,5 @@
 """Exact dense search: inner products of a query with every row of a float32 matrix, as fast as this machine
-allows, a first pass over int8 codes that finds the rows worth scoring exactly, and the exact top k of many
-queries at once.
+allows, and a first pass over int8 codes that finds the rows worth scoring exactly.
 
 Which kernel is fastest depends on the matrix's size against the CPU's last-level cache and on what ran
 before (see :data:`SMALL_SCAN_BYTES` and :class:`ScanTuning`, measured at first use, not at import);
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,7 +27,7 @@ import simsimd
 
 from .topk import top_k
 
-__all__ = ["ScanTuning", "scan_tuning", "inner_products", "exact_top_k_batch", "QuantizedRows", "quantize",
+__all__ = ["ScanTuning", "scan_tuning", "inner_products", "QuantizedRows", "quantize",
            "top_candidates", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
 
 
@@ -211,28 +209,3 @@ def _helper(threads: int) -> ThreadPoolExecutor:
         if _scan_helper is None:
             _scan_helper = ThreadPoolExecutor(max_workers=max(1, threads - 1), thread_name_prefix="chapterverse-scan")
         return _scan_helper
-
-
-def exact_top_k_batch(matrices: Sequence[tuple[np.ndarray, np.ndarray | None]], queries: np.ndarray, k: int,
-                     block: int = 65_536) -> np.ndarray:
-    """Global row numbers (segments laid end to end) of the exact top ``k`` of each query; dead rows skipped."""
-    best_scores = np.full((len(queries), 0), -np.inf, np.float32)
-    best_rows = np.zeros((len(queries), 0), np.int64)
-    base = 0
-    for matrix, dead in matrices:
-        for lo in range(0, len(matrix), block):
-            scores = np.asarray(matrix[lo:lo + block], np.float32) @ queries.T  # (rows, queries)
-            if dead is not None:
-                scores[dead[lo:lo + block]] = -np.inf
-            scores = scores.T
-            take = min(k, scores.shape[1])
-            part = np.argpartition(-scores, take - 1, axis=1)[:, :take]
-            best_scores = np.concatenate([best_scores, np.take_along_axis(scores, part, 1)], axis=1)
-            best_rows = np.concatenate([best_rows, part + base + lo], axis=1)
-            if best_scores.shape[1] > k:
-                keep = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
-                best_scores = np.take_along_axis(best_scores, keep, 1)
-                best_rows = np.take_along_axis(best_rows, keep, 1)
-        base += len(matrix)
-    order = np.argsort(-best_scores, axis=1, kind="stable")
-    return np.take_along_axis(best_rows, order, 1)

@@ -7,20 +7,18 @@ pages in on demand, follows the store by its generation counter, and only append
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 
-    manifest.json              format, model, dim, store generation, largest chunk id, segments, removed docs, ANN
+    manifest.json              format, model, dim, store generation, largest chunk id, segments, removed docs
     s000001.vectors.npy        float32 (rows, dim), unit rows; memory-mapped
     s000001.ids.npy            int64 chunk id of each row
     s000001.docs.npy           int64 document id of each row
     s000001.order.npy          rows sorted by chunk id (lookups by id use binary search, no dict)
-    s000001.centroids.npy      clustered segments only: IVF list centroids (nlist, dim)
-    s000001.offsets.npy        clustered segments only: row range of each list (rows are stored list by list)
 
 *Updates.* Chunk ids only grow, so after a write the index appends one segment with the vectors of chunks
 newer than the largest id it holds, and records documents that no longer exist as removed (their rows are
-masked). When removed rows pass ``dead_share`` of the index, or unclustered rows pass ``tail_share`` of a
-clustered segment, the live rows are rewritten (and re-clustered) into one segment. A changed embedding
-model, a manifest that does not match its files, or counts that disagree with the store rebuild from the
-store: when in doubt, rebuild.
+masked). When removed rows pass ``dead_share`` of the index, the live rows are rewritten into one segment;
+past ``max_segments``, the segments after the largest are merged into one. A changed embedding model, a
+manifest that does not match its files, or counts that disagree with the store rebuild from the store: when
+in doubt, rebuild.
 
 *Crash safety.* Every file is written under a temporary name, fsynced and renamed into place; the manifest
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
@@ -35,10 +33,10 @@ the same results as the full scan, a quarter of the bytes read).
 while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory;
 how the index follows the store is :class:`chapterverse.index.files.FollowedIndex`.
 
-*Search.* Exact scans are :mod:`chapterverse.index.dense`. Above ``exact_below`` live rows the big segment is
-clustered (:mod:`chapterverse.index.ivf`) and stored list by list; the number of lists to probe is calibrated
-when the segment is built and recorded with its recall in the manifest, or the index searches exactly. The
-unclustered tail and doc-filtered searches over few rows are always exact.
+*Search is exact* (:mod:`chapterverse.index.dense`), whatever the size: the int8 first pass reads a quarter of
+the bytes and changes no result. An approximate index (IVF, then HNSW) was measured and removed: on every
+shared book (44,549 real vectors) inverted lists needed 158 of 422 lists for recall@10 0.95 and were no faster
+than an exact scan, and at 100 k chunks their k-means took 14.7 s of each build (see docs/BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +55,6 @@ from ..errors import StoreError
 from ..store import SQLiteStore, Store
 from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
-from .ivf import InvertedLists, ProbeGoal, calibrate, cluster, probe
 from .resident import ResidentCodes
 from .topk import top_k
 
@@ -82,24 +79,8 @@ def default_directory(store: SQLiteStore) -> Path:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IndexSettings:
-    """How the index trades exactness for speed; the defaults keep recall@10 >= 0.95 or search exactly."""
+    """How the index keeps its files and its memory."""
 
-    exact_below: int = 50_000
-    """Live rows under which search is always an exact scan (and no clustering is built)."""
-    ann: Literal["auto", "off", "force"] = "auto"
-    """``auto``: IVF when calibration reaches ``target_recall``; ``off``: always exact; ``force``: IVF whatever
-    its recall (for measuring speed on random vectors; the recall is still measured and reported)."""
-    target_recall: float = 0.95
-    max_probe_share: float = 0.25
-    """Calibration gives up (search stays exact) when more than this share of lists would be needed."""
-    nprobe: int | None = None
-    """Fixed number of lists to probe (skips calibration of the choice, not of the recall)."""
-    probe_margin: float = 1.5
-    """The calibrated ``nprobe`` is multiplied by this: real questions can be harder than the calibration
-    queries (see :mod:`chapterverse.index.ivf`)."""
-    calibration_queries: int = 64
-    tail_share: float = 0.10
-    """Unclustered rows above this share of the clustered segment trigger re-clustering."""
     dead_share: float = 0.20
     """Rows of removed documents above this share of all rows trigger compaction."""
     max_segments: int = 16
@@ -111,13 +92,6 @@ class IndexSettings:
     byte per dimension and four per vector, 0.5 GB at 1 M x 512) are made in process memory once a process
     searches a second time (see :mod:`chapterverse.index.resident`). Larger indexes, and 0, scan every float32
     row of the map (memory the kernel can reclaim and processes share)."""
-    seed: int = 0
-
-    @property
-    def probe_goal(self) -> ProbeGoal:
-        return ProbeGoal(target_recall=self.target_recall, max_probe_share=self.max_probe_share,
-                         probe_margin=self.probe_margin, fixed_nprobe=self.nprobe, force=self.ann == "force",
-                         queries=self.calibration_queries, seed=self.seed)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,12 +100,6 @@ class IndexStats:
     live: int
     segments: int
     generation: int
-    clustered_rows: int
-    nlist: int
-    nprobe: int | None
-    """None: searches are exact."""
-    recall_at_10: float | None
-    """Measured at build time on held-out stored vectors, for the calibrated (or forced) nprobe."""
     bytes_on_disk: int
     persistent: bool
     resident: bool
@@ -152,18 +120,12 @@ class _Segment:
     matrix: np.ndarray
     order: np.ndarray
     sorted_ids: np.ndarray
-    lists: InvertedLists | None = None
-    """Set when the rows are stored list by list (IVF)."""
     codes: QuantizedRows | None = None
     """Set once the int8 codes of ``matrix`` are made (see :mod:`chapterverse.index.resident`)."""
 
     @property
     def rows(self) -> int:
         return len(self.ids)
-
-    @property
-    def clustered(self) -> bool:
-        return self.lists is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +143,6 @@ class _Snapshot:
     """Per segment: bool mask of rows whose document was removed (None: none)."""
     live: int
     next_segment: int
-    nprobe: int | None = None
-    recall: float | None = None
 
     @property
     def rows(self) -> int:
@@ -252,17 +212,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return index
 
     # -- reads ------------------------------------------------------------------------------------------
-    def search(self, vector: np.ndarray, k: int, doc_ids: Sequence[int] | None = None, *, exact: bool = False,
-               nprobe: int | None = None) -> list[tuple[int, float]]:
-        """The ``k`` chunks most similar to ``vector`` (inner product = cosine of unit vectors), best first.
-
-        ``exact`` scans every row whatever the index chose (the reference for recall); ``nprobe`` overrides the
-        calibrated number of lists (benchmarks, recall sweeps).
-        """
+    def search(self, vector: np.ndarray, k: int, doc_ids: Sequence[int] | None = None) -> list[tuple[int, float]]:
+        """The ``k`` chunks most similar to ``vector`` (inner product = cosine of unit vectors), best first; ties
+        by chunk id."""
         snap = self._current()
         self._codes.note_search()
-        if exact or nprobe is not None:
-            snap = replace(snap, nprobe=None if exact else nprobe)
         q = self._query(vector, snap)
         if k <= 0 or snap.live == 0:
             return []
@@ -274,7 +228,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         found_ids: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
         for seg, dead in zip(snap.segments, snap.dead):
-            rows, scores = self._search_segment(snap, seg, dead, q, k, want)
+            rows, scores = self._search_segment(seg, dead, q, k, want)
             top = top_k(scores, k)
             found_ids.append(seg.ids[top if rows is None else rows[top]])
             found_scores.append(scores[top])
@@ -311,9 +265,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         snap = self._current()
         return IndexStats(
             rows=snap.rows, live=snap.live, segments=len(snap.segments), generation=snap.generation,
-            clustered_rows=sum(s.rows for s in snap.segments if s.clustered),
-            nlist=sum(s.lists.nlist for s in snap.segments if s.lists is not None),
-            nprobe=snap.nprobe, recall_at_10=snap.recall, bytes_on_disk=self._bytes_on_disk(),
+            bytes_on_disk=self._bytes_on_disk(),
             persistent=self.persistent, resident=self._codes.holds(snap.segments), last_refresh=self._last_refresh,
         )
 
@@ -341,11 +293,10 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             raise ValueError(f"query vector has dimension {len(q)}, the index holds {snap.dim}")
         return q
 
-    def _search_segment(self, snap: _Snapshot, seg: _Segment, dead: np.ndarray | None, q: np.ndarray, k: int,
+    def _search_segment(self, seg: _Segment, dead: np.ndarray | None, q: np.ndarray, k: int,
                         want: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
-        """(rows, scores) of the candidates of one segment: one doc filter's rows, probed lists, or every row
-        (rows None: a million-row ``arange`` per query costs milliseconds)."""
-        lists = seg.lists if snap.nprobe is not None else None  # set: searched through its lists (IVF)
+        """(rows, scores) of the candidates of one segment: those the int8 codes leave, one doc filter's rows, or
+        every row (rows None: a million-row ``arange`` per query costs milliseconds)."""
         if want is not None:
             allowed = np.isin(seg.docs, want)
             if dead is not None:
@@ -355,16 +306,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
                 narrowed = top_candidates(seg.codes, q, k, ~allowed)
                 if narrowed is not None:
                     return narrowed, inner_products(seg.matrix[narrowed], q)
-            if lists is not None and len(rows) > self.settings.exact_below:
-                # a broad filter: probe proportionally more lists, fall back to exact when too few survive
-                share = len(rows) / max(seg.rows, 1)
-                nprobe = min(lists.nlist, int(np.ceil((snap.nprobe or 1) / max(share, 1e-9))))
-                found, scores = probe(seg.matrix, lists, q, nprobe, None, allowed)
-                if len(found) >= k:
-                    return found, scores
             return rows, inner_products(seg.matrix[rows], q)
-        if lists is not None:
-            return probe(seg.matrix, lists, q, snap.nprobe or 1, dead)
         if seg.codes is not None:
             narrowed = top_candidates(seg.codes, q, k, dead)
             if narrowed is not None:
@@ -462,37 +404,20 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         new = replace(snap, generation=state.generation, store_max_id=state.max_id,
                       max_chunk_id=max(snap.max_chunk_id, int(ids[-1]) if len(ids) else 0), segments=tuple(segments),
                       dead_docs=dead_docs, dead=masks, live=live, next_segment=next_segment)
-        action = self._maintenance(new, dead_rows)
-        if action == "all":
+        if new.rows and dead_rows > self.settings.dead_share * new.rows:
             self._last_refresh = Refresh.COMPACTED
             new = self._rewrite(new, [True] * len(new.segments))
-        elif action == "tail":
+        elif len(new.segments) > self.settings.max_segments:
             self._last_refresh = Refresh.MERGED
-            new = self._rewrite(new, [not s.clustered for s in new.segments])
+            new = self._rewrite(new, _after_the_largest(new.segments))
         else:
             self._last_refresh = Refresh.APPENDED
         self._write_manifest(new)
         return new
 
-    def _maintenance(self, snap: _Snapshot, dead_rows: int) -> str | None:
-        """``all``: rewrite (and re-cluster) every live row; ``tail``: merge the unclustered segments; None."""
-        s = self.settings
-        rows = snap.rows
-        clustered = sum(seg.rows for seg in snap.segments if seg.clustered)
-        tail = rows - clustered
-        if rows and dead_rows > s.dead_share * rows:
-            return "all"
-        if clustered and tail > s.tail_share * clustered:
-            return "all"
-        if not clustered and s.ann != "off" and snap.live >= s.exact_below:
-            return "all"
-        if sum(1 for seg in snap.segments if not seg.clustered) > s.max_segments:
-            return "tail"
-        return None
-
     # -- (re)building -----------------------------------------------------------------------------------
     def _build_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
-        """Read every vector from the store, page by page, into one new segment (clustered when large)."""
+        """Read every vector from the store, page by page, into one new segment."""
         _LOG.info("%s: building the vector index (%s)", self.directory, reason)
         store = self.store
         state = _StoreState.read(store)
@@ -515,17 +440,17 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             after = int(ids[-1])
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
         docs = np.concatenate(docs_parts) if docs_parts else np.zeros(0, np.int64)
-        segments = (self._build_segment(name, ids, docs, staging[:filled]),) if filled else ()
+        segments = (self._write_segment(name, ids, docs, staging[:filled]),) if filled else ()
         del staging
         self._drop_staging()
-        snap = _Snapshot(generation=state.generation, model=state.model, dim=state.dim,
+        return _Snapshot(generation=state.generation, model=state.model, dim=state.dim,
                          max_chunk_id=int(ids[-1]) if len(ids) else 0, store_max_id=state.max_id,
                          segments=segments, dead_docs=np.zeros(0, np.int64), dead=(None,) * len(segments),
                          live=filled, next_segment=next_segment + 1)
-        return self._calibrated(snap)
 
     def _rewrite(self, snap: _Snapshot, chosen: list[bool]) -> _Snapshot:
-        """Rewrite the live rows of the ``chosen`` segments as one new segment (clustered when large)."""
+        """Rewrite the live rows of the ``chosen`` segments (a run at the end: rows stay in chunk id order) as one
+        new segment."""
         picked = [(seg, dead) for seg, dead, c in zip(snap.segments, snap.dead, chosen) if c]
         kept = [(seg, dead) for seg, dead, c in zip(snap.segments, snap.dead, chosen) if not c]
         keep_rows = [np.flatnonzero(~dead) if dead is not None else np.arange(seg.rows) for seg, dead in picked]
@@ -539,68 +464,46 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
                 filled += len(part)
         ids = np.concatenate([seg.ids[r] for (seg, _), r in zip(picked, keep_rows)])
         docs = np.concatenate([seg.docs[r] for (seg, _), r in zip(picked, keep_rows)])
-        merged = self._build_segment(name, ids, docs, staging) if len(ids) else None
+        merged = self._write_segment(name, ids, docs, staging) if len(ids) else None
         del staging
         self._drop_staging()
         segments = [seg for seg, _ in kept] + ([merged] if merged is not None else [])
         still_dead = np.intersect1d(snap.dead_docs, np.concatenate([s.docs for s in segments])) \
             if segments else np.zeros(0, np.int64)
         masks, dead_rows = _dead_masks(segments, still_dead)
-        new = replace(snap, segments=tuple(segments), dead_docs=still_dead, dead=masks,
-                      live=sum(s.rows for s in segments) - dead_rows, next_segment=snap.next_segment + 1)
-        reclustered = merged is not None and merged.clustered
-        return self._calibrated(new) if reclustered or not any(s.clustered for s in segments) else new
+        return replace(snap, segments=tuple(segments), dead_docs=still_dead, dead=masks,
+                       live=sum(s.rows for s in segments) - dead_rows, next_segment=snap.next_segment + 1)
 
-    def _build_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray) -> _Segment:
-        s = self.settings
-        if s.ann == "off" or len(ids) < s.exact_below:
-            return self._write_segment(name, ids, docs, matrix)
-        order, lists = cluster(matrix, s.seed)
-        return self._write_segment(name, ids[order], docs[order], matrix, row_order=order, lists=lists)
-
-    def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray, *,
-                       row_order: np.ndarray | None = None, lists: InvertedLists | None = None) -> _Segment:
-        """Write one segment's files (rows of ``matrix`` taken in ``row_order``) and map them back."""
+    def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray) -> _Segment:
+        """Write one segment's files and map them back."""
         dim = matrix.shape[1] if matrix.ndim == 2 else 0
         ids = np.ascontiguousarray(ids, np.int64)
         by_id = np.argsort(ids, kind="stable")
         arrays: dict[str, np.ndarray] = {"ids": ids, "docs": np.ascontiguousarray(docs, np.int64), "order": by_id}
-        if lists is not None:
-            arrays["centroids"] = lists.centroids.astype(np.float32)
-            arrays["offsets"] = lists.offsets
         if not self.persistent:
-            vectors = np.array(matrix if row_order is None else matrix[row_order], np.float32)
-            return self._segment(name, vectors, arrays)
+            return self._segment(name, np.array(matrix, np.float32), arrays)
         try:
-            self._write_vectors(self.directory / f"{name}.vectors.npy", matrix, row_order, dim)
+            self._write_vectors(self.directory / f"{name}.vectors.npy", matrix, dim)
             for kind, array in arrays.items():
                 save_npy(self.directory / f"{name}.{kind}.npy", array)
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
-            return self._write_segment(name, ids, docs, matrix, row_order=row_order, lists=lists)
+            return self._write_segment(name, ids, docs, matrix)
         vectors = load_npy(self.directory / f"{name}.vectors.npy", len(ids), "<f4", dim)
         return self._segment(name, vectors, arrays)
 
     @staticmethod
     def _segment(name: str, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> _Segment:
         ids, order = arrays["ids"], arrays["order"]
-        lists = InvertedLists(arrays["centroids"], arrays["offsets"]) if "centroids" in arrays else None
-        return _Segment(name=name, ids=ids, docs=arrays["docs"], matrix=vectors, order=order, sorted_ids=ids[order],
-                        lists=lists)
+        return _Segment(name=name, ids=ids, docs=arrays["docs"], matrix=vectors, order=order, sorted_ids=ids[order])
 
-    def _write_vectors(self, path: Path, matrix: np.ndarray, row_order: np.ndarray | None, dim: int) -> None:
+    def _write_vectors(self, path: Path, matrix: np.ndarray, dim: int) -> None:
         tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
         out = np.lib.format.open_memmap(tmp, mode="w+", dtype="<f4", shape=(len(matrix), dim))
         step = self.settings.page_rows
         for lo in range(0, len(matrix), step):
-            rows = slice(lo, lo + step) if row_order is None else np.sort(row_order[lo:lo + step])
-            block = matrix[rows]
-            if row_order is None:
-                out[lo:lo + step] = block
-            else:  # gather in sorted row order (sequential reads), then place in list order
-                where = np.argsort(np.argsort(row_order[lo:lo + step]))
-                out[lo:lo + step] = block[where]
+            out[lo:lo + step] = matrix[lo:lo + step]
         out.flush()
         del out
         with open(tmp, "rb+") as f:
@@ -624,17 +527,6 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             for path in self.directory.glob("*.staging.tmp"):
                 path.unlink(missing_ok=True)
 
-    # -- calibration ------------------------------------------------------------------------------------
-    def _calibrated(self, snap: _Snapshot) -> _Snapshot:
-        """Choose ``nprobe`` for the clustered segment by measured recall@10 against exact search."""
-        clustered = [(seg, dead) for seg, dead in zip(snap.segments, snap.dead) if seg.lists is not None]
-        if not clustered or self.settings.ann == "off":
-            return replace(snap, nprobe=None, recall=None)
-        seg, dead = clustered[0]
-        assert seg.lists is not None
-        found = calibrate(seg.matrix, seg.lists, dead, self.settings.probe_goal)
-        return replace(snap, nprobe=found.nprobe, recall=found.recall_at_10)
-
     # -- manifest ---------------------------------------------------------------------------------------
     def _manifest(self, snap: _Snapshot) -> dict[str, Any]:
         return {
@@ -642,16 +534,16 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             "generation": snap.generation, "max_chunk_id": snap.max_chunk_id, "store_max_id": snap.store_max_id,
             "live": snap.live,
             "next_segment": snap.next_segment,
-            "segments": [{"name": s.name, "rows": s.rows, "clustered": s.clustered, "id_sum": int(s.ids.sum()),
-                          "nlist": s.lists.nlist if s.lists is not None else 0} for s in snap.segments],
+            "segments": [{"name": s.name, "rows": s.rows, "id_sum": int(s.ids.sum())} for s in snap.segments],
             "dead_docs": snap.dead_docs.tolist(),
-            "ann": {"nprobe": snap.nprobe, "recall_at_10": snap.recall},
         }
 
     def _from_manifest(self, raw: dict[str, Any], state: _StoreState) -> _Snapshot | None:
         model, dim = state.model, state.dim
         if raw.get("format") != FORMAT or raw.get("model") != model or raw.get("dim") != dim:
             return None
+        if any(entry.get("clustered") for entry in raw["segments"]):
+            return None  # rows stored list by list for IVF (removed): rebuilt in chunk id order
         segments = []
         for entry in raw["segments"]:
             name, rows = str(entry["name"]), int(entry["rows"])
@@ -661,12 +553,6 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
                       "order": load_npy(Path(f"{base}.order.npy"), rows, "<i8")}
             if int(arrays["ids"].sum()) != int(entry["id_sum"]):
                 raise CorruptIndex(f"{name}: chunk ids do not match the manifest")
-            if entry["clustered"]:
-                nlist = int(entry["nlist"])
-                arrays["centroids"] = np.array(load_npy(Path(f"{base}.centroids.npy"), nlist, "<f4", dim))
-                arrays["offsets"] = np.array(load_npy(Path(f"{base}.offsets.npy"), nlist + 1, "<i8"))
-                if arrays["offsets"][-1] != rows:
-                    raise CorruptIndex(f"{name}: list offsets do not cover the rows")
             vectors = load_npy(Path(f"{base}.vectors.npy"), rows, "<f4", dim)
             segments.append(self._segment(name, vectors, arrays))
         dead_docs = np.asarray(raw["dead_docs"], np.int64)
@@ -674,12 +560,15 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         live = sum(s.rows for s in segments) - dead_rows
         if live != int(raw["live"]):
             raise CorruptIndex(f"{live} live rows, manifest says {raw['live']}")
-        ann = raw.get("ann") or {}
-        nprobe = ann.get("nprobe")
-        if nprobe is not None and not any(s.clustered for s in segments):
-            raise CorruptIndex("nprobe without a clustered segment")
         return _Snapshot(generation=int(raw["generation"]), model=model, dim=dim,
                          max_chunk_id=int(raw["max_chunk_id"]), store_max_id=int(raw["store_max_id"]),
                          segments=tuple(segments), dead_docs=dead_docs,
-                         dead=masks, live=live, next_segment=int(raw["next_segment"]),
-                         nprobe=int(nprobe) if nprobe is not None else None, recall=ann.get("recall_at_10"))
+                         dead=masks, live=live, next_segment=int(raw["next_segment"]))
+
+
+def _after_the_largest(segments: Sequence[_Segment]) -> list[bool]:
+    """The segments to merge when there are too many: those after the largest (appended since it was built), all
+    of them when that leaves fewer than two. Merging a run at the end keeps every row in chunk id order."""
+    largest = max(range(len(segments)), key=lambda i: segments[i].rows)
+    after = [i > largest for i in range(len(segments))]
+    return after if sum(after) >= 2 else [True] * len(segments)
