@@ -118,14 +118,14 @@ class QuantizedRows:
     """int8 (rows, dim), each row scaled so that its largest magnitude is 127."""
     scales: np.ndarray
     """float32 (rows,)."""
-    residual: float
-    """The largest ``||row - scales[i] * codes[i]||`` over all rows."""
+    residuals: np.ndarray
+    """float32 (rows,): ``||row - scales[i] * codes[i]||``, how far each row's code is from it."""
     code_norm: float
     """The largest ``||scales[i] * codes[i]||`` over all rows."""
 
     @property
     def nbytes(self) -> int:
-        return int(self.codes.nbytes + self.scales.nbytes)
+        return int(self.codes.nbytes + self.scales.nbytes + self.residuals.nbytes)
 
 
 SCORE_SLACK = 1e-5
@@ -139,7 +139,8 @@ def quantize(matrix: np.ndarray, block: int = 8_192) -> QuantizedRows:
     rows, dim = matrix.shape
     codes = np.empty((rows, dim), np.int8)
     scales = np.empty(rows, np.float32)
-    residual = code_norm = 0.0
+    residuals = np.empty(rows, np.float32)
+    code_norm = 0.0
     for lo in range(0, rows, block):
         part = np.asarray(matrix[lo:lo + block], np.float32)
         peak = np.abs(part).max(axis=1)
@@ -150,18 +151,18 @@ def quantize(matrix: np.ndarray, block: int = 8_192) -> QuantizedRows:
         code *= scale
         code_norm = max(code_norm, float(np.vecdot(code, code).max(initial=0.0)) ** 0.5)
         code -= part
-        residual = max(residual, float(np.vecdot(code, code).max(initial=0.0)) ** 0.5)
-    return QuantizedRows(codes, scales, residual, code_norm)
+        residuals[lo:lo + block] = np.sqrt(np.vecdot(code, code))
+    return QuantizedRows(codes, scales, residuals, code_norm)
 
 
 def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: np.ndarray | None) -> np.ndarray | None:
     """Rows (ascending) among which the exact top ``k`` of ``matrix @ vector`` lie, rows ``dead`` left out;
     None when the first pass cannot narrow the scan (a zero query, as many candidates as a scan would read).
 
-    Each approximate score is within ``e = residual * |v| + code_norm * |v - v'| + slack`` of the true one (the
-    query ``v`` is quantized to ``v'`` too; Cauchy-Schwarz on both differences). At least ``k`` rows score at
-    least the k-th best approximate score minus ``e``, so a row whose approximate score is below that minus
-    another ``e`` is beaten by ``k`` rows and cannot be in the top k."""
+    Row ``i``'s approximate score is within ``e[i] = residuals[i] * |v| + code_norm * |v - v'| + slack`` of its
+    true score (the query ``v`` is quantized to ``v'`` too; Cauchy-Schwarz on both differences). So at least
+    ``k`` rows truly score at least ``floor``, the k-th largest of ``approx - e``, and a row whose ``approx + e``
+    is below ``floor`` is beaten by ``k`` rows: it cannot be in the top k, ties included."""
     vector = np.asarray(vector, np.float32)
     peak = float(np.abs(vector).max(initial=0.0))
     if peak == 0.0 or k <= 0:
@@ -169,16 +170,19 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
     query_scale = np.float32(peak / 127)
     query_code = np.clip(np.rint(vector / query_scale), -127, 127).astype(np.int8)
     query_error = float(np.linalg.norm(vector.astype(np.float64) - query_code * np.float64(query_scale)))
-    bound = quantized.residual * float(np.linalg.norm(vector)) + quantized.code_norm * query_error + SCORE_SLACK
     approx = _code_products(quantized.codes, query_code)
     approx *= quantized.scales
     approx *= query_scale
     if dead is not None:
         approx[dead] = -np.inf
-    best = top_k(approx, k)
+    error = quantized.residuals * np.float32(np.linalg.norm(vector))
+    error += np.float32(quantized.code_norm * query_error + SCORE_SLACK)
+    lower = approx - error
+    best = top_k(lower, k)
     if not len(best):
         return np.zeros(0, np.int64)
-    rows = np.flatnonzero(approx >= approx[best[-1]] - 2 * bound)
+    approx += error
+    rows = np.flatnonzero(approx >= lower[best[-1]])
     return rows if len(rows) * 8 <= len(approx) else None
 
 

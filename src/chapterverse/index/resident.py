@@ -88,7 +88,7 @@ class ResidentCodes:
         for name in set(self._codes) - names:
             del self._codes[name]
         wanted = [seg for seg in segments if seg.name not in self._codes]
-        total = sum(seg.matrix.size + 4 * len(seg.matrix) for seg in segments)  # int8 codes, a float32 scale a row
+        total = sum(seg.matrix.size + 8 * len(seg.matrix) for seg in segments)  # int8 codes, 2 float32s a row
         if not wanted or total > self.limit_bytes or self._making.is_set():
             self._settled.notify_all()
             return
