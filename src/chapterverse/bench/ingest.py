@@ -80,12 +80,24 @@ def _disk(workdir: Path) -> dict[str, int]:
     return {"sqlite_bytes": sqlite, "index_bytes": _dir_bytes(workdir) - sqlite}
 
 
+def _index_classes() -> tuple[Any, Any]:
+    """(VectorIndex, LexicalIndex) of the chapterverse on the path: ``chapterverse.index`` since issue 16,
+    top-level modules before it (an older checkout measured with ``--against``)."""
+    import importlib
+
+    try:
+        return (importlib.import_module("chapterverse.index.vectors").VectorIndex,
+                importlib.import_module("chapterverse.index.lexical").LexicalIndex)
+    except ModuleNotFoundError:
+        return (importlib.import_module("chapterverse.vectorindex").VectorIndex,
+                importlib.import_module("chapterverse.lexicalindex").LexicalIndex)
+
+
 def _indexes(workdir: Path, out: dict[str, Any]) -> None:
     """Open (build or bring up to date) the vector and the lexical index, timed on their own."""
-    from chapterverse.index.lexical import LexicalIndex
-    from chapterverse.index.vectors import VectorIndex
     from chapterverse.store import SQLiteStore
 
+    VectorIndex, LexicalIndex = _index_classes()
     store = SQLiteStore(workdir / "library.sqlite3")
     t = time.perf_counter()
     VectorIndex.open(store)
