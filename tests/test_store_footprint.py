@@ -76,6 +76,24 @@ def test_embedded_text_is_cached_until_written(tmp_path: Path) -> None:
     library.close()
 
 
+def test_reembedding_keeps_one_copy_of_each_vector(tmp_path: Path) -> None:
+    """A re-embedding long enough to be cached batch by batch leaves the library as the only holder of the new
+    vectors once it has swapped them in."""
+    book = tmp_path / "book.md"
+    book.write_text("\n\n".join(f"Passage {i}. " + p for i, p in enumerate(_paragraphs(5, 400))), encoding="utf-8")
+    Library(tmp_path / "lib", embedder=HashingEmbedder()).ingest([book])
+
+    class Other(HashingEmbedder):
+        name = "test-hashing-other"
+
+    library = Library(tmp_path / "lib", embedder=Other())
+    assert library.reembed_if_model_changed() == library.store.count_chunks() > 256
+    assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(0,)]
+    ids, _, matrix = library.store.vectors_since(0)
+    assert np.allclose(matrix, Other().embed([c.text for c in library.store.chunks()]), atol=1e-6)
+    library.close()
+
+
 def test_an_older_library_file_is_migrated_with_every_vector(tmp_path: Path) -> None:
     """A schema-1 file (a vector row per chunk, an insert trigger for FTS5) opens as the current layout."""
     path = tmp_path / "library.sqlite3"

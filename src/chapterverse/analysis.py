@@ -50,6 +50,19 @@ _STOPWORDS: dict[str, frozenset[str]] = {
 LANGUAGES = tuple(_STOPWORDS)
 _ISO = {"en": "english", "es": "spanish", "it": "italian", "fr": "french", "de": "german", "pt": "portuguese"}
 _WORD = re.compile(r"\w+", re.UNICODE)
+_SEPARATORS = "\u2019\u201c\u201d\u2014\u2018\u2013\u00ab\u00bb\u00bf\u00a1\u2060"
+"""Punctuation that books use often and that is never part of a word (’ “ ” — ‘ – « » ¿ ¡ and the word joiner):
+as spaces they cut words where ``\\w+`` does, and leave most English text ASCII. None of them changes under
+``normalize`` or combines with a mark that follows it, so they can go before it."""
+_ASCII_WORD_BYTES = bytes(c if _WORD.fullmatch(chr(c)) else 0x20 for c in range(128)) + b" " * 128
+"""A ``bytes.translate`` table: ASCII word characters (letters, digits, underscore) kept, every other byte a space."""
+_STOPWORD_LANGUAGES: dict[str, tuple[str, ...]] = {
+    word: tuple(lang for lang, words in _STOPWORDS.items() if word in words)
+    for word in frozenset().union(*_STOPWORDS.values())
+}
+"""Each stopword and the languages (in ``LANGUAGES`` order) whose list holds it."""
+_STEM_MEMO_WORDS = 200_000
+"""Distinct words a language's stem memo holds before it starts afresh (about 125 bytes each: 25 MB at most)."""
 
 
 def normalize(text: str) -> str:
@@ -62,8 +75,19 @@ def normalize(text: str) -> str:
 
 
 def word_tokens(text: str) -> list[str]:
-    """Normalized word tokens, digits kept (years and amounts matter in questions)."""
-    return _WORD.findall(normalize(text))
+    """Normalized word tokens, digits kept (years and amounts matter in questions): the runs of ``\\w``.
+
+    Text that is ASCII once normalized (most of it, after ``_SEPARATORS``) is split without the regular
+    expression: its non-word bytes become spaces, and ``split`` cuts there, ten times faster (10 against 95 us
+    for three passages here). Other text goes through the expression; both give the same tokens.
+    """
+    for mark in _SEPARATORS:  # first, so that normalize too finds ASCII text and skips its step per character
+        if mark in text:  # no cost on ASCII text: a wider character is never in it
+            text = text.replace(mark, " ")
+    normalized = normalize(text)
+    if normalized.isascii():
+        return normalized.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii").split()
+    return _WORD.findall(normalized)
 
 
 def language_for_code(code: str | None) -> str | None:
@@ -76,19 +100,47 @@ def detect_language(text: str, default: str = "english") -> str:
     counts = Counter(word_tokens(text[:200_000]))
     if not counts:
         return default
-    scores = {lang: sum(counts[w] for w in words) for lang, words in _STOPWORDS.items()}
+    scores = dict.fromkeys(_STOPWORDS, 0)
+    for word in counts.keys() & _STOPWORD_LANGUAGES.keys():  # each distinct stopword once, not each stopword list
+        for language in _STOPWORD_LANGUAGES[word]:
+            scores[language] += counts[word]
     best = max(scores, key=scores.__getitem__)
     return best if scores[best] > 0 else default
 
 
+class _MemoStemmer:
+    """A Snowball stemmer that stems each distinct word once.
+
+    A library's words repeat (the 16,625 English passages ``bench scale`` draws from hold 1.5 M words, 37,260
+    distinct ones), and a dictionary lookup costs a fifth of the stemmer's call (about 50 against 270 ns a word
+    here), so ingest stems only the words it has not seen. The memo starts afresh past ``_STEM_MEMO_WORDS``
+    words, so numbers and typos cannot grow it without bound; a call keeps its own reference to it, so a thread
+    that starts it afresh never takes a word from under another.
+    """
+
+    def __init__(self, language: str) -> None:
+        self._stemmer = Stemmer.Stemmer(language)
+        self._memo: dict[str, str] = {}
+
+    def stems(self, tokens: list[str]) -> list[str]:
+        memo = self._memo
+        unseen = set(tokens).difference(memo)
+        if unseen:
+            if len(memo) + len(unseen) > _STEM_MEMO_WORDS:
+                memo = self._memo = {}
+                unseen = set(tokens)
+            words = list(unseen)
+            memo.update(zip(words, self._stemmer.stemWords(words)))
+        return list(map(memo.__getitem__, tokens))
+
+
 @lru_cache(maxsize=16)
-def _stemmer(language: str) -> Stemmer.Stemmer:
-    return Stemmer.Stemmer(language)
+def _stemmer(language: str) -> _MemoStemmer:
+    return _MemoStemmer(language)
 
 
 def _stems(tokens: list[str], language: str) -> list[str]:
-    stems: list[str] = _stemmer(language).stemWords(tokens)
-    return stems
+    return _stemmer(language).stems(tokens)
 
 
 def index_terms(text: str, language: str) -> str:

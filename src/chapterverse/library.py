@@ -347,15 +347,17 @@ class Library:
             batch = missing[done:done + step]
             if progress:
                 progress(f"embedding {label}", done, len(missing))
-            for i, vec in zip(batch, embedder.embed([texts[i] for i in batch])):
-                fresh[hashes[i]] = vec
+            embedded = {hashes[i]: vec for i, vec in zip(batch, embedder.embed([texts[i] for i in batch]))}
+            fresh.update(embedded)
+            if len(missing) > step:
+                # Kept as each batch comes, so that an interrupted ingest or re-embedding resumes where it
+                # stopped. One batch is written at once instead: caching it would cost every small write (a
+                # knowledge-base upsert) a transaction of its own for at most one batch to embed again. The
+                # stores keep what they write themselves (SQLite finds its chunks by text hash and drops these
+                # copies then; PostgreSQL caches a document's vectors in the transaction that writes it).
+                self.store.cache_vectors(embedder.name, embedded)
         if progress:
             progress(f"embedding {label}", len(missing), len(missing))
-        if fresh:
-            # Kept so that an interrupted ingest or re-embedding does not embed them again. The SQLite store
-            # drops them from its cache when it writes the chunks (it finds its own by text hash); PostgreSQL
-            # keeps them, and finds unchanged text of a re-ingested document only here.
-            self.store.cache_vectors(embedder.name, fresh)
         vectors = np.zeros((len(texts), embedder.dim), np.float32)
         for i, h in enumerate(hashes):
             vectors[i] = fresh[h] if h in fresh else cached[h]

@@ -33,11 +33,12 @@ SQLite's per-thread connection).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, TypeVar
@@ -522,6 +523,8 @@ class PostgresStore(SharedReads):
             docs = dict(tx.execute("SELECT id, doc_id FROM chunks WHERE id = ANY(%s)", (ids,)).fetchall())
             self._copy_vectors(tx, ((cid, docs[cid], vectors[cid]) for cid in ids if cid in docs))
             self._put_meta(tx, "embedding_model", name)
+            texts = tx.execute("SELECT id, text FROM chunks WHERE id = ANY(%s)", (ids,)).fetchall()
+            self._cache_written(tx, ((text, vectors[cid]) for cid, text in texts))
             self._put_meta(tx, "embedding_dim", str(dim))
             if self._vector_index:
                 self._create_vector_index(tx, dim)
@@ -574,6 +577,7 @@ class PostgresStore(SharedReads):
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         if len(doc.vectors) != len(doc.chunks):
             raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for c in doc.chunks]
         doc = nul_free(doc)
         dim = int(self.get_meta("embedding_dim") or 0)
         with self.transaction() as tx:
@@ -581,6 +585,7 @@ class PostgresStore(SharedReads):
             if replace:
                 self._delete_documents(tx, replace)
             doc_id = self._insert_document(tx, doc)
+            self._cache_written(tx, zip(texts, doc.vectors))
             if dim and self._vector_index:
                 self._create_vector_index(tx, dim)
             self._bump(tx)
@@ -875,6 +880,20 @@ class PostgresStore(SharedReads):
                 "INSERT INTO embedding_cache(model, text_hash, vector) VALUES (%s,%s,%s) ON CONFLICT DO NOTHING",
                 [(model, h, vector_blob(v)) for h, v in vectors.items()],
             )
+
+    @staticmethod
+    def _cache_written(tx: psycopg.Connection[Any], written: Iterable[tuple[str, np.ndarray]]) -> None:
+        """Cache the (text, vector) pairs a write stores, under the library's model, in that write's transaction.
+
+        The cache is where this store finds the vectors of unchanged text when a document is ingested again
+        (its chunks are not looked up by text hash, as SQLite's are), so what it writes goes there too, in the
+        same transaction rather than one of its own before it.
+        """
+        rows = {hashlib.sha256(text.encode()).hexdigest(): vector_blob(vec) for text, vec in written}
+        if rows:
+            tx.cursor().executemany(
+                "INSERT INTO embedding_cache(model, text_hash, vector) SELECT value, %s, %s FROM meta"
+                " WHERE key='embedding_model' ON CONFLICT DO NOTHING", list(rows.items()))
 
     # -- summaries --------------------------------------------------------------------------
     def summaries(self, segment_hashes: Sequence[str], model: str, prompt_version: str) -> dict[str, str]:

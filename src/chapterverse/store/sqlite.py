@@ -400,6 +400,9 @@ class SQLiteStore(SharedReads):
             tx.execute("DELETE FROM vector_blocks")
             chunks = tx.execute("SELECT id, doc_id FROM chunks ORDER BY id").fetchall()
             _insert_blocks(tx, ((cid, doc, vector_blob(vectors[cid])) for cid, doc in chunks if cid in vectors))
+            # The batches cached while re-embedding are the library's own vectors now: no second copy.
+            tx.execute("DELETE FROM embedding_cache WHERE model=? AND substr(text_hash, 1, 32) IN"
+                       " (SELECT lower(hex(text_hash)) FROM chunks)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
             self._bump(tx)

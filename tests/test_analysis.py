@@ -1,0 +1,73 @@
+"""The analyzer's shortcuts give what the plain definitions give: word tokens are the runs of ``\\w`` in the
+normalized text, index terms are each token's Snowball stem, and the language is the one whose stopwords are
+most frequent."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+
+import pytest
+import Stemmer
+
+from chapterverse import analysis
+from chapterverse.analysis import LANGUAGES, detect_language, index_terms, normalize, query_terms, word_tokens
+
+ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \t\n.,;:!?'\"()[]-/\\*&%$#@~`^|<>=+{}"
+WIDE = (
+    "’“”—‘–«»¿¡\u2060…\u00a0°£€§·×−⁄′ﬁ"  # punctuation and symbols, some decomposed by NFKD
+    "éèêëàáâäãåçñóòôöõúùûüíìîïýÿÉÀÇÑÖÜ"  # accented letters, combining marks once decomposed
+    "ßæøœłđðþςεγηναβπ木字ɪəˈ²³½\u0301\u0308"  # letters and digits that stay wide, bare combining marks
+)
+SENTENCES = {
+    "english": "The keeper of the lamp was there when the storm came, and he would not leave it for the boat.",
+    "spanish": "El guardián de la lámpara estaba allí cuando llegó la tormenta, y no la dejó por el barco.",
+    "italian": "Il guardiano della lampada era lì quando venne la tempesta, e non la lasciò per la barca.",
+    "french": "Le gardien de la lampe était là quand la tempête est venue, et il ne la quitta pas pour le bateau.",
+    "german": "Der Wärter der Lampe war da, als der Sturm kam, und er verließ sie nicht für das Boot.",
+    "portuguese": "O guardião da lâmpada estava lá quando a tempestade chegou, mas ele não a deixou pelo barco dos seus amigos.",
+}
+
+
+def _random_texts(count: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["", "   ", "don’t “stop” — now", "¿Qué pasó?", "naïve café", "straße", "a\u2060b", "x²+y²", "ﬁne"]
+    for _ in range(count):
+        ascii_only = rng.random() < 0.5
+        pool = ASCII if ascii_only else ASCII + WIDE
+        texts.append("".join(rng.choice(pool) for _ in range(rng.randrange(1, 200))))
+    return texts
+
+
+def test_word_tokens_are_the_runs_of_word_characters_in_the_normalized_text() -> None:
+    for text in _random_texts(5000, seed=1):
+        assert word_tokens(text) == re.findall(r"\w+", normalize(text)), repr(text)
+
+
+def test_index_terms_are_each_tokens_stem_also_after_the_memo_starts_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(analysis, "_STEM_MEMO_WORDS", 50)  # starts afresh many times below
+    texts = _random_texts(500, seed=2) + list(SENTENCES.values())
+    for language in LANGUAGES:
+        stemmer = Stemmer.Stemmer(language)
+        for text in texts:
+            tokens = re.findall(r"\w+", normalize(text))
+            assert index_terms(text, language) == " ".join(stemmer.stemWords(tokens)), (language, text)
+    assert query_terms("the keepers of lamps", ["english"]) == ["keeper", "lamp"]
+
+
+def test_the_language_is_the_one_whose_stopwords_are_most_frequent() -> None:
+    def reference(text: str, default: str) -> str:
+        counts = Counter(re.findall(r"\w+", normalize(text)))
+        scores = {lang: sum(counts[w] for w in words) for lang, words in analysis._STOPWORDS.items()}
+        best = max(scores, key=scores.__getitem__)
+        return best if scores[best] > 0 else default
+
+    for language, sentence in SENTENCES.items():
+        assert detect_language(sentence) == language
+    rng = random.Random(3)
+    words = [w for sentence in SENTENCES.values() for w in sentence.split()]
+    for _ in range(2000):  # mixtures, ties included: the first language in LANGUAGES order wins, as before
+        text = " ".join(rng.choice(words) for _ in range(rng.randrange(0, 12)))
+        for default in ("english", "german"):
+            assert detect_language(text, default) == reference(text, default), text

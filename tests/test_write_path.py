@@ -1,0 +1,93 @@
+"""What the write path keeps, on both stores: a changed document embeds only its new text, and a long embedding
+that is interrupted resumes where it stopped (the library keeps each batch as it comes, a small write none)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hashembed import HashingEmbedder
+from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
+
+from chapterverse.library import Library
+from chapterverse.store import open_store
+
+WORDS = "keeper lamp storm gull tide rope harbour island signal winter cliff wave".split()
+
+
+class CountingEmbedder(HashingEmbedder):
+    """Counts the texts it is asked to embed; fails once its count would pass ``fail_after``."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.embedded: list[str] = []
+        self.fail_after = fail_after
+
+    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        if self.fail_after is not None and len(self.embedded) + len(texts) > self.fail_after:
+            raise KeyboardInterrupt  # what an interrupted ingest sees
+        self.embedded.extend(texts)
+        return super()._embed_batch(texts)
+
+
+def _paragraphs(seed: int, count: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, 90)).capitalize() + "." for _ in range(count)]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        return str(tmp_path / "library.sqlite3")
+    request.applymarker(pytest.mark.postgres)
+    return str(request.getfixturevalue("pg_schema_url"))
+
+
+@pytest.fixture
+def opened(location: str, tmp_path: Path) -> Iterator[tuple[Library, CountingEmbedder]]:
+    embedder = CountingEmbedder()
+    library = Library(tmp_path / "home", embedder=embedder, store=open_store(location))
+    yield library, embedder
+    library.close()
+
+
+def test_a_changed_document_embeds_only_its_new_text(opened: tuple[Library, CountingEmbedder],
+                                                     tmp_path: Path) -> None:
+    library, embedder = opened
+    book = tmp_path / "book.md"
+    first = _paragraphs(1, 12)
+    book.write_text("\n\n".join(first), encoding="utf-8")
+    library.ingest([book])
+    chunks = library.store.count_chunks()
+    assert len(embedder.embedded) == chunks > 5
+
+    book.write_text("\n\n".join(first + _paragraphs(2, 1)), encoding="utf-8")  # one paragraph appended
+    embedder.embedded.clear()
+    library.ingest([book])
+    assert 0 < len(embedder.embedded) < 4  # the chunks that changed, not the book again
+    assert library.store.integrity_problems() == []
+    ids, _, matrix = library.store.vectors_since(0)
+    expected = HashingEmbedder().embed([c.text for c in library.store.chunks()])
+    assert ids.tolist() == [c.id for c in library.store.chunks()] and np.allclose(matrix, expected, atol=1e-6)
+
+
+def test_an_interrupted_long_embedding_resumes_where_it_stopped(location: str, tmp_path: Path) -> None:
+    """More than one batch to embed: the batches done before the interruption are not embedded again."""
+    book = tmp_path / "long.md"
+    book.write_text("\n\n".join(f"Passage {i}. " + p for i, p in enumerate(_paragraphs(3, 700))), encoding="utf-8")
+    failing = CountingEmbedder(fail_after=600)
+    library = Library(tmp_path / "home", embedder=failing, store=open_store(location))
+    with pytest.raises(KeyboardInterrupt):
+        library.ingest([book])
+    assert library.documents() == []  # nothing half-written
+    library.close()
+    assert len(failing.embedded) >= 512  # the library embeds in batches of 256: two were done before it stopped
+
+    resumed = CountingEmbedder()
+    library = Library(tmp_path / "home", embedder=resumed, store=open_store(location))
+    stored = library.ingest([book])[0].document
+    assert stored.chunks > 600 and 0 < len(resumed.embedded) <= stored.chunks - 512
+    assert library.store.integrity_problems() == []
+    library.close()
