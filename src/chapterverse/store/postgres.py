@@ -38,6 +38,7 @@ import json
 import math
 import re
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -291,6 +292,8 @@ class PostgresStore(SharedReads):
         self._pool_lock = threading.Lock()
         self._connections: ConnectionPool[psycopg.Connection[Any]] | None = None
         """Opened on first use, and again after :meth:`close` (a closed ``ConnectionPool`` cannot reopen)."""
+        self._pool_closer: weakref.finalize[Any, Any] | None = None
+        """Closes the pool when this store is let go without :meth:`close` (see :meth:`_pool`)."""
         self._migrate()
 
     # -- connections and transactions -------------------------------------------------------
@@ -305,12 +308,19 @@ class PostgresStore(SharedReads):
 
         One connection is kept open (``min_size``); more are opened as threads ask, up to ``max_connections``,
         and closed again after ten idle minutes. Each is registered for pgvector's types when it opens.
+
+        A store let go without :meth:`close` still closes its pool, from the thread that lets it go (or at
+        exit): left to itself, the pool's ``__del__`` may run on one of its own worker threads, when a worker
+        drops the last reference as it finishes a task, and that thread cannot wait for itself to stop
+        ("Exception ignored ... cannot join current thread").
         """
         with self._pool_lock:
             if self._connections is None:
-                self._connections = ConnectionPool(
+                pool = ConnectionPool(
                     self.url, kwargs={"autocommit": True, "connect_timeout": 30}, configure=register_vector,
                     min_size=1, max_size=self._max_connections, timeout=30.0, name="chapterverse", open=True)
+                self._connections = pool
+                self._pool_closer = weakref.finalize(self, pool.close)
             return self._connections
 
     @contextmanager
@@ -394,9 +404,10 @@ class PostgresStore(SharedReads):
         """Close the pool (connections in use close when returned); the store reconnects on next use (as
         SQLiteStore does)."""
         with self._pool_lock:
-            pool, self._connections = self._connections, None
-        if pool is not None:
-            pool.close()
+            self._connections = None
+            closer, self._pool_closer = self._pool_closer, None
+        if closer is not None:
+            closer()  # the pool's close, once
 
     def _lock_chunks(self, tx: psycopg.Connection[Any]) -> None:
         """Serialize writes that change chunks, per schema, like SQLite's single writer."""
