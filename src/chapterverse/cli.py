@@ -1,8 +1,9 @@
 """The command line: a stable interface that scripts rely on (``--json`` everywhere, exit codes 0/1/2).
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (unknown or malformed tag, unreadable file; ``ingest``
-still stores every other file it was given, folders' included). Errors go to stderr as one line naming the file
-and the reason.
+still stores every other file it was given, folders' included); 141 when what reads stdout stops reading
+(``| head``: the command ends quietly, as a Unix tool does). Errors go to stderr as one line naming the file and
+the reason.
 
 Each command imports what it needs when it runs (the library, the answerer, the model SDK, the server, the
 benchmarks), never at start-up: ``--help``, ``docs``, ``resolve`` and ``remove`` then cost about a quarter of a
@@ -56,12 +57,59 @@ def load_lazy_group(name: str) -> click.Command:
     return group
 
 
+STDOUT_CLOSED_EXIT = 141
+"""The exit status when whatever reads stdout stops reading (``chapterverse docs | head -1``): 128 + 13, the
+status a shell reports for a Unix tool that SIGPIPE ended (``seq 100000 | head -1``), so ``set -o pipefail``
+scripts see what they see from ``cat`` or ``git log``. Not 1, which means a runtime failure here (click's own
+handling exits 1); not death by the signal itself, which would skip the clean-up a normal exit does."""
+
+
+@contextmanager
+def _stdout_may_close() -> Iterator[None]:
+    """End quietly, like a Unix tool, when the reader of stdout goes away: the lines that fit were written,
+    the rest is dropped, no traceback and no message; exit :data:`STDOUT_CLOSED_EXIT`.
+
+    Python ignores SIGPIPE (a server must survive a client that hangs up), so a closed pipe is a
+    ``BrokenPipeError`` on the next write. As the ``signal`` module's documentation advises, stdout is flushed
+    here, where the error can be caught, and then pointed at the null device, so that the interpreter's final
+    flush of what is left in its buffer has nowhere to fail."""
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
+        raise typer.Exit(STDOUT_CLOSED_EXIT) from None
+
+
+def _discard_stdout() -> None:
+    """Send whatever stdout still holds, and anything written to it later, to the null device."""
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (a test runner's buffer): nothing will flush it
+        return
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, descriptor)
+    os.close(null)
+
+
 class _LazyGroups(TyperGroup):
     """The root command, with sub-apps that are imported only when invoked.
 
     ``--help`` lists them from :data:`LAZY_GROUPS` alone; running one (its ``--help`` included) imports its
     module and hands over to the real group.
+
+    Every command, and the help printed while the arguments are parsed, ends quietly when stdout's reader goes
+    away (:func:`_stdout_may_close`): click would exit 1, the status of a failure, without a word.
     """
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        with _stdout_may_close():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with _stdout_may_close():
+            return super().invoke(ctx)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in LAZY_GROUPS if name not in self.commands)]
@@ -95,7 +143,14 @@ class _LazyConsole:
         if self._console is None:
             from rich.console import Console
 
-            self._console = Console(**self._options)
+            class PipeAware(Console):
+                def on_broken_pipe(self) -> None:
+                    """Leave a closed stdout to :func:`_stdout_may_close`, as for ``print``: rich's own handling
+                    exits 1, the status of a failure."""
+                    self.quiet = True
+                    raise BrokenPipeError
+
+            self._console = PipeAware(**self._options)
         return self._console
 
     def __getattr__(self, name: str) -> Any:
