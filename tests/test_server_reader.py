@@ -93,6 +93,33 @@ def test_pages_carry_the_csp_and_assets_are_served(client: httpx.Client) -> None
     assert client.get("/docs").status_code == 200 and "/api/documents" in client.get("/openapi.json").text
 
 
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+"""What a browser sends when it opens an address."""
+
+
+@pytest.mark.parametrize("path", ["/nope", "/read/abc", "/read/<script>"])
+def test_a_mistyped_address_shows_a_page_that_leads_back_to_the_library(client: httpx.Client, path: str) -> None:
+    page = client.get(path, headers=BROWSER)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"]
+    assert "<h1>Not found</h1>" in page.text and '<a class="cv-button cv-button-primary" href="/">' in page.text
+    assert re.search(r"There is no page at <code[^>]*>([^<]*)</code>", page.text)[1] == (  # type: ignore[index]
+        path.replace("<", "&lt;").replace(">", "&gt;"))
+
+
+@pytest.mark.parametrize(("path", "accept", "status", "code"), [
+    ("/nope", "application/json", 404, "NOT_FOUND"),              # an API client
+    ("/nope", "*/*", 404, "NOT_FOUND"),                           # curl
+    ("/read/abc", "", 400, "BAD_INPUT"),                          # no preference said
+    ("/api/nope", BROWSER["Accept"], 404, "NOT_FOUND"),           # the APIs' own paths, even from a browser
+    ("/v1/nope", BROWSER["Accept"], 404, "NOT_FOUND"),
+])
+def test_api_clients_keep_the_json_error(client: httpx.Client, path: str, accept: str, status: int,
+                                         code: str) -> None:
+    reply = client.get(path, headers={"Accept": accept})
+    assert (reply.status_code, reply.json()["code"]) == (status, code)
+
+
 # ----------------------------------------------------------------------------------------- documents
 
 

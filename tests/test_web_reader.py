@@ -28,7 +28,7 @@ from urllib.request import urlopen
 import pytest
 from conftest import shared_path
 
-from chapterverse.web import CONTENT_SECURITY_POLICY, STATIC_DIR, index_html
+from chapterverse.web import CONTENT_SECURITY_POLICY, STATIC_DIR, index_html, not_found_html
 
 try:
     from playwright import sync_api
@@ -315,8 +315,8 @@ def test_content_security_policy_is_strict() -> None:
     }
 
 
-def test_page_has_no_inline_script_or_style_and_nothing_remote() -> None:
-    html = index_html()
+@pytest.mark.parametrize("html", [index_html(), not_found_html("/nope")], ids=["reader", "not found"])
+def test_page_has_no_inline_script_or_style_and_nothing_remote(html: str) -> None:
     for tag in re.findall(r"<script\b[^>]*>", html):
         assert re.search(r'\ssrc="/static/[\w.-]+\.js"', tag), f"inline or remote script: {tag}"
     assert not re.search(r"<script\b[^>]*>\s*[^<\s]", html), "a script element with a body"
@@ -408,6 +408,21 @@ def test_go_to_passage_highlights_exactly_the_cited_range(
     assert_highlight(page, reader_server, tag)
     assert page.url.endswith(f"/read/{lighthouse}#{tag}")
     browser_page.shot(page, "reader-highlight")
+    browser_page.assert_clean()
+
+
+@browser
+def test_a_mistyped_address_leads_back_to_the_library(reader_server: Any, browser_page: BrowserPage,
+                                                      lighthouse: int) -> None:
+    page = browser_page.page
+    for address in ("/read/abc", "/nope"):
+        page.goto(f"{reader_server.base_url}{address}")
+        expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+        expect(page.locator("[data-cv-missing-path]")).to_have_text(address)
+    browser_page.shot(page, "not-found")
+    page.get_by_role("link", name="Back to the library").click()
+    expect(page.get_by_role("heading", name="Library")).to_be_visible()
+    assert page.url == f"{reader_server.base_url}/"
     browser_page.assert_clean()
 
 

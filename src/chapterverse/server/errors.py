@@ -8,6 +8,10 @@ errors are mapped here, at the one HTTP boundary, and every message passes the s
 A request the schema refuses is 400 ``BAD_INPUT`` when it is not what the endpoint takes (not JSON,
 a required field missing, a wrong type), and 422 ``BAD_INPUT`` when it is well-formed but a value is
 refused: an unknown field where the endpoint forbids them, a malformed URL, a text over its limit.
+
+A browser that asks for an address the reader does not have (``/nope``, ``/read/abc``) gets a small HTML page
+that says so and links back to the library, with status 404; the APIs' clients (every ``/api`` and ``/v1``
+path, and any request that does not ask for HTML before JSON) always get the JSON.
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
 from ..redaction import scrub
+from ..web import CONTENT_SECURITY_POLICY, not_found_html
 
 from ..errors import (
     ChapterverseError,
@@ -39,6 +44,8 @@ __all__ = ["ApiError", "error_body", "error_response", "install_error_handlers",
 log = logging.getLogger(__name__)
 
 OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+API_PATHS = ("/api", "/v1")
+"""Path prefixes whose errors are always JSON, whatever the request accepts."""
 
 
 class ApiError(Exception):
@@ -97,6 +104,41 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _is_page_request(request: Request) -> bool:
+    """A browser opening an address: a GET outside the APIs that asks for HTML at least as much as for JSON
+    (a browser's ``text/html,...,*/*;q=0.8``; not curl's bare ``*/*``, nor ``application/json``)."""
+    path = request.url.path
+    if request.method not in ("GET", "HEAD") or any(path == p or path.startswith(p + "/") for p in API_PATHS):
+        return False
+    quality = _accepted(request.headers.get("accept", ""))
+    html = max(quality.get("text/html", 0.0), quality.get("application/xhtml+xml", 0.0))
+    return html > 0 and html >= quality.get("application/json", 0.0)
+
+
+def _accepted(accept: str) -> dict[str, float]:
+    """Media types an Accept header names, with their quality (``text/html;q=0.9`` -> 0.9; 1 when unsaid)."""
+    quality: dict[str, float] = {}
+    for item in accept.split(","):
+        media, *parameters = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for parameter in parameters:
+            name, _, value = parameter.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        if media:
+            quality[media.lower()] = weight
+    return quality
+
+
+def _not_found_page(request: Request) -> HTMLResponse:
+    """404 as a page for people: the address they typed and a link back to the library."""
+    return HTMLResponse(not_found_html(request.url.path), status_code=404,
+                        headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
@@ -110,13 +152,17 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(mapped.status, mapped.code, mapped.message, path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _invalid(request: Request, exc: RequestValidationError) -> Response:
+        if _is_page_request(request):  # /read/abc: an address that names no book
+            return _not_found_page(request)
         errors = exc.errors()
         status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400
         return error_response(status, "BAD_INPUT", _validation_message(exc), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and _is_page_request(request):
+            return _not_found_page(request)
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
         return error_response(exc.status_code, code, str(exc.detail), path=request.url.path)
 

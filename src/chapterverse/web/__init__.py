@@ -4,13 +4,15 @@ There is no build step: ``static/`` holds plain modern JavaScript modules and on
 served as ``/static/*``. Every page (``/`` and ``/read/{doc_id}``) is the same single-page
 ``index.html``; the client routes with the history API. Pages must be served with
 ``CONTENT_SECURITY_POLICY``: the assets use no inline script or style, no eval and nothing remote.
+``not_found_html`` is the page a browser gets for an address the reader does not have.
 """
 
 from __future__ import annotations
 
+from html import escape
 from pathlib import Path
 
-__all__ = ["STATIC_DIR", "CONTENT_SECURITY_POLICY", "index_html"]
+__all__ = ["STATIC_DIR", "CONTENT_SECURITY_POLICY", "index_html", "not_found_html"]
 
 STATIC_DIR: Path = Path(__file__).resolve().parent / "static"
 """Directory to mount at ``/static``."""
@@ -37,3 +39,10 @@ def index_html() -> str:
     Read on every call (it is a few hundred bytes) so an edited asset shows without a restart.
     """
     return (STATIC_DIR / "index.html").read_text(encoding="utf-8")
+
+
+def not_found_html(path: str) -> str:
+    """The page for a mistyped address (``/nope``, ``/read/abc``): it names the address, escaped, and links
+    back to the library."""
+    page = (STATIC_DIR / "not-found.html").read_text(encoding="utf-8")
+    return page.replace("{path}", escape(path))
