@@ -4,9 +4,11 @@ position tags that resolve."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+from conftest import shared_path
 from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
@@ -55,3 +57,28 @@ def test_summaries_show_in_reading_order_with_tags_that_resolve(library: str) ->
 def test_an_unknown_document_exits_2(library: str) -> None:
     result = CliRunner().invoke(app, ["summaries", "--doc", "99", "--library", library])
     assert (result.exit_code, result.output.strip()) == (2, "error: no document with id 99")
+
+
+@pytest.fixture(scope="module")
+def free_culture(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Lessig's *Free Culture* (PDF): a barcode on its cover, a running header and footer on every page."""
+    location = tmp_path_factory.mktemp("free-culture") / "lib"
+    Library(location, embedder=HashingEmbedder()).ingest([shared_path("books", "pdf", "freeculture.pdf")])
+    return str(location)
+
+
+def test_extractive_summaries_of_a_pdf_quote_only_whole_sentences_of_prose(free_culture: str) -> None:
+    runner = CliRunner()
+    assert runner.invoke(app, ["summarize", "--doc", "1", "--library", free_culture]).exit_code == 0
+    shown = runner.invoke(app, ["summaries", "--doc", "1", "--library", free_culture])
+    assert shown.exit_code == 0
+    opening = shown.output.split("\n\n")[0]
+    assert opening.startswith("§1 COVER – PREFACE\nA free\nculture is not a culture without property")
+    for junk in ("❚", "❘", "❙", "PREFACE xv", "free-culture.org/get-it", "FREE CULTURE["):
+        assert junk not in shown.output
+    segments = json.loads(runner.invoke(app, ["summaries", "--doc", "1", "--json", "--library", free_culture]).output)
+    sentences = [s for segment in segments["segments"] for s in re.split(r"\[f\d+-\d+-\d+\]", segment["summary"])
+                 if s.strip()]
+    assert len(sentences) > 100
+    for sentence in sentences:  # none is the rest of a sentence that began on the page before
+        assert not next(c for c in sentence if c.isalpha()).islower(), sentence

@@ -22,7 +22,7 @@ from ..positions import Span, find_tags, paragraph_spans
 from .client import ChatProvider
 from .prompts import count_tokens, load_prompt
 from .selection import SelectionParseError, parse_selection
-from .summaries import EXTRACTIVE_MODEL, segment_inputs
+from .summaries import EXTRACTIVE_MODEL, segment_inputs, summary_version
 
 __all__ = ["ToolBox", "ToolSettings", "TOOL_SCHEMAS", "NOTHING_FOUND"]
 
@@ -155,8 +155,8 @@ class ToolBox:
 
     def _summaries(self, doc_id: int) -> list[tuple[Any, str]]:
         inputs = segment_inputs(self.library, doc_id)
-        version = load_prompt("summarize_segment").version
-        stored = self.library.store.summaries([i.segment.content_hash for i in inputs], self.summary_model, version)
+        stored = self.library.store.summaries([i.segment.content_hash for i in inputs], self.summary_model,
+                                              summary_version(self.summary_model))
         return [(i, stored[i.segment.content_hash]) for i in inputs if i.segment.content_hash in stored]
 
     def _select_segments(self, question: str) -> list[Any]:
