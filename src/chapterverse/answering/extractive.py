@@ -3,7 +3,8 @@
 An extractive answer never paraphrases: every sentence in it is an exact span of a retrieved passage, so
 it is verified by construction. The reader takes the sentences around the best passages
 (:mod:`.sentences`), describes each by :data:`.features.FEATURES`, ranks them with the learned sentence
-model and shows the best one to three in reading order (:mod:`.model`). Whether to answer at all is the
+model (re-ranked by the meaning model where it was fit on the library's embedder) and shows the best
+one to three in reading order (:mod:`.model`). Whether to answer at all is the
 confidence model's calibrated probability that the shown sentences answer the question; below 0.5 the
 answer says "Not found" and shows nothing as the source's words.
 """
@@ -21,7 +22,7 @@ from ..library import Hit, Library
 from ..positions import Span
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
-from .model import ReaderModel, load_reader_model
+from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
 from .question import Question, read_question
 from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
@@ -56,6 +57,12 @@ class Reading:
     stand_in: float = 1.0
     """How close in meaning the evidence comes to the question words it lacks: the mean, over those words,
     of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
+    embedder: str = ""
+    query_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """The candidates that were given their own vector (rows of :attr:`candidates`)."""
+    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    """Their vectors, in the order of :attr:`embedded`."""
 
     def describe(self) -> None:
         """Compute the features of the candidates and the question's coverage from the evidence."""
@@ -64,6 +71,19 @@ class Reading:
 
         self.features = sentence_features(self.question, self.candidates, self.cosines, weight_of, self.languages)
         self.coverage, self.missing = question_coverage(self.question, self.candidates, weight_of, self.languages)
+
+    def ranking_scores(self, model: ReaderModel) -> np.ndarray:
+        """The order to show candidates in: the meaning model's scores of the embedded ones (the others,
+        which the sentence model already ranked lower, come last), or the sentence model's when the meaning
+        model does not fit this library's embedder."""
+        scores = model.sentence_scores(self.features)
+        meaning = model.meaning_for(self.embedder, len(self.query_vector))
+        if meaning is None or not len(self.embedded):
+            return scores
+        ranked = np.full(len(scores), -np.inf)
+        ranked[self.embedded] = meaning.scores(meaning_inputs(self.features[self.embedded], self.query_vector,
+                                                              self.vectors))
+        return ranked
 
 
 def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int] | None = None,
@@ -83,16 +103,17 @@ def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int
     candidates = gather_candidates(library, found, question, languages)
     estimates = np.array([c.hit.dense for c in candidates], dtype=np.float64)
     reading = Reading(question, found, candidates, estimates, library.retriever.term_rarity(question.terms),
-                      list(languages))
+                      list(languages), embedder=library.embedder.name, query_vector=query_vector)
     reading.describe()
     if candidates:
         chosen = np.arange(len(candidates))
         if embedded is not None:
             scores = (model or load_reader_model()).sentence_scores(reading.features)
             chosen = np.argsort(-scores, kind="stable")[:embedded]
+        vectors = library.embedder.embed([candidates[i].text for i in chosen])
         cosines = estimates.copy()
-        cosines[chosen] = library.embedder.embed([candidates[i].text for i in chosen]) @ query_vector
-        reading.cosines = cosines
+        cosines[chosen] = vectors @ query_vector
+        reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
     return reading
@@ -170,7 +191,7 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
     confidence = round(model.confidence(confidence_features(reading, scores)), 4)
     if confidence < 0.5:
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence)
-    chosen = choose_sentences(scores, [len(c.text) for c in reading.candidates], model,
+    chosen = choose_sentences(reading.ranking_scores(model), [len(c.text) for c in reading.candidates], model,
                               introduction=first_introduction(reading))
     best = chosen[0]
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)

@@ -3,6 +3,13 @@
 - *Sentence model*: a linear score per candidate sentence over :data:`.features.FEATURES`, fit listwise
   (a softmax over each question's candidates) on development questions whose gold answer lies in one of
   the candidates. It only ranks one question's sentences.
+- *Meaning model* (optional, for one embedder): re-ranks the candidates that were embedded from their
+  features and the element-wise product of the question's and the sentence's vectors (:func:`meaning_inputs`),
+  linearly plus a small hidden layer. A cosine weighs every dimension of the embedding alike; learnt
+  weights say which dimensions tell an answer from a sentence that merely shares the topic (held out, the
+  gold-holding sentence among the top three: FairytaleQA val 0.577 -> 0.620, XQuAD-en 0.940 -> 0.957,
+  SQuAD-it odd 0.820 -> 0.843). Its weights belong to the embedder they were fit with; a library with
+  another embedder is ranked by the sentence model alone.
 - *Confidence model*: a logistic model over :data:`CONFIDENCE_FEATURES` (how well the best sentence scored,
   how much of the question the evidence knows) fit on answerable questions against questions asked of a
   document that does not answer them, so ``confidence`` is a probability and 0.5 is where ``found`` flips.
@@ -22,7 +29,8 @@ import numpy as np
 
 from .features import FEATURES
 
-__all__ = ["CONFIDENCE_FEATURES", "ReaderModel", "load_reader_model", "WEIGHTS_PATH"]
+__all__ = ["CONFIDENCE_FEATURES", "MEANING_SCALE", "MeaningModel", "ReaderModel", "load_reader_model",
+           "meaning_inputs", "WEIGHTS_PATH"]
 
 WEIGHTS_PATH = Path(__file__).with_name("reader_weights.json")
 
@@ -41,6 +49,44 @@ CONFIDENCE_FEATURES: tuple[str, ...] = (
 )
 
 
+MEANING_SCALE = 30.0
+"""Multiplies the vector products so that they are on the scale of the other features (a product of two
+unit vectors' coordinates is about 1 / dimension), which lets one step size fit both."""
+
+
+def meaning_inputs(features: np.ndarray, query_vector: np.ndarray, sentence_vectors: np.ndarray) -> np.ndarray:
+    """The meaning model's input rows: each sentence's features, then its vector times the question's."""
+    return np.hstack([features, MEANING_SCALE * sentence_vectors * query_vector[None, :]])
+
+
+@dataclass(frozen=True, slots=True)
+class MeaningModel:
+    """score = inputs . linear + relu(inputs @ hidden + hidden_bias) . output, over :func:`meaning_inputs`."""
+
+    embedder: str
+    """The embedder whose vectors the weights were fit on (``Embedder.name``)."""
+    linear: np.ndarray
+    hidden: np.ndarray
+    hidden_bias: np.ndarray
+    output: np.ndarray
+
+    @property
+    def dim(self) -> int:
+        return int(self.linear.shape[0]) - len(FEATURES)
+
+    def scores(self, inputs: np.ndarray) -> np.ndarray:
+        hidden = np.maximum(inputs @ self.hidden + self.hidden_bias, 0.0)
+        return np.asarray(inputs @ self.linear + hidden @ self.output, dtype=np.float64)
+
+    def to_json(self) -> dict[str, Any]:
+        def rounded(a: np.ndarray) -> Any:
+            return np.round(a.astype(np.float64), 5).tolist()
+
+        return {"embedder": self.embedder, "features": list(FEATURES), "dim": self.dim,
+                "linear": rounded(self.linear), "hidden": rounded(self.hidden),
+                "hidden_bias": rounded(self.hidden_bias), "output": rounded(self.output)}
+
+
 @dataclass(frozen=True, slots=True)
 class ReaderModel:
     sentence_weights: np.ndarray
@@ -52,6 +98,12 @@ class ReaderModel:
     max_sentences: int = 3
     max_chars: int = 600
     provenance: str = ""
+    meaning: MeaningModel | None = None
+
+    def meaning_for(self, embedder: str, dim: int) -> MeaningModel | None:
+        """The meaning model when it was fit on this embedder's vectors, else None."""
+        fits = self.meaning is not None and self.meaning.embedder == embedder and self.meaning.dim == dim
+        return self.meaning if fits else None
 
     def sentence_scores(self, features: np.ndarray) -> np.ndarray:
         return np.asarray(features @ self.sentence_weights + self.sentence_bias, dtype=np.float64)
@@ -70,6 +122,7 @@ class ReaderModel:
             "compose": {"keep_ratio": self.keep_ratio, "max_sentences": self.max_sentences,
                         "max_chars": self.max_chars},
             "provenance": self.provenance,
+            **({"meaning": self.meaning.to_json()} if self.meaning is not None else {}),
         }
 
 
@@ -87,7 +140,19 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
         confidence_weights=_vector(raw["confidence"], CONFIDENCE_FEATURES, path),
         confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
         max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
-        provenance=str(raw.get("provenance", "")))
+        provenance=str(raw.get("provenance", "")),
+        meaning=_meaning_from_json(raw["meaning"], path) if "meaning" in raw else None)
+
+
+def _meaning_from_json(raw: dict[str, Any], path: Path) -> MeaningModel:
+    if tuple(raw["features"]) != FEATURES:
+        raise ValueError(f"{path}: the meaning model was fit for features {raw['features']}, the reader computes "
+                         f"{FEATURES}")
+    model = MeaningModel(str(raw["embedder"]), *(np.asarray(raw[k], dtype=np.float64)
+                                                 for k in ("linear", "hidden", "hidden_bias", "output")))
+    if model.dim != int(raw["dim"]) or model.hidden.shape != (len(model.linear), len(model.output)):
+        raise ValueError(f"{path}: the meaning model's weights do not fit together")
+    return model
 
 
 @lru_cache(maxsize=1)
