@@ -25,7 +25,8 @@ DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 SERVER_AND_SDK = {"openai", "httpx", "httpx2", "fastapi", "uvicorn", "chapterverse.server.app",
                   "chapterverse.bench.cli"}
 QUICK_FORBIDDEN = SERVER_AND_SDK | {"numpy", "rich", "chapterverse.embeddings", "chapterverse.retrieval",
-                                    "chapterverse.sources", "platformdirs", "logging"}
+                                    "chapterverse.sources", "platformdirs", "logging", "pydantic"}
+"""pydantic too: typer would convert every option through it (chapterverse.plainparams)."""
 
 _CHILD = """
 import json, sys
@@ -109,3 +110,16 @@ def test_resolve_prints_the_exact_text_however_it_looks(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["resolve", tag, "--library", str(tmp_path / "lib")])
     assert result.exit_code == 0
     assert result.output.splitlines()[1] == text
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["remove", "abc"], "Invalid value for 'doc_id': 'abc' is not a valid integer."),
+    (["summaries", "--doc", "1.5"], "Invalid value for '--doc': '1.5' is not a valid integer."),
+    (["search", "whale", "-k", "0"], "Invalid value for '--k' / '-k': Input should be greater than or equal to 1"),
+])
+def test_a_value_of_the_wrong_type_is_a_usage_error_that_names_it(hashed_library: Path, args: list[str],
+                                                                  message: str) -> None:
+    """Plain values convert without pydantic, bounded ones through it: either way one line says what is wrong."""
+    result = CliRunner().invoke(app, [*args, "--library", str(hashed_library)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == f"Error: {message}"

@@ -6,9 +6,9 @@ still stores every other file it was given, folders' included); 141 when what re
 the reason.
 
 Each command imports what it needs when it runs (the library, the answerer, the model SDK, the server, the
-benchmarks), never at start-up: ``--help``, ``docs``, ``resolve`` and ``remove`` then cost about a quarter of a
-second of CPU, most of it typer's own, instead of more than a second (``chapterverse bench cli`` measures it;
-docs/BENCHMARKS.md, "Command start-up", has the table).
+benchmarks), never at start-up, and plain option values convert without pydantic (:mod:`.plainparams`):
+``--help``, ``docs``, ``resolve`` and ``remove`` then cost 0.07-0.18 s of CPU instead of more than a second
+(``chapterverse bench cli`` measures it; docs/BENCHMARKS.md, "Command start-up", has the table).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .errors import ChapterverseError, InputError, SourceError
+from .plainparams import convert_plainly
 
 if TYPE_CHECKING:
     import logging
@@ -100,7 +101,15 @@ class _LazyGroups(TyperGroup):
 
     Every command, and the help printed while the arguments are parsed, ends quietly when stdout's reader goes
     away (:func:`_stdout_may_close`): click would exit 1, the status of a failure, without a word.
+
+    Its own options convert their plain values without pydantic (:mod:`.plainparams`), as its commands'
+    (:class:`_Command`) do.
     """
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        convert_plainly(params)
+        return params
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -121,12 +130,26 @@ class _LazyGroups(TyperGroup):
 
     def resolve_command(self, ctx: click.Context,
                         args: list[str]) -> tuple[str | None, click.Command | None, list[str]]:
-        name, command, rest = super().resolve_command(ctx, args)
+        name, found, rest = super().resolve_command(ctx, args)
         if name in LAZY_GROUPS and name not in self.commands:
             group = load_lazy_group(name)
             self.add_command(group, name)
             return name, group, rest
-        return name, command, rest
+        return name, found, rest
+
+
+class _Command(TyperCommand):
+    """A command whose plain values convert without pydantic (:mod:`.plainparams`)."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        convert_plainly(params)
+        return params
+
+
+def command(**settings: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``app.command`` for a :class:`_Command`."""
+    return app.command(cls=_Command, **settings)
 
 
 class _LazyConsole:
@@ -362,7 +385,7 @@ def _progress(enabled: bool) -> Iterator[Callable[[str, int, int], None] | None]
         yield update
 
 
-@app.command()
+@command()
 def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help="Files or folders (recursive).")],
            library: LibraryOpt = None, store: StoreOpt = None, embedding_model: EmbedOpt = None,
            force_rebuild: Annotated[bool, typer.Option(
@@ -468,7 +491,7 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
                          f"types ({' '.join(sorted(SUPPORTED_SUFFIXES))})"))
 
 
-@app.command()
+@command()
 def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: StoreOpt = None,
            embedding_model: EmbedOpt = None,
            doc: DocOpt = None, k: Annotated[int, typer.Option("--k", "-k", min=1, help="How many passages.")] = 5,
@@ -573,7 +596,7 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     return result
 
 
-@app.command()
+@command()
 def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None,
         embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
@@ -604,7 +627,7 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
     _print_answer(result)
 
 
-@app.command()
+@command()
 def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")],
          library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
@@ -640,7 +663,7 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": result.answer}]
 
 
-@app.command()
+@command()
 def export(ctx: typer.Context, chat_id: int, library: LibraryOpt = None, store: StoreOpt = None,
            format: Annotated[str, typer.Option("--format", help="Only md for now.")] = "md",
            base_url: Annotated[str, typer.Option("--base-url", help="Where the reader is served.")] =
@@ -655,7 +678,7 @@ def export(ctx: typer.Context, chat_id: int, library: LibraryOpt = None, store: 
         sys.stdout.write(chat_markdown(lib.store, chat_id, base_url))
 
 
-@app.command()
+@command()
 def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, doc: DocOpt = None,
               llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
               concurrency: Annotated[int, typer.Option(help="Parallel model calls.")] = 4,
@@ -697,7 +720,7 @@ def summarize(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = 
                      markup=False, highlight=False)
 
 
-@app.command()
+@command()
 def summaries(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="The document.")],
               library: LibraryOpt = None, store: StoreOpt = None, llm_base_url: BaseUrlOpt = None,
               llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, json_out: JsonOpt = False) -> None:
@@ -734,7 +757,7 @@ def _print_footnotes(result: AnswerResult) -> None:
         stderr.print(f"removed citation {d['tag']} ({d['reason']})", markup=False)
 
 
-@app.command()
+@command()
 def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: StoreOpt = None,
             json_out: JsonOpt = False) -> None:
     """Show the exact text a position tag names."""
@@ -750,7 +773,7 @@ def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: Sto
     print(r.text)
 
 
-@app.command()
+@command()
 def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
     """List the documents in the library.
 
@@ -824,7 +847,7 @@ def _documents_table(items: list[dict[str, Any]]) -> Table:
     return table
 
 
-@app.command()
+@command()
 def remove(ctx: typer.Context, doc_id: int, library: LibraryOpt = None, store: StoreOpt = None) -> None:
     """Remove a document and everything derived from it."""
     lib = _open(ctx, library, store)
@@ -834,7 +857,7 @@ def remove(ctx: typer.Context, doc_id: int, library: LibraryOpt = None, store: S
     print(f"removed {doc_id} {title}")
 
 
-@app.command()
+@command()
 def check(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
           repair: Annotated[bool, typer.Option("--repair", help="Rebuild derived indexes.")] = False,
           json_out: JsonOpt = False) -> None:
@@ -853,7 +876,7 @@ def check(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None
         raise typer.Exit(1)
 
 
-@app.command()
+@command()
 def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
         embedding_model: EmbedOpt = None, reranker: RerankOpt = None, rerank_top_n: TopNOpt = None) -> None:
     """Serve the library's tools over MCP (stdio) for assistants.
@@ -868,7 +891,7 @@ def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
 
 
 from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
-app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
+command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
 
 
 def main() -> None:
