@@ -107,9 +107,7 @@ class _LazyGroups(TyperGroup):
     """
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        params = super().get_params(ctx)
-        convert_plainly(params)
-        return params
+        return convert_plainly(super().get_params(ctx))
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
@@ -142,9 +140,7 @@ class _Command(TyperCommand):
     """A command whose plain values convert without pydantic (:mod:`.plainparams`)."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
-        params = super().get_params(ctx)
-        convert_plainly(params)
-        return params
+        return convert_plainly(super().get_params(ctx))
 
 
 def command(**settings: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -15,7 +15,7 @@ pinned (pyproject.toml), and ``tests/test_cli_startup.py`` fails if a quick comm
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
@@ -29,32 +29,29 @@ if TYPE_CHECKING:
 
 __all__ = ["convert_plainly"]
 
-_TRUE = frozenset({"1", "true", "t", "yes", "y", "on"})
-_FALSE = frozenset({"0", "false", "f", "no", "n", "off"})
 
-
-def _boolean(value: object) -> bool:
-    """A flag's value as click reads one from the environment ("yes", "0", ...)."""
-    text = str(value).strip().lower()
-    if text in _TRUE or text in _FALSE:
-        return text in _TRUE
-    raise ValueError(text)
+def _flag(value: object) -> bool:
+    """A flag's value comes from click as True or False (None when left out, which never gets here), and is
+    returned as it is before any conversion; anything else is refused."""
+    raise ValueError(value)
 
 
 PLAIN_TYPES: dict[type, tuple[Callable[[Any], Any], str]] = {
-    int: (int, "integer"), str: (str, "text"), Path: (Path, "path"), bool: (_boolean, "boolean")}
+    int: (int, "integer"), str: (str, "text"), Path: (Path, "path"), bool: (_flag, "flag")}
 """The types converted here: the conversion and the word an error message uses."""
 
 
-def convert_plainly(params: Iterable[click.Parameter]) -> None:
-    """Give each plain parameter a converter that needs no pydantic (a command's ``get_params``, which
-    includes its ``--help``: a flag left out is ``None``, which typer also hands to an adapter)."""
+def convert_plainly(params: list[click.Parameter]) -> list[click.Parameter]:
+    """``params``, each plain one given a converter that needs no pydantic. Meant for a command's
+    ``get_params``, which includes its ``--help``: a flag left out is ``None``, which typer also hands to an
+    adapter."""
     for param in params:
         if isinstance(param, _TyperParameter) and param._runtime_param is None:
             plain = _plain_type(param.type_descriptor)
             if plain is not None:
                 param._runtime_param = _PlainValue(param.type_descriptor.parameter_info,
                                                    param.type_descriptor.annotation, plain)
+    return params
 
 
 def _plain_type(descriptor: TypeDescriptor) -> type | None:
