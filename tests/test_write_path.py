@@ -1,5 +1,6 @@
-"""What the write path keeps, on both stores: a changed document embeds only its new text, and a long embedding
-that is interrupted resumes where it stopped (the library keeps each batch as it comes, a small write none)."""
+"""What the write path keeps: a changed document embeds only its new text and a long embedding that is interrupted
+resumes where it stopped (the library keeps each batch as it comes, a small write none), on both stores; SQLite's
+full-text index, brought up to date when it is read, answers as one built from the chunks."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hashembed import HashingEmbedder
 from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.library import Library
-from chapterverse.store import open_store
+from chapterverse.store import SQLiteStore, open_store
 
 WORDS = "keeper lamp storm gull tide rope harbour island signal winter cliff wave".split()
 
@@ -90,4 +91,37 @@ def test_an_interrupted_long_embedding_resumes_where_it_stopped(location: str, t
     stored = library.ingest([book])[0].document
     assert stored.chunks > 600 and 0 < len(resumed.embedded) <= stored.chunks - 512
     assert library.store.integrity_problems() == []
+    library.close()
+
+
+def test_the_full_text_index_takes_what_was_written_since_it_was_read(tmp_path: Path) -> None:
+    """Chunks written after FTS5 was last read reach it at the next read; those removed before that never do,
+    those removed after it took them leave it; what it answers then equals an index rebuilt from the chunks."""
+    store = SQLiteStore(tmp_path / "library.sqlite3")
+    library = Library(tmp_path, embedder=HashingEmbedder(), store=store)
+    texts = {name: "\n\n".join(_paragraphs(seed, 3)) + f" {name}marker" for seed, name in enumerate("abcde")}
+    for name, text in texts.items():
+        (tmp_path / f"{name}.md").write_text(text, encoding="utf-8")
+
+    def ingest(name: str) -> int:
+        return library.ingest([tmp_path / f"{name}.md"])[0].document.id
+
+    def holding(term: str) -> list[int]:
+        return sorted(cid for cid, _, _, terms, _ in store.lexical_rows() if term in terms.split())
+
+    a, b = ingest("a"), ingest("b")
+    assert sorted(cid for cid, _ in store.lexical_search(["amark"], k=50)) == holding("amark") != []
+    library.remove(a)  # it was in the index: it leaves it
+    c = ingest("c")
+    library.remove(c)  # never read: it never reaches the index
+    ingest("d")
+    assert store.lexical_search(["amark"], k=50) == [] and store.lexical_search(["cmark"], k=50) == []
+    found = store.lexical_search(["keeper", "dmark", "bmark"], k=50)
+    assert sorted(cid for cid, _ in found) == sorted(set(holding("keeper") + holding("dmark") + holding("bmark")))
+    assert store.document_frequencies(["dmark", "amark"]) == {"dmark": len(holding("dmark")), "amark": 0}
+    assert store.integrity_problems() == []
+    ingest("e")  # written after the last read: the rebuild below must answer as the follow-up does
+    following = store.lexical_search(["keeper", "emark", "bmark"], k=50)
+    store.rebuild_lexical_index()
+    assert store.lexical_search(["keeper", "emark", "bmark"], k=50) == following and b in store.document_ids()
     library.close()

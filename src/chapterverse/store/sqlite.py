@@ -1,4 +1,4 @@
-"""The embedded store: one SQLite file per library (WAL), FTS5 for lexical search, vectors as BLOBs.
+"""The embedded store: one SQLite file per library (WAL), FTS5 for its own BM25, vectors as BLOBs.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction, so a crash or an exception mid-ingest leaves the
 previous state intact; WAL lets searches run while a write is in progress. Connections are per
@@ -186,7 +186,19 @@ def _m002_vector_blocks(db: sqlite3.Connection) -> None:
                " AND substr(text_hash, 1, 32) IN (SELECT lower(hex(text_hash)) FROM chunks)")
 
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_M001_INITIAL, _m002_vector_blocks]
+_M003_FTS_FOLLOWS = """
+        INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through', (SELECT coalesce(max(id), 0) FROM chunks));
+        DROP TRIGGER chunks_ad;
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks
+        WHEN old.id <= (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fts_through') BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms)
+            VALUES ('delete', old.id, old.terms, old.heading_terms);
+        END;
+"""
+"""The full-text index follows the chunks when it is read, not in every write (:meth:`SQLiteStore._fts_current`):
+meta ``fts_through`` is the largest chunk id it holds, and a removed chunk leaves it only if it is there."""
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -450,12 +462,12 @@ class SQLiteStore(SharedReads):
 
     @staticmethod
     def _insert_chunks(tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int]) -> None:
-        """The chunks, their full-text entries and their vectors, each one batch.
+        """The chunks and their vectors, each one batch (the full-text index takes them when it is next read).
 
         Chunk ids are given, not left to AUTOINCREMENT row by row: the next ``len(chunks)`` ids (the write
         transaction holds the only write lock, and ``sqlite_sequence`` follows explicit ids), so the vectors
-        go in as one block and the full-text index gets its rows without a trigger per row. Cached vectors
-        of these texts are dropped: from now on the library holds them (``cached_vectors`` finds them here).
+        go in as one block. Cached vectors of these texts are dropped: from now on the library holds them
+        (``cached_vectors`` finds them here).
         """
         if not doc.chunks:
             return
@@ -470,8 +482,6 @@ class SQLiteStore(SharedReads):
               _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms,
               c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
         )
-        tx.executemany("INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
-                       ((first + i, c.terms, c.heading_terms) for i, c in enumerate(doc.chunks)))
         tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, vectors) VALUES (?,?,?,?)",
                    (first, doc_id, len(doc.chunks), vector_blob(doc.vectors)))
         if tx.execute("SELECT 1 FROM embedding_cache LIMIT 1").fetchone() is not None:
@@ -533,6 +543,7 @@ class SQLiteStore(SharedReads):
         """
         if not terms:
             return []
+        self._fts_current()
         star = "*" if prefix else ""
         match = " OR ".join('"' + t.replace('"', '""') + '"' + star for t in terms)
         sql = (
@@ -555,6 +566,7 @@ class SQLiteStore(SharedReads):
         in-process lexical index is at hand (``chapterverse.relevance``)."""
         if not terms:
             return {}
+        self._fts_current()
         marks = ",".join("?" * len(terms))
         found = dict(self.db.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
         return {t: int(found.get(t, 0)) for t in terms}
@@ -669,6 +681,7 @@ class SQLiteStore(SharedReads):
         if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
             problems.append("sqlite integrity_check failed")
         try:
+            self._fts_current()
             db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
         except sqlite3.DatabaseError as exc:
             problems.append(f"full-text index disagrees with chunks: {exc}")
@@ -694,7 +707,32 @@ class SQLiteStore(SharedReads):
     def rebuild_lexical_index(self) -> None:
         with self.transaction() as tx:
             tx.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
+                       " (SELECT coalesce(max(id), 0) FROM chunks))")
             self._bump(tx)
+
+    def _fts_current(self) -> None:
+        """Bring the full-text index up to the chunks written since it was last read, in one batch.
+
+        Writes leave FTS5 alone: searches read the lexical index beside the file (``chapterverse.index.lexical``),
+        so FTS5 is read only by this store's own BM25 (``lexical_search``: benchmarks, and the retriever where
+        that index is unavailable), ``document_frequencies`` and the integrity check. Kept in every write it was
+        about a fifth of a bulk load and of a small upsert's pages; brought up to date here it costs its reader
+        one insert of what is new (chunk ids only grow, so that is every id above ``fts_through``).
+        """
+        if int(self.db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]) <= self._fts_through(self.db):
+            return
+        with self.transaction() as tx:
+            through = self._fts_through(tx)  # again: another process may have done it meanwhile
+            tx.execute("INSERT INTO chunks_fts(rowid, terms, heading_terms) SELECT id, terms, heading_terms"
+                       " FROM chunks WHERE id > ? ORDER BY id", (through,))
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
+                       " (SELECT max(?, coalesce(max(id), 0)) FROM chunks))", (through,))
+
+    @staticmethod
+    def _fts_through(db: sqlite3.Connection) -> int:
+        row = db.execute("SELECT value FROM meta WHERE key='fts_through'").fetchone()
+        return int(row[0]) if row else 0
 
     # -- feed for the persistent vector index (chapterverse.index.vectors) ----------------------
     def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
