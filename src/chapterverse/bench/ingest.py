@@ -250,20 +250,32 @@ def _peers() -> list[str]:
 
 
 def _run(task: dict[str, Any], src: Path | None) -> dict[str, Any]:
-    """``_measure(task)`` in a fresh process, with ``src`` (another checkout's) first on the path if given."""
+    """``_measure(task)`` in a fresh process, with ``src`` (another checkout's) first on the path if given, else
+    the ``src`` this file belongs to: the process runs in the workload's folder, where a relative entry of the
+    caller's path names nothing, and another chapterverse (the installed one) would be measured in its place."""
     env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(src), *filter(None, [env.get("PYTHONPATH")])])
+    first = src.resolve() if src is not None else Path(__file__).resolve().parents[2]
+    inherited = [str(Path(p).resolve()) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join([str(first), *inherited])
     code = ("import json, runpy, sys; main = runpy.run_path(sys.argv[1])['_main']; main()")
     proc = subprocess.run([sys.executable, "-c", code, __file__], input=json.dumps(task), capture_output=True,
                           text=True, check=False, env=env, cwd=task["workdir"])
     if proc.returncode != 0:
         raise RuntimeError(f"{task['engine']} {task['workload']} failed:\n{proc.stderr[-3000:]}")
-    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    result = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    measured = Path(result.pop("package"))
+    if measured != first / "chapterverse":
+        raise RuntimeError(f"{task['engine']} {task['workload']}: measured the chapterverse at {measured}, "
+                           f"not the one at {first}")
+    return result
 
 
 def _main() -> None:
-    print(json.dumps(_measure(json.loads(sys.stdin.read()))))
+    import chapterverse
+
+    out = _measure(json.loads(sys.stdin.read()))
+    out["package"] = str(Path(chapterverse.__file__).resolve().parent)
+    print(json.dumps(out))
 
 
 def run_ingest_bench(*, upserts: int = 2_000, passages: int = 3, bulk_chunks: int = 20_000, rounds: int = 3,
