@@ -312,6 +312,22 @@ def test_prefix_search_and_lexical_rows(store: Any) -> None:
     assert {r[4] for r in rows} == {"chapter 1", "chapter 2"}
 
 
+def test_lexical_answers_are_the_same_after_catch_up(store: Any) -> None:
+    """``catch_up`` (what a caller runs after many writes) changes no answer, before or after a removal."""
+    a = store.add_document(make_doc("a.txt"))
+    terms = query_terms("keeper storm", ["english"])
+    before = store.lexical_search(terms, k=10)
+    b = store.add_document(make_doc("b.txt", files=["The keeper slept. A storm passed."], seed=1))
+    store.catch_up()
+    store.catch_up()  # nothing new: nothing done
+    caught_up = store.lexical_search(terms, k=10)
+    assert {store.chunks_by_ids([c])[c].doc_id for c, _ in caught_up} == {a, b}
+    store.remove_documents([b])
+    store.catch_up()
+    assert [c for c, _ in store.lexical_search(terms, k=10)] == [c for c, _ in before]
+    assert store.integrity_problems() == []
+
+
 def test_document_frequencies(store: Any) -> None:
     store.add_document(make_doc())
     stems = query_terms("keeper lamp storm unicorn chapter", ["english"])

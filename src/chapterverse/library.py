@@ -221,6 +221,7 @@ class Library:
             else:
                 stored(lambda: self.ingest_file(path, force_rebuild=force_rebuild, password=password,
                                                 progress=progress))
+        self.store.catch_up()
         return results
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,

@@ -680,6 +680,9 @@ class PostgresStore(SharedReads):
                    " WHERE doc_id = ANY(%s)) g", (ids,))
         return tx.execute("DELETE FROM documents WHERE id = ANY(%s)", (ids,)).rowcount
 
+    def catch_up(self) -> None:
+        """Nothing to do: every write keeps its rows' tsvectors and the lexical statistics itself."""
+
     def remove_documents(self, doc_ids: Sequence[int]) -> int:
         """Remove documents (and everything derived from them) atomically; return how many existed."""
         with self.transaction() as tx:

@@ -99,6 +99,11 @@ class Store(Protocol):
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         ...
 
+    def catch_up(self) -> None:
+        """Bring what the store keeps up to date lazily (SQLite's full-text index) up to the writes so far: a caller
+        that has written many documents calls it once, so that the first read after them does not pay for them."""
+        ...
+
     def remove_documents(self, doc_ids: Sequence[int]) -> int:
         """Remove documents (and everything derived from them) atomically; return how many existed."""
         ...
