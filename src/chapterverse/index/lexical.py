@@ -52,8 +52,10 @@ import hashlib
 import logging
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from itertools import chain
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -217,6 +219,12 @@ class _Numbering(dict[str, int]):
         return number
 
 
+def _numbered(terms: Iterable[str], stems: _Numbering, tokens: int) -> np.ndarray:
+    """The number of each of ``tokens`` stems in rows of single-space-joined stems (analysis.index_terms).
+    Split row by row, the strings stay in cache: one split of all the rows joined took 1.4x as long."""
+    return np.fromiter(map(stems.__getitem__, chain.from_iterable(map(str.split, terms))), np.int32, tokens)
+
+
 def _segment_arrays(rows: Sequence[Row], settings: LexicalSettings) -> dict[str, np.ndarray]:
     """Every array of one segment, built from its rows (``lexical_rows`` order: ascending chunk id).
 
@@ -226,14 +234,11 @@ def _segment_arrays(rows: Sequence[Row], settings: LexicalSettings) -> dict[str,
     ids = np.fromiter((r[0] for r in rows), np.int64, n)
     docs = np.fromiter((r[1] for r in rows), np.int64, n)
     files = np.fromiter((r[2] for r in rows), np.int64, n)
-    # Terms are single-space-joined stems (analysis.index_terms): one split of everything, ids by dict lookup.
-    body = " ".join(r[3] for r in rows).split()
-    heading = " ".join(r[4] for r in rows).split()
     counts = np.fromiter((r[3].count(" ") + 1 if r[3] else 0 for r in rows), np.int64, n)
     heading_counts = np.fromiter((r[4].count(" ") + 1 if r[4] else 0 for r in rows), np.int64, n)
     stems = _Numbering()
-    body_stems = np.fromiter(map(stems.__getitem__, body), np.int32, len(body))
-    heading_stems = np.fromiter(map(stems.__getitem__, heading), np.int32, len(heading))
+    body_stems = _numbered(map(itemgetter(3), rows), stems, int(counts.sum()))
+    heading_stems = _numbered(map(itemgetter(4), rows), stems, int(heading_counts.sum()))
     prefixes: dict[str, int] = {}
     prefix_of = np.fromiter((prefixes.setdefault(t[:settings.prefix], len(prefixes)) for t in stems),
                             np.int64, len(stems))
