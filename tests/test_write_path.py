@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hashembed import HashingEmbedder
-from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures)
+from pgfixture import location, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.library import Library
 from chapterverse.store import SQLiteStore, open_store
@@ -35,15 +35,6 @@ class CountingEmbedder(HashingEmbedder):
 def _paragraphs(seed: int, count: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, 90)).capitalize() + "." for _ in range(count)]
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema."""
-    if request.param == "sqlite":
-        return str(tmp_path / "library.sqlite3")
-    request.applymarker(pytest.mark.postgres)
-    return str(request.getfixturevalue("pg_schema_url"))
 
 
 @pytest.fixture
