@@ -510,9 +510,12 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
         pages = lib.printed_pages(hits)
-    results = [{"tag": h.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
-                "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": h.text,
-                "score": round(h.score, 4)} for h in hits]
+        from .passages import shown_passages
+
+        shown = shown_passages(hits, lambda file_id: lib.store.file(file_id).text)
+    results = [{"tag": p.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
+                "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": p.text,
+                "score": round(h.score, 4)} for h, p in zip(hits, shown, strict=True)]
     if json_out:
         _emit({"results": results})
         return
@@ -523,9 +526,9 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
                            else [hit.doc_title])
         page = pages.get(hit.chunk.file_id)
         where += f", p. {page}" if page else ""
-        stdout.print(Text.assemble((f"[{hit.span.key}]", "bold"), f" {where} (score {r['score']})"),
+        stdout.print(Text.assemble((f"[{r['tag']}]", "bold"), f" {where} (score {r['score']})"),
                      highlight=False)
-        stdout.print(hit.text, markup=False, highlight=False)
+        stdout.print(r["text"], markup=False, highlight=False)
         stdout.print()
 
 

@@ -265,7 +265,8 @@ class ReaderSearchHit(_Shape):
     toc_path: list[str] = Field(description="The chapter and section it is in.")
     page: str | None = Field(description="In a PDF, the page it is on as the book prints it (the page label, else "
                                          "the page's position); null in other formats.")
-    text: str
+    text: str = Field(description="What the tag names: the retrieved passage widened (or narrowed) to whole "
+                                  "sentences, so that it does not begin or end mid-sentence.")
     score: float = Field(description="Relevance, 0..1.")
 
 
