@@ -375,3 +375,20 @@ def test_the_int8_pass_narrows_the_scan_to_a_superset_of_the_exact_top_k() -> No
             exact = np.argsort(-scores, kind="stable")[:k]
             assert set(exact) <= set(rows.tolist())
     assert top_candidates(codes, np.zeros(128, np.float32), 10, None) is None, "a zero query is scanned exactly"
+
+
+def test_a_build_that_reads_fewer_vectors_than_chunks_indexes_those_it_read(store: SQLiteStore) -> None:
+    """The new segment's file announces the store's chunk count; a damaged library with a chunk whose vector is
+    gone reads one fewer: those rows are still indexed, found as brute force finds them, and no file is left
+    behind that the manifest does not name."""
+    rng = np.random.default_rng(5)
+    add_doc(store, rng.standard_normal((30, DIM)), "a")
+    add_doc(store, rng.standard_normal((20, DIM)), "b")
+    with store.transaction() as tx:  # the second document's block loses its last vector
+        tx.execute("UPDATE vector_blocks SET count = count - 1, vectors = substr(vectors, 1, length(vectors) - ?)"
+                   " WHERE first_chunk = (SELECT max(first_chunk) FROM vector_blocks)", (DIM * 4,))
+    index = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
+    assert index.stats().rows == 49
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert sorted(p.name for p in index.directory.iterdir() if ".tmp" in p.name) == []
