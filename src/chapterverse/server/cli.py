@@ -6,6 +6,7 @@ registered in ``chapterverse.cli`` that hands it the raw arguments.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ from ..errors import ChapterverseError, InputError
 
 if TYPE_CHECKING:
     import logging
+    import socket
 
     from .config import ServeSettings
 
@@ -50,9 +52,36 @@ def main(argv: Sequence[str]) -> int:
     try:
         settings = parse_serve_args(argv)
         check_bind(settings.host, settings.secret("api_key"))
+        listening = _listen(settings.host, settings.port)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    with listening:
+        return _serve(settings, listening)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before the libraries open: a port already taken is said at once, in one line,
+    not after a knowledge-base sync and a "serving the reader on" line that was not true (uvicorn then failed
+    with its own log lines and exit status 3). ``socket`` is imported here: every other command would pay for it."""
+    import errno
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listening = socket.socket(family, socket.SOCK_STREAM)
+    listening.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listening.bind((host, port))
+    except OSError as exc:
+        listening.close()
+        reason = "the address is already in use (another server?); choose another --port" \
+            if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        raise InputError(f"cannot listen on {host}:{port}: {reason}") from exc
+    return listening
+
+
+def _serve(settings: ServeSettings, listening: socket.socket) -> int:
+    """Open the libraries and serve on ``listening`` until interrupted."""
     log = _configure_logging(settings.log_level)
     import uvicorn
 
@@ -63,12 +92,15 @@ def main(argv: Sequence[str]) -> int:
     except ChapterverseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
-    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s", settings.host, settings.port,
+    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s", settings.host,
+             listening.getsockname()[1],
              _library_named(settings),
              f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
              else "; knowledge base disabled (--rag_enabled to turn it on)")
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level, access_log=False,
-                timeout_graceful_shutdown=GRACE_S)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
+                            access_log=False, timeout_graceful_shutdown=GRACE_S)
+    with contextlib.suppress(KeyboardInterrupt):
+        uvicorn.Server(config).run(sockets=[listening])
     return 0
 
 
