@@ -149,3 +149,26 @@ def test_a_follow_up_is_retrieved_with_the_earlier_turn(server_for: Callable[...
     sent = fake.response_requests[-1].json["input"]
     assert sent[0]["role"] == "system" and "The refund window is 30 days" in sent[0]["content"]
     assert sent[1:] == asked
+
+
+def test_without_a_model_every_openai_path_fails_alike_for_the_sdk(tmp_path: Path) -> None:
+    """No --llm_base_url: chat completions, responses and models all answer 503 in OpenAI's error shape, so the
+    SDK's ``code``, ``type`` and message say what to do (``/v1/responses`` had no ``error`` object, so the SDK
+    saw no type, and ``/v1/models`` said less than the others)."""
+    settings = settings_for(tmp_path, rag_enabled=True)
+    (tmp_path / "kb").mkdir()
+    (tmp_path / "kb" / "faq.md").write_text(FAQ, encoding="utf-8")
+    with running_server(settings) as server:
+        client = openai.OpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0)
+        calls: dict[str, Callable[[], object]] = {
+            "chat": lambda: client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}]),
+            "responses": lambda: client.responses.create(model="m", input=QUESTION),
+            "models": lambda: client.models.list(),
+        }
+        for name, call in calls.items():
+            with pytest.raises(openai.APIStatusError) as failure:
+                call()
+            error = failure.value
+            assert (error.status_code, error.code, error.type) == (503, "NO_UPSTREAM", "no_upstream"), name
+            assert error.message == ("Error code: 503 - no upstream model: start the server with --llm_base_url "
+                                     "(and --llm_model), or set them in the reader's settings"), name

@@ -1,6 +1,6 @@
 """HTTP errors: every error answer is JSON ``{"code", "message"}``.
 
-The OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/models``) also carry OpenAI's
+The OpenAI-compatible paths (``/v1/chat/completions``, ``/v1/responses``, ``/v1/models``) also carry OpenAI's
 ``{"error": {"message", "type", "code"}}`` so SDK clients show the message. chapterverse's own
 errors are mapped here, at the one HTTP boundary, and every message passes the secret scrubber
 (``redaction.scrub``) on its way out.
@@ -43,7 +43,7 @@ __all__ = ["ApiError", "error_body", "error_response", "install_error_handlers",
 
 log = logging.getLogger(__name__)
 
-OPENAI_PATHS = ("/v1/chat/", "/v1/models")
+OPENAI_PATHS = ("/v1/chat/", "/v1/responses", "/v1/models")
 API_PATHS = ("/api", "/v1")
 """Path prefixes whose errors are always JSON, whatever the request accepts."""
 

@@ -79,11 +79,15 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return body
 
 
+NO_UPSTREAM = ("no upstream model: start the server with --llm_base_url (and --llm_model), or set them in the "
+               "reader's settings")
+"""What every proxy path (chat completions, responses, models) answers, 503, when no model is configured."""
+
+
 def _upstream(state: ServerState) -> Upstream:
     upstream = state.upstream.current
     if not upstream.base_url:
-        raise ApiError(503, "NO_UPSTREAM", "no upstream model: start the server with --llm_base_url "
-                                           "(and --llm_model), or set them in the reader's settings")
+        raise ApiError(503, "NO_UPSTREAM", NO_UPSTREAM)
     return upstream
 
 
@@ -118,7 +122,7 @@ async def models(request: Request) -> Response:
         if upstream.model:
             return JSONResponse({"object": "list", "data": [{"id": upstream.model, "object": "model", "created": 0,
                                                              "owned_by": "chapterverse"}]})
-        raise ApiError(503, "NO_UPSTREAM", "no upstream model configured (--llm_base_url)")
+        raise ApiError(503, "NO_UPSTREAM", NO_UPSTREAM)
     try:
         reply = await state.http.get(f"{upstream.base_url}/models", headers=_headers(upstream))
     except httpx.HTTPError as exc:
