@@ -113,8 +113,9 @@ def test_search_hits_say_where_in_the_book_they_are(books: Path) -> None:
     for head, hit in zip(heads, hits):
         path = json.loads(run("resolve", hit["tag"], "--json", "--library", str(books))[1])["toc_path"]
         assert hit["toc_path"] == path and hit["page"] is None
-        assert head == f"[{hit['tag']}] The Keeper of Gull Rock — {' › '.join(path)} (score {hit['score']})"
-    assert any(line.endswith("› Chapter 3. What She Found") for line in
+        assert path[0] == "The Keeper of Gull Rock"  # the book's contents begin with its title: not said twice
+        assert head == f"[{hit['tag']}] The Keeper of Gull Rock — {' › '.join(path[1:])} (score {hit['score']})"
+    assert any(line.endswith(" — Chapter 3. What She Found") for line in
                (head.rsplit(" (score", 1)[0] for head in heads)), heads
     code, output = run("search", "paraffin lamp", "--k", "1", "--library", str(books), "--doc", "2", "--json")
     [hit] = json.loads(output)["results"]
@@ -189,6 +190,20 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
             server.wait(timeout=60)
 
 
+def test_the_demo_answer_names_the_book_once_per_footnote(books: Path) -> None:
+    """The demo's first answer read "The Keeper of Gull Rock — The Keeper of Gull Rock › Chapter 3. What She
+    Found": the book's contents begin with its title. ``ask`` and ``resolve`` name it once."""
+    code, output = run("ask", "What did the lighthouse keeper find in the storm?", "--library", str(books),
+                       "--doc", "1")
+    assert code == 0, output
+    footnotes = re.findall(r"^\[\d+\] \[(f[\d-]+)\] (.*)$", output, re.M)
+    assert footnotes, output
+    for tag, where in footnotes:
+        assert where.startswith("The Keeper of Gull Rock — Chapter "), where
+        code, resolved = run("resolve", tag, "--library", str(books))
+        assert resolved.splitlines()[0] == f"[{tag}] {where}"
+
+
 def test_chat_with_a_model_prints_footnotes_as_ask_does(books: Path) -> None:
     """After the streamed answer, each footnote with its place in the book and the exact text, indented."""
     tag = json.loads(run("search", "Marta Olsen kept the light", "--k", "1", "--json", "--library", str(books),
@@ -203,6 +218,6 @@ def test_chat_with_a_model_prints_footnotes_as_ask_does(books: Path) -> None:
     assert [int(m[1]) for _, m in footnotes] == list(range(1, len(footnotes) + 1)) and footnotes, lines
     for at, match in footnotes:
         resolved = json.loads(run("resolve", match[2], "--json", "--library", str(books))[1])
-        assert match[3] == f"The Keeper of Gull Rock — {' › '.join(resolved['toc_path'])}"
+        assert match[3] == f"The Keeper of Gull Rock — {' › '.join(resolved['toc_path'][1:])}"
         text = resolved["text"].splitlines()
         assert lines[at + 1:at + 1 + len(text)] == [f"    {line}" if line else "" for line in text]

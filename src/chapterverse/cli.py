@@ -522,14 +522,23 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
     from rich.text import Text
 
     for hit, r in zip(hits, results, strict=True):
-        where = " — ".join([hit.doc_title, " › ".join(hit.chunk.title_path)] if hit.chunk.title_path
-                           else [hit.doc_title])
+        where = _place(hit.doc_title, hit.chunk.title_path)
         page = pages.get(hit.chunk.file_id)
         where += f", p. {page}" if page else ""
         stdout.print(Text.assemble((f"[{r['tag']}]", "bold"), f" {where} (score {r['score']})"),
                      highlight=False)
         stdout.print(r["text"], markup=False, highlight=False)
         stdout.print()
+
+
+def _place(doc_title: str, toc_path: list[str], *, fallback: str = "") -> str:
+    """Where a passage is, for a heading line: the book, then its path in the contents (else ``fallback``).
+
+    The contents of many books begin with the book's own title (the demo book, most Markdown books), which
+    read "The Keeper of Gull Rock — The Keeper of Gull Rock › Chapter 3"; that first entry is left out."""
+    inner = toc_path[1:] if toc_path and toc_path[0].strip() == doc_title.strip() else toc_path
+    where = " › ".join(inner) or fallback
+    return f"{doc_title} — {where}" if where else doc_title
 
 
 def _require_text(text: str, what: str) -> None:
@@ -559,8 +568,7 @@ def _print_citations(result: AnswerResult) -> None:
     """Each footnote: its number, tag, book and place in the book, then the exact cited text, indented (not in
     added quote marks, which would double the book's own: ``ship.””``)."""
     for c in result.citations:
-        where = " › ".join(c.toc_path) or c.doc_title
-        stdout.print(f"[{c.n}] [{c.tag}] {c.doc_title} — {where}", markup=False, highlight=False)
+        stdout.print(f"[{c.n}] [{c.tag}] {_place(c.doc_title, c.toc_path)}", markup=False, highlight=False)
         stdout.print(textwrap.indent(c.text, "    "), markup=False, highlight=False)
 
 
@@ -768,7 +776,7 @@ def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: Sto
         _emit({"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
                "end": r.end, "text": r.text, "toc_path": r.toc_path})
         return
-    print(f"[{r.tag}] {r.doc_title} — {' › '.join(r.toc_path) or r.file_title}")
+    print(f"[{r.tag}] {_place(r.doc_title, r.toc_path, fallback=r.file_title)}")
     print(r.text)
 
 
