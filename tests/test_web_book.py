@@ -321,3 +321,43 @@ def test_a_folder_ingested_by_name_groups_by_that_name(reader_server: Any, tmp_p
     assert [r.document.source for r in results] == ["01.md", "notas/n1.md"]
     listed = {d["id"]: d for d in api_json(reader_server, "/api/documents")["documents"]}
     assert [listed[r.document.id]["folder"] for r in results] == ["don-quijote-es", "don-quijote-es/notas"]
+
+
+@browser
+@pytest.mark.slow
+def test_an_epubs_own_contents_page_links_to_its_parts(reader_server: Any, browser_page: BrowserPage) -> None:
+    """Moby-Dick's "Brief Contents" and "Contents" pages were plain text (the trial on a fresh clone): their
+    lines now open the part they name, a highlight inside a contents page stays exact, and a chapter's own
+    text gets no links."""
+    doc_id = reader_server.ingest(shared_path("books", "epub", "moby-dick.epub"))
+    files = {f["title"]: f["id"] for f in api_json(reader_server, f"/api/documents/{doc_id}")["files"]}
+    page = browser_page.page
+    open_reader(page, reader_server, doc_id, f"#f{files['Brief Contents']}")
+    links = page.locator("[data-cv-text] a.cv-contents-link")
+    expect(links).to_have_count(4)
+    assert links.all_text_contents() == ["Original Transcriber’s Notes", "Etymology",
+                                         "Extracts (Supplied by a Sub-Sub-Librarian)", "Copyright Page"]
+    browser_page.shot(page, "book-epub-brief-contents")
+    links.filter(has_text="Etymology").click()
+    text = page.locator("[data-cv-text]")
+    expect(text).to_have_attribute("data-file", str(files["ETYMOLOGY."]))
+    expect(text).to_contain_text("Supplied by a Late Consumptive Usher to a Grammar School")
+    assert page.url.endswith(f"/read/{doc_id}#f{files['ETYMOLOGY.']}-0")
+
+    open_reader(page, reader_server, doc_id, f"#f{files['Contents']}")
+    expect(links).to_have_count(142)
+    chapter = links.filter(has_text="Chapter 12. Biographical.")
+    chapter.click()
+    expect(text).to_have_attribute("data-file", str(files["Chapter 12. Biographical."]))
+    expect(text).to_contain_text("Queequeg was a native of Rokovoko")
+    expect(links).to_have_count(0)
+
+    contents = api_json(reader_server, f"/api/files/{files['Contents']}")["text"]
+    start = contents.index("Chapter 8. The Pulpit.")
+    end = contents.index("Chapter 9. The Sermon.") + len("Chapter 9. The Sermon.")
+    tag = f"f{files['Contents']}-{start}-{end}"
+    open_reader(page, reader_server, doc_id, f"#{tag}")
+    expect(page.locator("mark.cv-highlight").first).to_be_visible()
+    assert marks_text(page) == reader_server.resolve(tag)["text"]
+    assert page.locator("a.cv-contents-link mark.cv-highlight").count() == 2
+    browser_page.assert_clean()

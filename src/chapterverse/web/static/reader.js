@@ -89,6 +89,54 @@ function fileLabel(doc, file) {
   return file.title || file.label || `Part ${file.ordinal + 1}`;
 }
 
+/** A title as a contents page prints it and as the TOC stores it compare equal: "ETYMOLOGY." = "Etymology". */
+export function titleKey(text) {
+  return String(text).normalize("NFKC").toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim();
+}
+
+/**
+ * Where each title of the book leads: its TOC entries, then its parts' titles (a part's start), by titleKey.
+ * A title that leads to two places (each story's "I", "II") leads nowhere: a link must not guess.
+ */
+export function titleTargets(toc, files) {
+  const targets = new Map();
+  const ambiguous = new Set();
+  const add = (title, target) => {
+    const key = titleKey(title || "");
+    if (key.length < 2 || ambiguous.has(key)) return;
+    const known = targets.get(key);
+    if (!known) targets.set(key, target);
+    else if (known.file !== target.file || known.offset !== target.offset) {
+      targets.delete(key);
+      ambiguous.add(key);
+    }
+  };
+  for (const entry of toc || []) add(entry.title, { file: entry.file, offset: entry.offset || 0 });
+  const tocKeys = new Set(targets.keys());
+  for (const file of files || []) {
+    if (!tocKeys.has(titleKey(file.title || ""))) add(file.title, { file: file.id, offset: 0 });
+  }
+  return targets;
+}
+
+/** The fewest lines, and the least share of a part's paragraphs, that make it a contents page of its own. */
+const CONTENTS_PAGE_LINES = 3;
+const CONTENTS_PAGE_SHARE = 0.4;
+
+/**
+ * A book's own contents page (an EPUB's "Contents", "Brief Contents"): the paragraphs of `fileId` that are
+ * titles of other parts, [{start, end, target}], when there are enough of them to make it one; else [].
+ * Matching whole paragraphs to the book's titles, not the page's own links, which ingest does not keep.
+ */
+export function contentsLines(index, spans, fileId, targets) {
+  const lines = [];
+  for (const [start, end] of spans) {
+    const target = end - start <= 200 ? targets.get(titleKey(index.slice(start, end))) : undefined;
+    if (target && target.file !== fileId) lines.push({ start, end, target });
+  }
+  return lines.length >= CONTENTS_PAGE_LINES && lines.length >= CONTENTS_PAGE_SHARE * spans.length ? lines : [];
+}
+
 export class Reader {
   /**
    * @param {object} doc   GET /api/documents/{id}
@@ -98,6 +146,7 @@ export class Reader {
     this.doc = doc;
     this.hooks = hooks;
     this.files = [...(doc.files || [])].sort((a, b) => a.ordinal - b.ordinal);
+    this.titleTargets = titleTargets(doc.toc, this.files);
     this.cache = new Map();
     this.current = null; // {file, index, segments}
     this.loading = 0;
@@ -158,6 +207,14 @@ export class Reader {
     });
     this.label = h("span", { class: "cv-page-label", "data-cv-page-label": true, "aria-live": "polite" });
     this.article = h("article", { class: "cv-text", "data-cv-text": true, tabindex: "-1" });
+    this.article.addEventListener("click", (e) => {
+      const link = e.target.closest("a.cv-contents-link");
+      if (!link || !isPlainClick(e)) return;
+      e.preventDefault();
+      const target = { file: Number(link.dataset.file), offset: Number(link.dataset.offset) };
+      this.hooks.onNavigate(`#f${target.file}-${target.offset}`);
+      this.go(target);
+    });
     this.endNav = h("div", { class: "cv-end-nav" });
     this.page = h("section", { class: "cv-page", "aria-label": "Book text", "data-cv-page": true },
       h("div", { class: "cv-pagebar" },
@@ -296,6 +353,7 @@ export class Reader {
       .filter(([s, e]) => e > s).sort((a, b) => a[0] - b[0]);
     if (!spans.length && index.length) spans = [[0, index.length]];
     const markdown = this.doc.format === "markdown";
+    const contents = new Map(contentsLines(index, spans, file.id, this.titleTargets).map((l) => [l.start, l]));
     let pos = 0;
     for (const [rawStart, rawEnd] of spans) {
       const start = Math.max(rawStart, pos);
@@ -306,8 +364,14 @@ export class Reader {
         // A rule after a heading line is its setext underline (hidden); alone, a thematic break (a line).
         const cls = !rule ? {} : { class: a > start ? "cv-md-underline" : "cv-md-rule", "aria-hidden": "true" };
         const el = h(rule ? "span" : "p", { ...cls, "data-start": a, "data-end": b });
-        el.textContent = index.slice(a, b);
-        segments.push({ start: a, end: b, el });
+        const line = !rule && contents.get(a);
+        // A contents line is a link to its part; the link holds the text, so a highlight marks inside it.
+        const holder = line ? h("a", { class: "cv-contents-link", "data-file": line.target.file,
+          "data-offset": line.target.offset,
+          href: `/read/${encodeURIComponent(this.doc.id)}#f${line.target.file}-${line.target.offset}` }) : el;
+        holder.textContent = index.slice(a, b);
+        if (line) el.append(holder);
+        segments.push({ start: a, end: b, el: holder, paragraph: !rule ? el : null });
         nodes.push(el);
       }
       pos = end;
@@ -405,12 +469,12 @@ export class Reader {
 
   /** Scroll so the paragraph holding code point `offset` is at the top. */
   scrollToOffset(offset) {
-    const paragraphs = this.current.segments.filter((s) => s.el.tagName === "P");
+    const paragraphs = this.current.segments.filter((s) => s.paragraph);
     let target = paragraphs[0];
     for (const seg of paragraphs) {
       if (seg.start <= offset) target = seg;
       else break;
     }
-    if (target) target.el.scrollIntoView({ block: "start" });
+    if (target) target.paragraph.scrollIntoView({ block: "start" });
   }
 }
