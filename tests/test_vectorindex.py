@@ -392,32 +392,3 @@ def test_a_build_that_reads_fewer_vectors_than_chunks_indexes_those_it_read(stor
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert sorted(p.name for p in index.directory.iterdir() if ".tmp" in p.name) == []
-
-
-def test_builds_put_numpys_huge_page_setting_back_as_they_found_it(store: SQLiteStore) -> None:
-    """Index builds switch numpy's huge pages off (``index.files.small_pages``); searches afterwards must get the
-    process's setting back, also when builds overlap and end in another order than they began."""
-    from numpy._core.multiarray import _set_madvise_hugepage
-
-    from chapterverse.index.files import small_pages
-
-    def setting() -> bool:
-        now = bool(_set_madvise_hugepage(True))
-        _set_madvise_hugepage(now)
-        return now
-
-    process_setting = setting()
-    for before in (True, False):
-        _set_madvise_hugepage(before)
-        first, second = small_pages(), small_pages()
-        first.__enter__()
-        second.__enter__()
-        assert setting() is False
-        first.__exit__(None, None, None)
-        assert setting() is False  # the other build still runs
-        second.__exit__(None, None, None)
-        assert setting() is before
-        add_doc(store, np.random.default_rng(int(before)).standard_normal((5, DIM)), f"doc-{before}")
-        VectorIndex.open(store)
-        assert setting() is before
-    _set_madvise_hugepage(process_setting)

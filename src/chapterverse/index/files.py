@@ -20,11 +20,9 @@ build, append and describe a snapshot; the order of those steps is written here 
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import os
-import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -43,8 +41,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MANIFEST", "CorruptIndex", "Refresh", "FollowedIndex", "save_npy", "load_npy", "write_manifest",
-           "read_manifest", "manifest_moved_on", "collect_garbage", "writer_lock", "read_snapshot",
-           "small_pages"]
+           "read_manifest", "manifest_moved_on", "collect_garbage", "writer_lock", "read_snapshot"]
 
 MANIFEST = "manifest.json"
 _LOCK = ".lock"
@@ -71,52 +68,6 @@ class Refresh(StrEnum):
     """As appended, and rows of removed documents were dropped by rewriting their segments."""
     REBUILT = "rebuilt"
     """Built from the store from scratch (no index, another model or settings, damaged files, counts off)."""
-
-
-class _SmallPages:
-    """numpy's large arrays on ordinary 4 KB pages while an index is built (:func:`small_pages`)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._builds = 0
-        self._before = True
-        # numpy's switch for madvise(MADV_HUGEPAGE) on its allocations of 4 MB and more (numpy itself sets it
-        # from NUMPY_MADVISE_HUGEPAGE and the kernel version); private, hence looked up, and without it nothing
-        self._switch = getattr(importlib.import_module("numpy._core.multiarray"), "_set_madvise_hugepage", None)
-
-    @contextmanager
-    def held(self) -> Iterator[None]:
-        if self._switch is None:
-            yield
-            return
-        with self._lock:
-            if self._builds == 0:
-                self._before = bool(self._switch(False))
-            self._builds += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._builds -= 1
-                if self._builds == 0:
-                    self._switch(self._before)
-
-
-_SMALL_PAGES = _SmallPages()
-
-
-def small_pages() -> AbstractContextManager[None]:
-    """For the block, numpy's new arrays on ordinary pages instead of transparent huge pages.
-
-    numpy asks Linux for huge pages for every array of 4 MB or more. A build makes and drops such temporaries
-    by the dozen (term keys, their sorts and runs, pages of rows), each faulted in afresh, and here a huge page
-    costs far more to fault in than the 4 KB pages a sequential pass over it touches: right after a bulk load of
-    100 k chunks (``bench ingest``'s bulk, 3 fresh processes each way, alternated) the lexical index took 4.5-4.9
-    s with them and 2.3-2.7 s without, the vector index 2.4-3.2 s against 0.4-2.3 s. Searches keep huge pages
-    (what they keep, such as the int8 codes, is scanned again and again). The switch is the process's: builds
-    that overlap (one in the background) count themselves, and the last one to end puts it back.
-    """
-    return _SMALL_PAGES.held()
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
@@ -323,12 +274,10 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
                     return snap
                 if snap is None or self._unusable(state, snap):
                     return self._rebuild_from_store(snap, "no index for this library state")
-                with small_pages():
-                    return self._apply_changes(snap, state)
+                return self._apply_changes(snap, state)
 
     def _rebuild_from_store(self, old: SnapshotT | None, reason: str) -> SnapshotT:
-        with small_pages():
-            snap = self._build_from_store(old, reason)
+        snap = self._build_from_store(old, reason)
         self._write_manifest(snap)
         self._last_refresh = Refresh.REBUILT
         return snap
