@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import shared_path
+from serverutil import running_server, settings_for
 from textpdf import text_pdf
 from test_web_reader import (  # noqa: F401  (fixtures used by name)
     BrowserPage,
@@ -360,4 +361,29 @@ def test_an_epubs_own_contents_page_links_to_its_parts(reader_server: Any, brows
     expect(page.locator("mark.cv-highlight").first).to_be_visible()
     assert marks_text(page) == reader_server.resolve(tag)["text"]
     assert page.locator("a.cv-contents-link mark.cv-highlight").count() == 2
+    browser_page.assert_clean()
+
+
+@browser
+def test_adding_by_path_when_it_is_off_says_so_without_asking_for_a_key(browser_page: BrowserPage,
+                                                                         tmp_path: Path) -> None:
+    """A server without a key and without --ingest_roots: adding a folder by path said "... --ingest_roots DIR
+    to allow the files under DIR — this server needs an access key: set it under Settings", sending the user
+    after a key the server does not have. A server that has a key and was not given it (401) still asks."""
+    page = browser_page.page
+    jobs = page.locator("[data-cv-jobs]")
+    with running_server(settings_for(tmp_path / "open", library=tmp_path / "open" / "library")) as server:
+        page.goto(f"{server.url}/")
+        page.fill("[data-cv-path-input]", str(tmp_path))
+        page.locator("[data-cv-path-form] button[type=submit]").click()
+        expect(jobs).to_contain_text("adding files by server path is off; start the server with --ingest_roots DIR "
+                                     "to allow the files under DIR")
+        expect(jobs).not_to_contain_text("access key")
+        browser_page.shot(page, "library-add-by-path-off")
+    with running_server(settings_for(tmp_path / "keyed", library=tmp_path / "keyed" / "library",
+                                     api_key="sesame-0123456789")) as server:
+        page.goto(f"{server.url}/")
+        page.fill("[data-cv-path-input]", str(tmp_path))
+        page.locator("[data-cv-path-form] button[type=submit]").click()
+        expect(jobs).to_contain_text("this server needs an access key: set it under Settings › This browser.")
     browser_page.assert_clean()

@@ -12,9 +12,10 @@ export class ApiError extends Error {
     this.code = code;
   }
 
-  /** A sentence for the person using the reader. */
+  /** A sentence for the person using the reader. Only a 401 asks for the access key: a 403 (adding by server
+   *  path switched off, another origin, settings on a server without a key) is not solved by one. */
   get explanation() {
-    if (this.status === 401 || this.status === 403) {
+    if (this.status === 401) {
       return `${this.message} — this server needs an access key: set it under Settings › This browser.`;
     }
     if (this.status === 413) return "That file is larger than this server accepts.";
