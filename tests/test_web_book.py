@@ -387,3 +387,28 @@ def test_adding_by_path_when_it_is_off_says_so_without_asking_for_a_key(browser_
         page.locator("[data-cv-path-form] button[type=submit]").click()
         expect(jobs).to_contain_text("this server needs an access key: set it under Settings › This browser.")
     browser_page.assert_clean()
+
+
+@browser
+def test_markdown_with_space_only_blank_lines_opens_each_canto(reader_server: Any, browser_page: BrowserPage) -> None:
+    """The Divina Commedia separates its stanzas and cantos with lines of one space (``" \\n"``): the reader
+    showed six paragraphs of up to 460 k characters, so "Canto V" in the contents scrolled to the start of the
+    Inferno (the list of cantos, drawn bold as a heading) and the title's ``====`` underline was shown raw.
+    Each canto is now its own paragraph: the contents open it, and the underline is markup again."""
+    doc_id = reader_server.ingest(shared_path("books", "text", "divina-commedia-it.md"))
+    [meta] = api_json(reader_server, f"/api/documents/{doc_id}")["files"]
+    stored = api_json(reader_server, f"/api/files/{meta['id']}")
+    assert max(end - start for start, end in stored["paragraphs"]) < 2000
+    page = browser_page.page
+    open_reader(page, reader_server, doc_id)
+    expect(page.locator("[data-cv-text] .cv-md-underline").first).to_be_attached()
+    expect(page.locator("[data-cv-text] p").first).to_have_text("LA DIVINA COMMEDIA")
+    page.locator("a.cv-toc-link", has_text="Canto V").first.click()
+    offset = int(page.url.rsplit("-", 1)[1])
+    assert stored["text"][offset:].startswith("Canto V")
+    heading = page.locator(f"[data-cv-text] p[data-start='{offset}']")
+    expect(heading).to_have_text("Canto V")
+    expect(heading).to_be_in_viewport()
+    expect(page.locator("[data-cv-text] p", has_text="Canto VI.").first).not_to_be_in_viewport()
+    browser_page.shot(page, "book-markdown-canto-v")
+    browser_page.assert_clean()

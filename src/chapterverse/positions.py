@@ -65,21 +65,33 @@ def defang_tags(source_text: str) -> str:
     return _TAG_LIKE.sub(r"［\1", source_text)
 
 
+_BLANK_LINES = re.compile(r"\n(?:[^\S\n]*\n)+")
+"""A line break and one or more blank lines after it: empty, or only spaces and tabs (as in CommonMark)."""
+
+
 def paragraph_spans(text: str) -> list[tuple[int, int]]:
     """Spans of the paragraphs of a canonical text: runs separated by blank lines, trimmed.
 
-    Canonical texts separate blocks with ``\\n\\n``; this is the one place that definition lives.
+    Canonical texts separate blocks with ``\\n\\n``; this is the one place that definition lives. A line of
+    only spaces is blank too: Markdown kept as written (the Divina Commedia's ``" \\n"`` between stanzas and
+    cantos) would otherwise be six paragraphs of up to 460 k characters.
     """
     spans: list[tuple[int, int]] = []
-    for match in re.finditer(r"[^\n]+(?:\n[^\n]+)*", text):
-        start, end = match.span()
-        while start < end and text[start].isspace():
-            start += 1
-        while end > start and text[end - 1].isspace():
-            end -= 1
-        if end > start:
-            spans.append((start, end))
+    start = 0
+    for blank in _BLANK_LINES.finditer(text):
+        _add_trimmed(text, start, blank.start(), spans)
+        start = blank.end()
+    _add_trimmed(text, start, len(text), spans)
     return spans
+
+
+def _add_trimmed(text: str, start: int, end: int, spans: list[tuple[int, int]]) -> None:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    if end > start:
+        spans.append((start, end))
 
 
 def without_nul(text: str) -> str:
