@@ -221,3 +221,35 @@ def test_chat_with_a_model_prints_footnotes_as_ask_does(books: Path) -> None:
         assert match[3] == f"The Keeper of Gull Rock — {' › '.join(resolved['toc_path'][1:])}"
         text = resolved["text"].splitlines()
         assert lines[at + 1:at + 1 + len(text)] == [f"    {line}" if line else "" for line in text]
+
+
+def test_a_chat_is_named_by_its_first_question_and_an_empty_one_is_not_kept(books: Path) -> None:
+    """``chat`` stored every session as a chat named after the book, before anything was asked: the reader's
+    list of conversations filled with "The Keeper of Gull Rock", empty ones among them. Now a chat is stored
+    at its first answer and named by its first question, as the reader names its own."""
+    def chat(stdin: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "chapterverse", "chat", "--doc", "1", "--library", str(books)],
+                              input=stdin, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "COLUMNS": "60"})
+
+    def titles() -> list[str]:
+        library = Library(books)
+        try:
+            return [c.title for c in library.store.chats(1)]
+        finally:
+            library.close()
+
+    before = titles()
+    quiet = chat("")
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stderr.splitlines()[0] == "chat about “The Keeper of Gull Rock” (extractive mode; Ctrl-D to end)"
+    assert quiet.stderr.splitlines()[-1] == "nothing asked, nothing saved"
+    assert titles() == before
+    asked = chat("  Who kept   the light\non Gull Rock?\n")
+    assert asked.returncode == 0, asked.stderr
+    assert "Marta Olsen" in asked.stdout
+    [new] = [t for t in titles() if t not in before]
+    assert new == "Who kept the light"
+    chat_id = int(re.search(r"saved as chat (\d+); export with", asked.stderr)[1])  # type: ignore[index]
+    code, exported = run("export", str(chat_id), "--library", str(books))
+    assert code == 0 and exported.startswith("# Who kept the light\n")

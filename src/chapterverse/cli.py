@@ -643,20 +643,24 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
     """Chat about one document, with footnotes.
 
     Answers are streamed; the chat is stored (`chapterverse export CHAT_ID`)."""
+    from .export import chat_title
+
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
         _use_reranker(lib, reranker, rerank_top_n, provider)
         title = lib.document(doc).title
-        chat_id = lib.store.create_chat(doc, title)
-    stderr.print(f"chat {chat_id} about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)")
+    stderr.print(f"chat about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)",
+                 markup=False, soft_wrap=True)
+    chat_id: int | None = None
     history: list[dict[str, str]] = []
     while True:
         try:
             question = input("\n› ").strip()
         except (EOFError, KeyboardInterrupt):
-            stderr.print(f"\nsaved as chat {chat_id}; export with `chapterverse export {chat_id}`")
+            stderr.print(f"\nsaved as chat {chat_id}; export with `chapterverse export {chat_id}`"
+                         if chat_id is not None else "\nnothing asked, nothing saved")
             return
         if not question:
             continue
@@ -665,6 +669,8 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
         if provider is not None:
             stdout.print()
         _print_answer(result) if provider is None else _print_footnotes(result)
+        if chat_id is None:  # named by its first question, as the reader names its chats
+            chat_id = lib.store.create_chat(doc, chat_title(question))
         lib.store.add_message(chat_id, "user", question)
         lib.store.add_message(chat_id, "assistant", result.answer, result.to_json())
         history += [{"role": "user", "content": question}, {"role": "assistant", "content": result.answer}]

@@ -1,10 +1,19 @@
-"""Chat export as Markdown whose citations are deep links into the web reader."""
+"""Chats: their titles, and their export as Markdown whose citations are deep links into the web reader."""
 
 from __future__ import annotations
 
 from .store import Store
 
-__all__ = ["chat_markdown"]
+__all__ = ["chat_markdown", "chat_title"]
+
+CHAT_TITLE_CHARS = 80
+
+
+def chat_title(question: str) -> str:
+    """A chat's title: its first question on one line, cut to 80 characters. The reader's chats and the
+    command's ``chat`` are named alike, so a list of chats about one book tells them apart."""
+    short = " ".join(question.split())
+    return short if len(short) <= CHAT_TITLE_CHARS else short[:CHAT_TITLE_CHARS - 1] + "…"
 
 
 def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:

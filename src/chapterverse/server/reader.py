@@ -27,7 +27,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
 from ..errors import ChapterverseError, InputError, TagError
-from ..export import chat_markdown
+from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
@@ -379,7 +379,7 @@ def ask(request: Request, doc_id: Id, body: AskRequest) -> StreamingResponse:
             raise ApiError(400, "BAD_INPUT", f"chat {chat.id} is about another document")
         chat_id = chat.id
     else:
-        chat_id = store.create_chat(doc_id, _title(question))
+        chat_id = store.create_chat(doc_id, chat_title(question))
     history = [{"role": m.role, "content": m.content} for m in store.messages(chat_id)][-HISTORY_MESSAGES:]
     provider = None if body.mode == "extractive" else state.upstream.current.provider()
 
@@ -410,11 +410,6 @@ def ask(request: Request, doc_id: Id, body: AskRequest) -> StreamingResponse:
 def _scrubbed(notice: str | None) -> str | None:
     """A notice may quote a model's error, which may quote its URL or key (redaction.py)."""
     return scrub(notice) if notice else notice
-
-
-def _title(question: str) -> str:
-    short = " ".join(question.split())
-    return short if len(short) <= 80 else short[:79] + "…"
 
 
 # ---------------------------------------------------------------------------------------------- chats
