@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from conftest import shared_path
-from serverutil import running_server, settings_for
+from serverutil import Server, running_server, settings_for
 from textpdf import text_pdf
 from test_web_reader import (  # noqa: F401  (fixtures used by name)
     BrowserPage,
@@ -411,4 +411,49 @@ def test_markdown_with_space_only_blank_lines_opens_each_canto(reader_server: An
     expect(heading).to_be_in_viewport()
     expect(page.locator("[data-cv-text] p", has_text="Canto VI.").first).not_to_be_in_viewport()
     browser_page.shot(page, "book-markdown-canto-v")
+    browser_page.assert_clean()
+
+
+def settings_of(server: Server) -> Any:
+    with server.client() as client:
+        return client.get("/api/settings").json()
+
+
+@browser
+def test_settings_say_where_the_model_is_set_on_a_server_without_a_key(browser_page: BrowserPage,
+                                                                       tmp_path: Path) -> None:
+    """``chapterverse serve`` has no API key by default, and then the reader cannot change the model: the
+    Settings dialog offered the fields anyway, and Save answered "Not saved: PUT /api/settings ... needs the
+    server's API key". Without a key the fields are now shown disabled, with where the model is set, and Save
+    keeps this browser's part; with a key they can be changed (and are)."""
+    page = browser_page.page
+    dialog = page.locator("[data-cv-settings]")
+    with running_server(settings_for(tmp_path / "open", library=tmp_path / "open" / "library",
+                                     llm_base_url="http://127.0.0.1:9/v1", llm_model="m")) as server:
+        assert settings_of(server)["llm_editable"] is False
+        page.goto(f"{server.url}/")
+        page.locator("[data-cv-settings-open]").click()
+        expect(dialog.locator("#cv-llm-base")).to_have_value("http://127.0.0.1:9/v1")
+        expect(dialog.locator("#cv-llm-base")).to_be_disabled()
+        expect(dialog.locator("[data-cv-llm-fixed]")).to_be_visible()
+        expect(dialog.locator("[data-cv-llm-fixed]")).to_contain_text("--llm_base_url URL --llm_model NAME")
+        browser_page.shot(page, "settings-without-server-key")
+        dialog.locator("button[type=submit]").click()
+        expect(dialog).to_be_hidden()
+        expect(page.locator("[data-cv-toast]")).to_have_text("Settings saved.")
+    key = "sesame-0123456789"
+    with running_server(settings_for(tmp_path / "keyed", library=tmp_path / "keyed" / "library", api_key=key),
+                        headers={"Authorization": f"Bearer {key}"}) as server:
+        assert settings_of(server)["llm_editable"] is True
+        page.goto(f"{server.url}/")
+        page.locator("[data-cv-settings-open]").click()
+        expect(dialog.locator("[data-cv-embedding]")).to_contain_text("dimensions")  # the settings are shown
+        expect(dialog.locator("[data-cv-llm-fixed]")).to_be_hidden()
+        dialog.locator("#cv-llm-base").fill("http://127.0.0.1:11434/v1")
+        dialog.locator("#cv-llm-model").fill("qwen2.5")
+        dialog.locator("#cv-server-key").fill(key)
+        dialog.locator("button[type=submit]").click()
+        expect(page.locator("[data-cv-toast]")).to_have_text("Settings saved.")
+        saved = settings_of(server)["llm"]
+        assert (saved["base_url"], saved["model"]) == ("http://127.0.0.1:11434/v1", "qwen2.5")
     browser_page.assert_clean()

@@ -396,6 +396,9 @@ class LlmSettings(_Shape):
 
 class ReaderSettings(_Shape):
     llm: LlmSettings
+    llm_editable: bool = Field(description="Whether PUT /api/settings may change the chat model: only on a server "
+                                           "started with an API key; without one the model is set by flags, the "
+                                           "environment or config.json.")
     embedding_model: str
     embedding_dim: int
     library: str

@@ -22,11 +22,16 @@ export class Settings {
     this.library = h("output", { class: "cv-readonly", "data-cv-library": true });
     this.access = h("input", { type: "password", name: "server_key", autocomplete: "off" });
     this.status = h("p", { class: "cv-help", role: "status" });
+    this.fixedNote = h("p", { class: "cv-help", "data-cv-llm-fixed": true, hidden: true },
+      "Set when the server starts: this server has no API key, so the reader cannot change its model. Start it with ",
+      h("code", {}, "--llm_base_url URL --llm_model NAME"), " (or the environment, or config.json), or with ",
+      h("code", {}, "--api_key"), " to change the model here.");
     this.save = h("button", { type: "submit", class: "cv-button cv-button-primary" }, "Save");
     this.form = h("form", { class: "cv-settings-form", method: "dialog" },
       h("div", { class: "cv-panel-head" }, h("h2", { id: "cv-settings-title" }, "Settings"),
         h("button", { type: "button", class: "cv-icon-button", "aria-label": "Close settings", onclick: () => this.close() }, "×")),
-      h("fieldset", {}, h("legend", {}, "Chat model (any OpenAI-compatible endpoint)"),
+      this.llmFields = h("fieldset", {}, h("legend", {}, "Chat model (any OpenAI-compatible endpoint)"),
+        this.fixedNote,
         field("cv-llm-base", "Base URL", this.baseUrl),
         field("cv-llm-model", "Model", this.model),
         field("cv-llm-key", "API key", this.apiKey, "Leave empty to keep the saved key."),
@@ -53,6 +58,9 @@ export class Settings {
     this.model.value = llm.model || "";
     this.apiKey.value = "";
     this.clearKey.checked = false;
+    this.editable = settings.llm_editable !== false;
+    this.llmFields.disabled = !this.editable;
+    this.fixedNote.hidden = this.editable;
     this.clearKey.disabled = !llm.api_key_set;
     this.apiKey.placeholder = llm.api_key_set ? `Saved (${llm.api_key_hint || "hidden"})` : "Not set";
     this.embedding.textContent = settings.embedding_model
@@ -77,6 +85,11 @@ export class Settings {
 
   async submit() {
     setServerKey(this.access.value.trim());
+    if (this.editable === false) { // only this browser's key can change here
+      this.close();
+      toast("Settings saved.");
+      return;
+    }
     const changes = { llm_base_url: this.baseUrl.value.trim(), llm_model: this.model.value.trim() };
     if (this.clearKey.checked) changes.llm_api_key = "";
     else if (this.apiKey.value) changes.llm_api_key = this.apiKey.value;
