@@ -47,7 +47,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 
@@ -176,78 +176,6 @@ def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tu
         dead_rows += int(mask.sum()) if mask is not None else 0
         masks.append(mask)
     return tuple(masks), dead_rows
-
-
-class _SegmentRows:
-    """The float32 rows of a segment being made, taken block by block as they are read.
-
-    With a file, each block is written to the segment's ``.npy`` (its header announces ``rows``) under a
-    temporary name, and :meth:`seal` makes it durable and names it: no scratch copy to fill and copy again,
-    and ``write`` instead of filling a memory map (a page fault and a block allocation every 4 KB), which at
-    100 k chunks was most of the build right after a bulk load. Without a file (an unwritable directory), or
-    once writing it failed, the blocks are kept in memory.
-    """
-
-    def __init__(self, tmp: Path | None, rows: int, dim: int) -> None:
-        self.dim = dim
-        self._rows = rows
-        self._tmp = tmp
-        self._written = 0
-        self._kept: list[np.ndarray] = []
-        self._file: IO[bytes] | None = None
-        if tmp is not None:
-            self._file = open(tmp, "wb")  # noqa: SIM115 - closed by seal or discard
-            np.lib.format.write_array_header_1_0(self._file, {"descr": "<f4", "fortran_order": False,
-                                                              "shape": (rows, dim)})
-
-    def add(self, block: np.ndarray) -> None:
-        block = np.ascontiguousarray(block, "<f4")
-        if self._file is not None and not self._kept and self._written + len(block) <= self._rows:
-            try:
-                self._file.write(block.data)
-                self._written += len(block)
-                return
-            except OSError:
-                self._kept.append(self._read_back())
-                self.discard()
-        self._kept.append(block.copy())
-
-    def seal(self, path: Path) -> bool:
-        """Make the file durable and name it ``path``: True when it holds exactly the announced rows (else
-        nothing is named, and :meth:`in_memory` has the rows)."""
-        if self._file is None or self._kept or self._written != self._rows:
-            return False
-        self._file.flush()
-        os.fsync(self._file.fileno())
-        self._file.close()
-        self._file = None
-        assert self._tmp is not None
-        os.replace(self._tmp, path)
-        self._tmp = None
-        return True
-
-    def in_memory(self) -> np.ndarray:
-        """Every row taken, as one array (what was written to the file is read back)."""
-        parts = ([self._read_back()] if self._written else []) + self._kept
-        return np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
-
-    def discard(self) -> None:
-        """Close and remove the file unless it was sealed."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._tmp is not None:
-            try:
-                self._tmp.unlink(missing_ok=True)
-            except OSError:  # collected with the other leftovers next time
-                pass
-
-    def _read_back(self) -> np.ndarray:
-        assert self._file is not None and self._tmp is not None
-        self._file.flush()
-        offset = self._file.tell() - self._written * self.dim * 4
-        rows = np.fromfile(self._tmp, dtype="<f4", count=self._written * self.dim, offset=offset)
-        return rows.reshape(self._written, self.dim)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -495,26 +423,32 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         state = _StoreState.read(store)
         next_segment = old.next_segment if old is not None else 1
         name = f"s{next_segment:06d}"
-        out = self._new_rows(name, store.count_chunks(), state.dim)
+        target = self._new_vectors(name, store.count_chunks(), state.dim)
         ids_parts: list[np.ndarray] = []
         docs_parts: list[np.ndarray] = []
-        after = 0
+        filled = after = 0
         while True:
             ids, docs, matrix = store.vectors_since(after, limit=self.settings.page_rows)
             if not len(ids):
                 break
-            out.add(matrix)
+            if filled + len(ids) > len(target):  # cannot happen inside one read transaction; stay safe anyway
+                target = np.concatenate([np.asarray(target[:filled]), np.zeros((len(ids), state.dim), np.float32)])
+            target[filled:filled + len(ids)] = matrix
             ids_parts.append(ids)
             docs_parts.append(docs)
+            filled += len(ids)
             after = int(ids[-1])
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
         docs = np.concatenate(docs_parts) if docs_parts else np.zeros(0, np.int64)
-        segments = (self._write_segment(name, ids, docs, out),) if len(ids) else ()
-        out.discard()
+        whole = target if filled == len(target) else np.asarray(target[:filled])
+        segments = (self._write_segment(name, ids, docs, whole),) if filled else ()
+        del whole
+        del target
+        self._drop_unsealed(name)
         return _Snapshot(generation=state.generation, model=state.model, dim=state.dim,
                          max_chunk_id=int(ids[-1]) if len(ids) else 0, store_max_id=state.max_id,
                          segments=segments, dead_docs=np.zeros(0, np.int64), dead=(None,) * len(segments),
-                         live=len(ids), next_segment=next_segment + 1)
+                         live=filled, next_segment=next_segment + 1)
 
     def _rewrite(self, snap: _Snapshot, chosen: list[bool]) -> _Snapshot:
         """Rewrite the live rows of the ``chosen`` segments (a run at the end: rows stay in chunk id order) as one
@@ -523,14 +457,18 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         kept = [(seg, dead) for seg, dead, c in zip(snap.segments, snap.dead, chosen) if not c]
         keep_rows = [np.flatnonzero(~dead) if dead is not None else np.arange(seg.rows) for seg, dead in picked]
         name = f"s{snap.next_segment:06d}"
-        out = self._new_rows(name, sum(len(r) for r in keep_rows), snap.dim)
+        target = self._new_vectors(name, sum(len(r) for r in keep_rows), snap.dim)
+        filled = 0
         for (seg, _), rows in zip(picked, keep_rows):
             for lo in range(0, len(rows), self.settings.page_rows):
-                out.add(seg.matrix[rows[lo:lo + self.settings.page_rows]])
+                part = rows[lo:lo + self.settings.page_rows]
+                target[filled:filled + len(part)] = seg.matrix[part]
+                filled += len(part)
         ids = np.concatenate([seg.ids[r] for (seg, _), r in zip(picked, keep_rows)])
         docs = np.concatenate([seg.docs[r] for (seg, _), r in zip(picked, keep_rows)])
-        merged = self._write_segment(name, ids, docs, out) if len(ids) else None
-        out.discard()
+        merged = self._write_segment(name, ids, docs, target) if len(ids) else None
+        del target
+        self._drop_unsealed(name)
         segments = [seg for seg, _ in kept] + ([merged] if merged is not None else [])
         still_dead = np.intersect1d(snap.dead_docs, np.concatenate([s.docs for s in segments])) \
             if segments else np.zeros(0, np.int64)
@@ -538,56 +476,80 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return replace(snap, segments=tuple(segments), dead_docs=still_dead, dead=masks,
                        live=sum(s.rows for s in segments) - dead_rows, next_segment=snap.next_segment + 1)
 
-    def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray,
-                       vectors: np.ndarray | _SegmentRows) -> _Segment:
-        """Write one segment's files and map them back. ``vectors``: the rows, or the :class:`_SegmentRows` that
-        took them for this segment (its file is then sealed in place, not written again)."""
+    def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray) -> _Segment:
+        """Write one segment's files and map them back. A ``matrix`` that :meth:`_new_vectors` gave for this
+        segment and that is full is its file already: sealed in place, not copied."""
+        dim = matrix.shape[1] if matrix.ndim == 2 else 0
         ids = np.ascontiguousarray(ids, np.int64)
         by_id = np.argsort(ids, kind="stable")
         arrays: dict[str, np.ndarray] = {"ids": ids, "docs": np.ascontiguousarray(docs, np.int64), "order": by_id}
         if not self.persistent:
-            matrix = vectors.in_memory() if isinstance(vectors, _SegmentRows) else vectors
             return self._segment(name, np.array(matrix, np.float32), arrays)
         path = self.directory / f"{name}.vectors.npy"
         try:
-            sealed = isinstance(vectors, _SegmentRows) and vectors.seal(path)
-            if not sealed:
-                self._write_vectors(path, vectors.in_memory() if isinstance(vectors, _SegmentRows) else vectors)
+            if self._is_unsealed(name, matrix):
+                self._seal(matrix, self._unsealed(name), path)
+            else:
+                self._write_vectors(path, matrix, dim)
             for kind, array in arrays.items():
                 save_npy(self.directory / f"{name}.{kind}.npy", array)
         except OSError as exc:
             _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
             self.persistent = False
-            return self._write_segment(name, ids, docs, vectors)
-        dim = vectors.dim if isinstance(vectors, _SegmentRows) else vectors.shape[1]
-        return self._segment(name, load_npy(path, len(ids), "<f4", dim), arrays)
+            return self._write_segment(name, ids, docs, matrix)
+        vectors = load_npy(path, len(ids), "<f4", dim)
+        return self._segment(name, vectors, arrays)
 
     @staticmethod
     def _segment(name: str, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> _Segment:
         ids, order = arrays["ids"], arrays["order"]
         return _Segment(name=name, ids=ids, docs=arrays["docs"], matrix=vectors, order=order, sorted_ids=ids[order])
 
-    def _write_vectors(self, path: Path, matrix: np.ndarray) -> None:
-        out = _SegmentRows(path.with_name(f"{path.name}.tmp-{os.getpid()}"), len(matrix), matrix.shape[1])
-        try:
-            for lo in range(0, len(matrix), self.settings.page_rows):
-                out.add(matrix[lo:lo + self.settings.page_rows])
-            if not out.seal(path):
-                raise OSError(f"{path.name}: {len(matrix)} rows written, the file holds another number")
-        finally:
-            out.discard()
+    def _write_vectors(self, path: Path, matrix: np.ndarray, dim: int) -> None:
+        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype="<f4", shape=(len(matrix), dim))
+        step = self.settings.page_rows
+        for lo in range(0, len(matrix), step):
+            out[lo:lo + step] = matrix[lo:lo + step]
+        self._seal(out, tmp, path)
 
-    def _new_rows(self, name: str, rows: int, dim: int) -> _SegmentRows:
-        """Where the ``rows`` vectors of a new segment go as they are read: its own file, or memory where the
-        directory cannot be written."""
+    @staticmethod
+    def _seal(written: np.ndarray, tmp: Path, path: Path) -> None:
+        """Make the memory-mapped file ``tmp`` durable (flush, fsync), then name it ``path``."""
+        assert isinstance(written, np.memmap)
+        written.flush()
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _new_vectors(self, name: str, rows: int, dim: int) -> np.ndarray:
+        """The matrix a new segment of ``rows`` vectors is filled in: the segment's own ``.npy`` file under a
+        temporary name (memory stays flat, and :meth:`_write_segment` seals it instead of copying 2 KB a row
+        once more: a third of the build at 100 k chunks), or RAM where the directory cannot be written."""
         if self.persistent:
             try:
                 self.directory.mkdir(parents=True, exist_ok=True)
-                return _SegmentRows(self.directory / f"{name}.vectors.npy.tmp-{os.getpid()}", rows, dim)
+                return np.lib.format.open_memmap(self._unsealed(name), mode="w+", dtype="<f4", shape=(rows, dim))
             except OSError as exc:
                 _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
                 self.persistent = False
-        return _SegmentRows(None, rows, dim)
+        return np.zeros((rows, dim), np.float32)
+
+    def _unsealed(self, name: str) -> Path:
+        return self.directory / f"{name}.vectors.npy.tmp-filling-{os.getpid()}"
+
+    def _is_unsealed(self, name: str, matrix: np.ndarray) -> bool:
+        """Whether ``matrix`` is the file :meth:`_new_vectors` opened for segment ``name`` (callers pass it whole
+        or as a plain array: a memory-mapped slice of it would not fill its file)."""
+        return (isinstance(matrix, np.memmap) and matrix.filename is not None
+                and os.path.abspath(matrix.filename) == os.path.abspath(self._unsealed(name)))
+
+    def _drop_unsealed(self, name: str) -> None:
+        """Remove the file of a segment that was not sealed (fewer rows than expected, or nothing to write)."""
+        try:
+            self._unsealed(name).unlink(missing_ok=True)
+        except OSError:  # an unwritable directory (nothing was written there), or mapped elsewhere: collected later
+            pass
 
     # -- manifest ---------------------------------------------------------------------------------------
     def _manifest(self, snap: _Snapshot) -> dict[str, Any]:
