@@ -54,6 +54,7 @@ def test_a_free_port_serves_the_reader_on_the_port_it_names(tmp_path: Path) -> N
             line = server.stderr.readline()
             assert line or server.poll() is None, "the server exited before serving"
         assert f"serving the reader on http://127.0.0.1:{port}/ " in line, line
+        assert line.rstrip().endswith("; Ctrl-C stops it"), line  # uvicorn's own line is not printed for a socket
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -92,7 +92,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     except ChapterverseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
-    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s", settings.host,
+    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it", settings.host,
              listening.getsockname()[1],
              _library_named(settings),
              f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
