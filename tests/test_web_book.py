@@ -457,3 +457,32 @@ def test_settings_say_where_the_model_is_set_on_a_server_without_a_key(browser_p
         saved = settings_of(server)["llm"]
         assert (saved["base_url"], saved["model"]) == ("http://127.0.0.1:11434/v1", "qwen2.5")
     browser_page.assert_clean()
+
+
+@browser
+def test_settings_cannot_be_typed_over_before_the_servers_values_arrive(browser_page: BrowserPage,
+                                                                         tmp_path: Path) -> None:
+    """The dialog opened with empty model fields and filled them when GET /api/settings answered, over
+    anything typed meanwhile. The fields now wait, disabled, for the server's values (held back here)."""
+    key = "sesame-0123456789"
+    held: list[Any] = []
+    with running_server(settings_for(tmp_path, library=tmp_path / "library", api_key=key,
+                                     llm_base_url="http://127.0.0.1:9/v1", llm_model="m"),
+                        headers={"Authorization": f"Bearer {key}"}) as server:
+        page = browser_page.page
+        page.route("**/api/settings", lambda route: held.append(route) if route.request.method == "GET"
+                   else route.continue_())
+        page.goto(f"{server.url}/")
+        page.locator("[data-cv-settings-open]").click()
+        base = page.locator("[data-cv-settings] #cv-llm-base")
+        for _ in range(100):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the dialog did not ask for the settings"
+        expect(base).to_be_disabled()
+        expect(base).to_have_value("")
+        held[0].continue_()
+        expect(base).to_be_enabled()
+        expect(base).to_have_value("http://127.0.0.1:9/v1")
+    browser_page.assert_clean()

@@ -71,10 +71,12 @@ export class Settings {
   async open() {
     this.status.textContent = "";
     this.access.value = serverKey();
+    this.llmFields.disabled = true; // until the server's values arrive: they would overwrite what was typed
     if (!this.el.open) this.el.showModal();
     try {
       this.show(await api.settings());
     } catch (err) {
+      this.llmFields.disabled = false;
       this.status.textContent = `Settings cannot be loaded: ${err instanceof ApiError ? err.explanation : err.message}`;
     }
   }
