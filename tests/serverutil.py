@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -32,7 +34,30 @@ from chapterverse.server.config import ServeSettings, settings_from_mapping
 from chapterverse.server.state import ServerState
 
 __all__ = ["Server", "running_server", "settings_for", "shared_embedder", "wait_for_job", "ReaderServer",
-           "reader_server"]
+           "reader_server", "free_port", "serve_process", "startup_line"]
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def serve_process(*args: str) -> subprocess.Popen[str]:
+    """``chapterverse serve ARGS`` as its own process, stderr piped (where its start-up line goes)."""
+    return subprocess.Popen([sys.executable, "-m", "chapterverse", "serve", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def startup_line(server: subprocess.Popen[str], timeout: float = 120) -> str:
+    """The "serving the reader on ..." line of a ``serve_process`` (asserting it comes before it exits)."""
+    assert server.stderr is not None
+    deadline, line = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline and "serving the reader" not in line:
+        line = server.stderr.readline()
+        assert line or server.poll() is None, "the server exited before serving"
+    return line
 
 
 @functools.cache

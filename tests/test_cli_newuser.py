@@ -13,15 +13,14 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from fakellm import Reply, fake_llm
 from hashembed import HashingEmbedder
+from serverutil import free_port, serve_process, startup_line
 from textpdf import text_pdf
 from typer.testing import CliRunner
 
@@ -40,13 +39,6 @@ def process(*args: str, stderr: int = subprocess.PIPE) -> subprocess.CompletedPr
     """``chapterverse ARGS`` as its own process; stderr piped apart from stdout unless told otherwise."""
     return subprocess.run([sys.executable, "-m", "chapterverse", *args], stdout=subprocess.PIPE, stderr=stderr,
                           text=True, env={**os.environ, "COLUMNS": "200"}, timeout=300)
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -176,14 +168,9 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
                         f"(library: the knowledge base's, {tmp_path / 'kb' / '.chapterverse'}; --library DIR for "
                         "another)")):
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "chapterverse", "serve", "--port", str(port), *args],
-                                  stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+        server = serve_process("--port", str(port), *args)
         try:
-            assert server.stderr is not None
-            deadline, line = time.monotonic() + 120, ""
-            while time.monotonic() < deadline and "serving the reader" not in line:
-                line = server.stderr.readline()
-                assert line or server.poll() is None, "the server exited before serving"
+            line = startup_line(server)
             assert f"serving the reader on http://127.0.0.1:{port}/ {says}, the API docs at /docs" in line, line
         finally:
             server.send_signal(signal.SIGINT)

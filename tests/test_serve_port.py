@@ -9,18 +9,12 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 from conftest import shared_path
-
-
-def serve(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "chapterverse", "serve", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+from serverutil import free_port, serve_process, startup_line
 
 
 def test_a_port_in_use_is_one_error_line_and_exit_2_before_the_sync(tmp_path: Path) -> None:
@@ -32,7 +26,7 @@ def test_a_port_in_use_is_one_error_line_and_exit_2_before_the_sync(tmp_path: Pa
         taken.listen()
         port = taken.getsockname()[1]
         started = time.monotonic()
-        server = serve("--port", str(port), "--rag_enabled", "--rag_kb_path", str(kb))
+        server = serve_process("--port", str(port), "--rag_enabled", "--rag_kb_path", str(kb))
         _, stderr = server.communicate(timeout=120)
         seconds = time.monotonic() - started
     assert server.returncode == 2, stderr
@@ -43,16 +37,10 @@ def test_a_port_in_use_is_one_error_line_and_exit_2_before_the_sync(tmp_path: Pa
 
 
 def test_a_free_port_serves_the_reader_on_the_port_it_names(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = serve("--port", str(port), "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb"))
+    port = free_port()
+    server = serve_process("--port", str(port), "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb"))
     try:
-        assert server.stderr is not None
-        deadline, line = time.monotonic() + 120, ""
-        while time.monotonic() < deadline and "serving the reader" not in line:
-            line = server.stderr.readline()
-            assert line or server.poll() is None, "the server exited before serving"
+        line = startup_line(server)
         assert f"serving the reader on http://127.0.0.1:{port}/ " in line, line
         assert line.rstrip().endswith("; Ctrl-C stops it"), line  # uvicorn's own line is not printed for a socket
         deadline = time.monotonic() + 60
