@@ -174,6 +174,24 @@ def test_chunk_document_numbers_chunks_in_reading_order_per_file() -> None:
                                                                               overlap=30)
 
 
+def test_chunk_document_never_runs_one_chapter_into_the_next() -> None:
+    """A chunk is labelled by the contents path of its start: the demo book's chunk "Chapter 1. The Lamp" held
+    "## Chapter 2. The Storm" and its first lines, because both chapters fit in one 512-code-point window."""
+    chapters = ["## Chapter 1. The Lamp\n\nShe lit the lamp at dusk.", "## Chapter 2. The Storm\n\nThe wind rose.",
+                "## Chapter 3. The Chest\n\n" + prose(900, seed=3)]
+    text = "\n\n".join(chapters)
+    starts = [text.index(c) for c in chapters]
+    doc = ParsedDocument("T", "md", [ParsedFile(text)],
+                         toc=[TocEntry(f"Chapter {n}", 1, 0, start) for n, start in enumerate(starts, start=1)])
+    specs = chunk_document(doc, chunk_size=512, overlap=64)
+    edges = [*starts, len(text)]
+    for spec in specs:
+        chapter = max(i for i, start in enumerate(starts) if start <= spec.start)
+        assert spec.end <= edges[chapter + 1], (text[spec.start:spec.end], chapter)
+    assert [text[s.start:s.end] for s in specs[:2]] == chapters[:2]
+    assert "".join(text[s.start:s.end] for s in specs[2:]).startswith("## Chapter 3. The Chest")
+
+
 def test_chunk_document_keeps_each_prechunk_whole() -> None:
     texts = ["  first line\n", "x" * 2_000, "   ", "third"]
     doc = ParsedDocument("J", "jsonl", [ParsedFile(t) for t in texts],

@@ -53,6 +53,6 @@ def test_head_prints_the_first_line_and_nothing_complains(library: Path) -> None
     pipeline = f"{shlex.join([*COMMAND, 'docs', '--library', str(library)])} | head -1"
     result = subprocess.run(["bash", "-c", pipeline], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0
-    assert result.stdout.split() == ["1", "markdown", "1", "file", "5", "chunks", "The", "Keeper", "of", "Gull",
+    assert result.stdout.split() == ["1", "markdown", "1", "file", "7", "chunks", "The", "Keeper", "of", "Gull",
                                      "Rock", "the-keeper-of-gull-rock.md"]
     assert result.stderr == ""

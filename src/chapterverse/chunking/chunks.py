@@ -8,7 +8,7 @@ Offsets only, never chunk text, so ``text[start:end]`` is always the chunk itsel
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -170,7 +170,16 @@ def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int =
     specs = []
     for i, file in enumerate(doc.files):
         lo, hi = file.body or (0, len(file.text))
-        specs += [ChunkSpec(i, lo + start, lo + end)
-                  for start, end in split_text(file.text[lo:hi], chunk_size=chunk_size, overlap=overlap)]
+        for a, b in _between_headings(lo, hi, (t.offset for t in doc.toc if t.file_index == i)):
+            specs += [ChunkSpec(i, a + start, a + end)
+                      for start, end in split_text(file.text[a:b], chunk_size=chunk_size, overlap=overlap)]
     return specs
+
+
+def _between_headings(lo: int, hi: int, toc_offsets: Iterable[int]) -> list[tuple[int, int]]:
+    """``[lo, hi)`` cut where a contents entry begins, so that no chunk runs from one chapter into the next:
+    a chunk is labelled by the contents path of its start, and "Chapter 1" must not hold "Chapter 2"'s text."""
+    cuts = sorted({o for o in toc_offsets if lo < o < hi})
+    edges = [lo, *cuts, hi]
+    return list(zip(edges, edges[1:]))
 
