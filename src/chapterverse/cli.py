@@ -509,22 +509,17 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
             lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
-        pages = lib.printed_pages(hits)
-        from .passages import shown_passages
+        from .passages import search_results
 
-        shown = shown_passages(hits, lambda file_id: lib.store.file(file_id).text)
-    results = [{"tag": p.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
-                "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": p.text,
-                "score": round(h.score, 4)} for h, p in zip(hits, shown, strict=True)]
+        results = search_results(lib, hits)
     if json_out:
         _emit({"results": results})
         return
     from rich.text import Text
 
-    for hit, r in zip(hits, results, strict=True):
-        where = _place(hit.doc_title, hit.chunk.title_path)
-        page = pages.get(hit.chunk.file_id)
-        where += f", p. {page}" if page else ""
+    for r in results:
+        where = _place(r["doc_title"], r["toc_path"])
+        where += f", p. {r['page']}" if r["page"] else ""
         stdout.print(Text.assemble((f"[{r['tag']}]", "bold"), f" {where} (score {r['score']})"),
                      highlight=False)
         stdout.print(r["text"], markup=False, highlight=False)

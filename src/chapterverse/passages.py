@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .chunking import sentence_spans
 from .positions import Span
 
 if TYPE_CHECKING:
-    from .library import Hit
+    from .library import Hit, Library
 
-__all__ = ["REACH", "ShownPassage", "shown_passages", "whole_sentences"]
+__all__ = ["REACH", "ShownPassage", "search_results", "shown_passages", "whole_sentences"]
 
 REACH = 240
 """How far (code points) a shown passage may reach past its chunk to finish a sentence: one long sentence."""
@@ -66,3 +66,13 @@ def shown_passages(hits: Sequence[Hit], file_text: Callable[[int], str]) -> list
         start, end = whole_sentences(canonical, hit.chunk.start, hit.chunk.end)
         shown.append(ShownPassage(Span(file_id, start, end), canonical[start:end]))
     return shown
+
+
+def search_results(library: Library, hits: Sequence[Hit]) -> list[dict[str, Any]]:
+    """What a search shows for each hit, the command (and its ``--json``) and the reader's ``/api/search``
+    alike: the tag and text of its whole sentences, its book, contents path and printed page, its score."""
+    pages = library.printed_pages(hits)
+    shown = shown_passages(hits, lambda file_id: library.store.file(file_id).text)
+    return [{"tag": p.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "toc_path": h.chunk.title_path,
+             "page": pages.get(h.chunk.file_id), "text": p.text, "score": round(h.score, 4)}
+            for h, p in zip(hits, shown, strict=True)]

@@ -31,7 +31,7 @@ from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
-from ..passages import shown_passages
+from ..passages import search_results
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, iter_folder
@@ -159,11 +159,7 @@ def search(request: Request, q: Annotated[str, Query(description="The query.")],
     if doc_id is not None:
         state.reader.document(doc_id)
     hits = state.reader.search(query, k=k, doc_ids=[doc_id] if doc_id is not None else None)
-    pages = state.reader.printed_pages(hits)
-    shown = shown_passages(hits, lambda file_id: state.reader.store.file(file_id).text)
-    return {"results": [{"tag": p.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title,
-                         "toc_path": h.chunk.title_path, "page": pages.get(h.chunk.file_id), "text": p.text,
-                         "score": round(h.score, 4)} for h, p in zip(hits, shown, strict=True)]}
+    return {"results": search_results(state.reader, hits)}
 
 
 @router.delete("/documents/{doc_id}", response_model=ReaderRemoved,
