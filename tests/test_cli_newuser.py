@@ -122,14 +122,6 @@ def test_search_hits_in_a_pdf_name_the_printed_page(books: Path) -> None:
     assert re.fullmatch(r"\[f\d+-\d+-\d+\] keeper — Chapter One: The Lamp, p\. 1 \(score 0\.\d+\)", first), first
 
 
-def test_ingest_counts_read_as_words(tmp_path: Path) -> None:
-    page = tmp_path / "page.md"
-    page.write_text("# Page\n\nOne short paragraph.\n")
-    result = process("ingest", str(page), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["1 Page — 1 file, 1 chunk, 1 segment (ingested)"]
-
-
 def test_remove_names_what_it_removed(hashed: Path) -> None:
     code, output = run("remove", "1", "--library", str(hashed))
     assert (code, output) == (0, "removed 1 The Keeper of Gull Rock\n")
