@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+import unicodedata
 from collections import Counter
 
 import pytest
@@ -45,6 +46,19 @@ def test_word_tokens_are_the_runs_of_word_characters_in_the_normalized_text() ->
         assert word_tokens(text) == re.findall(r"\w+", normalize(text)), repr(text)
 
 
+def test_normalize_and_word_tokens_hold_for_every_code_point() -> None:
+    """Runs of 500 characters hold many distinct combining marks (removed by one ``translate``), runs of 10 a few
+    (removed by ``replace``); every non-word character beyond ASCII, whitespace or not, must still cut a word."""
+    def plain_normalize(text: str) -> str:
+        return "".join(ch for ch in unicodedata.normalize("NFKD", text.lower()) if not unicodedata.combining(ch))
+
+    characters = [chr(c) for c in range(0x110000)]
+    for first in range(0, len(characters), 500):
+        for text in ("x".join(characters[first:first + 500]), "x".join(characters[first:first + 10])):
+            assert normalize(text) == plain_normalize(text), hex(first)
+            assert word_tokens(text) == re.findall(r"\w+", normalize(text)), hex(first)
+
+
 def test_index_terms_are_each_tokens_stem_also_after_the_memo_starts_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(analysis, "_STEM_MEMO_WORDS", 50)  # starts afresh many times below
     texts = _random_texts(500, seed=2) + list(SENTENCES.values())
@@ -54,6 +68,10 @@ def test_index_terms_are_each_tokens_stem_also_after_the_memo_starts_afresh(monk
             tokens = re.findall(r"\w+", normalize(text))
             assert index_terms(text, language) == " ".join(stemmer.stemWords(tokens)), (language, text)
     assert query_terms("the keepers of lamps", ["english"]) == ["keeper", "lamp"]
+    monkeypatch.setattr(analysis, "_STEM_MEMO_WORDS", 200_000)
+    for language, sentence in SENTENCES.items():  # the second time every word is in the memo
+        expected = " ".join(Stemmer.Stemmer(language).stemWords(re.findall(r"\w+", normalize(sentence))))
+        assert index_terms(sentence, language) == index_terms(sentence, language) == expected
 
 
 def test_the_language_is_the_one_whose_stopwords_are_most_frequent() -> None:
