@@ -91,6 +91,14 @@ def test_split_text_prefers_paragraph_then_sentence_boundaries() -> None:
         assert long_paragraph[end - 1] in ".?!", "without paragraphs, chunks end at sentence ends"
 
 
+def test_split_text_ends_at_the_last_sentence_end_whose_text_fits() -> None:
+    """The whitespace after a sentence end may run past ``chunk_size``: the sentence still fits, and ends the
+    chunk; the next sentence end, whose text would not fit, does not."""
+    text = "One two. Three four." + " " * 10 + "Five six seven eight. Nine ten eleven."
+    assert split_text(text, chunk_size=23, overlap=0)[0] == (0, 20)
+    assert split_text(text, chunk_size=19, overlap=0)[0] == (0, 8)
+
+
 def test_split_text_keeps_a_heading_with_its_text() -> None:
     text = "CHAPTER 1. Loomings.\n\n" + prose(3_000, seed=4, para=10_000)
     first = split_text(text, chunk_size=512, overlap=64)[0]

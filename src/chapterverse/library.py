@@ -301,18 +301,23 @@ class Library:
         toc_index = _TocIndex.build(toc_entries)
         specs = chunk_document(parsed, chunk_size=self.chunk_size, overlap=self.chunk_overlap)
         prechunks = {p.file_index: p for p in parsed.prechunked or []}
+        heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter share its path
         chunks: list[NewChunk] = []
+        texts: list[str] = []
         for i, spec in enumerate(specs):
             text = parsed.files[spec.file_index].text[spec.start:spec.end]
+            texts.append(text)
             pre = prechunks.get(spec.file_index)
             path = toc_index.path_at(spec.file_index, spec.start)
+            key = tuple(path)
+            if key not in heading_terms:
+                heading_terms[key] = index_terms(" ".join(path), language)
             chunks.append(NewChunk(
                 file_ordinal=spec.file_index, start=spec.start, end=spec.end,
                 source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
-                terms=index_terms(text, language), heading_terms=index_terms(" ".join(path), language),
+                terms=index_terms(text, language), heading_terms=heading_terms[key],
                 title_path=path, metadata=dict(pre.metadata) if pre else {},
             ))
-        texts = [parsed.files[c.file_ordinal].text[c.start:c.end] for c in chunks]
         vectors = self.embed_passages(texts, progress=progress, label=source)
         segments = [
             NewSegment(seq=s.seq, title_path=s.title_path, start_ordinal=s.start[0], start_offset=s.start[1],

@@ -49,8 +49,11 @@ class _Sep:
         if self.pattern is not None:
             best = None
             for m in self.pattern.finditer(text, s, hi + 16):
-                if m.end() >= lo and trimmed_end(text, s, m.end()) <= hi:
-                    best = m.end()
+                b = m.end()
+                if b > hi and trimmed_end(text, s, b) > hi:
+                    break  # trimmed ends only grow with b: no later match fits either
+                if b >= lo:
+                    best = b
             return best
         if not self.literal:
             b = hi
@@ -122,13 +125,23 @@ def split_text(
             break
         hi = s + chunk_size
         lo = max(s + chunk_size // 4, prev_end + 1, s + 1)
-        cut = next(b for b in (sep.last(text, s, lo, hi) for sep in seps) if b is not None)
+        cut = _last_boundary(text, seps, s, lo, hi)
         end = trimmed_end(text, s, cut)
         spans.append((s, end))
         prev_end = end
         nxt = _overlap_start(text, seps, s, end, overlap) if overlap else cut
         s = trimmed_start(text, max(nxt, s + 1), n_end)
     return spans
+
+
+def _last_boundary(text: str, seps: tuple[_Sep, ...], s: int, lo: int, hi: int) -> int:
+    """The chunk from ``s`` ends at the last boundary of the coarsest level with one (the last level, a hard cut,
+    always has one)."""
+    for sep in seps:
+        b = sep.last(text, s, lo, hi)
+        if b is not None:
+            return b
+    raise AssertionError("the last separator level always has a boundary")
 
 
 def _overlap_start(text: str, seps: tuple[_Sep, ...], s: int, end: int, overlap: int) -> int:

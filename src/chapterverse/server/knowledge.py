@@ -324,8 +324,8 @@ class KnowledgeBase:
             if new is None:
                 self.store.remove_documents([d.id for d in existing])
                 return removed, 0
-            doc = self.library.write(new, replace=[d.id for d in existing])
-            return removed, doc.chunks
+            self.store.add_document(new, replace=[d.id for d in existing])
+            return removed, len(new.chunks)  # every prepared chunk is stored: no need to read the document back
 
     def find_chunk(self, *, index: int | None = None, source: str | None = None,
                    chunk_index: int | None = None) -> ChunkRecord:
