@@ -88,30 +88,49 @@ def test_cosines_and_vectors_are_the_stored_ones(store: SQLiteStore) -> None:
     np.testing.assert_array_equal(vecs[int(ids[3])], matrix[3])
 
 
-def test_incremental_append_mask_compact_and_reopen(store: SQLiteStore) -> None:
+def test_incremental_append_mask_and_reopen(store: SQLiteStore) -> None:
     rng = np.random.default_rng(3)
     first = add_doc(store, rng.standard_normal((100, DIM)), "a")
-    index = VectorIndex.open(store, settings=IndexSettings(dead_share=0.4))
-    second = add_doc(store, rng.standard_normal((60, DIM)), "b")
+    index = VectorIndex.open(store)
+    add_doc(store, rng.standard_normal((30, DIM)), "b")
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert index.stats().last_refresh == "appended" and index.stats().segments == 2
-    store.remove_documents([second])  # its segment holds nothing else: dropped, nothing rewritten
+    small = add_doc(store, rng.standard_normal((5, DIM)), "c")
+    store.remove_documents([small])  # added and removed between two refreshes: its rows are skipped
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.stats().last_refresh == "appended" and len(index) == 100 and index.stats().segments == 1
-    assert all(c not in index.vectors([c]) for c in range(101, 161))
-    third = add_doc(store, rng.standard_normal((30, DIM)), "c")
-    fourth = add_doc(store, rng.standard_normal((90, DIM)), "d")
-    assert len(index) == 220 and index.stats().segments == 2  # one refresh appends both as one segment
-    store.remove_documents([first, fourth])  # "a" goes whole; 90 of the other 120 rows dead: compaction
+    assert index.stats().last_refresh == "appended" and len(index) == 130 and index.stats().segments == 2
+    kept, dropped = add_doc(store, rng.standard_normal((10, DIM)), "d"), add_doc(store, rng.standard_normal((3, DIM)), "e")
+    assert len(index) == 143 and index.stats().segments == 3  # one refresh appends both as one segment
+    store.remove_documents([dropped])  # 8 of 148 rows dead (under a fifth): masked, the file stays
     assert_same(index.search(q, 10), brute_force(store, q, 10))
-    assert index.stats().last_refresh == "compacted" and index.stats().segments == 1 and len(index) == 30
-    # a second opener (another process, a restart) maps the files without reading SQLite vectors
+    # the segments map 143 of the file's 148 rows: not the rows of "c", which no refresh saw alive
+    assert index.stats().last_refresh == "appended" and len(index) == 140 and index.stats().rows == 143
+    assert index.vectors(range(1, 200)).keys() == set(store.load_vectors()[0].tolist())
+    # a second opener (another process, a restart) maps the files without reading a vector
     again = VectorIndex.open(store)
     assert again.stats().last_refresh == "loaded"
-    assert_same(again.search(q, 5, doc_ids=[third]), brute_force(store, q, 5, [third]))
-    names = {p.name.split(".")[0] for p in index.directory.glob("*.npy")}
-    assert len(names) == 1, "files of replaced segments are deleted"
+    assert_same(again.search(q, 5, doc_ids=[kept]), brute_force(store, q, 5, [kept]))
+    assert index.stats().bytes_on_disk < 148 * DIM, "the index keeps no copy of the vectors"
+    del first
+
+
+def test_removing_a_fifth_of_the_rows_moves_the_store_to_a_new_file_and_the_index_follows(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(13)
+    first = add_doc(store, rng.standard_normal((100, DIM)), "a")
+    second = add_doc(store, rng.standard_normal((60, DIM)), "b")
+    index = VectorIndex.open(store)
+    before = sorted(p.name for p in store.path.parent.glob("*.f32"))
+    store.remove_documents([first])
+    after = sorted(p.name for p in store.path.parent.glob("*.f32"))
+    assert len(before) == len(after) == 1 and before != after, "live rows copied to a new file, the old deleted"
+    assert after[0] == store.vector_file.current(store.db)[0].name
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))  # still mapping the deleted file until refresh
+    assert index.stats().last_refresh == "rebuilt" and index.stats().rows == len(index) == 60
+    assert store.path.parent.joinpath(after[0]).stat().st_size == 60 * DIM * 4
+    assert_same(VectorIndex.open(store).search(q, 5, doc_ids=[second]), brute_force(store, q, 5, [second]))
+    assert store.integrity_problems() == []
 
 
 def test_two_openers_follow_each_other_through_the_files(store: SQLiteStore, tmp_path: Path) -> None:
@@ -161,20 +180,19 @@ def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteS
     index = VectorIndex.open(store)
     assert index.wait_resident(timeout=10)  # damage the files only once nothing is still copying from the map
     directory = index.directory
-    vectors = next(directory.glob("*.vectors.npy"))
+    ids_file = next(directory.glob("*.ids.npy"))
     if damage == "truncate":  # a crash (or full disk) mid-write would leave a short file
-        vectors.write_bytes(vectors.read_bytes()[:-1000])
+        ids_file.write_bytes(ids_file.read_bytes()[:-100])
     elif damage == "garbage-manifest":
         (directory / "manifest.json").write_text('{"format": 1, "segm')
     elif damage == "missing-file":
-        vectors.unlink()
+        ids_file.unlink()
     elif damage == "wrong-ids":
-        ids = next(directory.glob("*.ids.npy"))
-        np.save(ids, np.arange(80, dtype=np.int64))
+        np.save(ids_file, np.arange(80, dtype=np.int64))
     else:  # the library was re-embedded with another model (same dimension)
         store.replace_embedding_model("other", DIM, {int(c): v for c, v in
                                                      zip(store.load_vectors()[0], unit(rng.standard_normal((80, DIM))))})
-    (directory / "s000009.vectors.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
+    (directory / "r000009.ids.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
     reopened = VectorIndex.open(store)
     assert reopened.stats().last_refresh == "rebuilt"
     q = unit(rng.standard_normal(DIM))
@@ -224,19 +242,19 @@ def test_concurrent_readers_during_writes(store: SQLiteStore) -> None:
     assert len(index) == 400
 
 
-def test_an_index_built_for_ivf_is_rebuilt_in_chunk_id_order(store: SQLiteStore) -> None:
-    """Inverted lists were removed; an index whose rows were stored list by list is rebuilt on open."""
+def test_an_index_that_kept_its_own_copy_of_the_vectors_is_rebuilt_and_its_files_deleted(store: SQLiteStore) -> None:
+    """Format 1 kept a float32 copy of every vector in ``s*.vectors.npy``; the store's file is the one copy now."""
     import json
 
     rng = np.random.default_rng(9)
     add_doc(store, rng.standard_normal((50, DIM)))
     VectorIndex.open(store)
-    manifest = store.path.with_name("library.vectors") / "manifest.json"
-    raw = json.loads(manifest.read_text())
-    raw["segments"][0].update(clustered=True, nlist=4)
-    manifest.write_text(json.dumps(raw))
+    directory = store.path.with_name("library.vectors")
+    raw = json.loads((directory / "manifest.json").read_text())
+    (directory / "manifest.json").write_text(json.dumps({**raw, "format": 1}))
+    np.save(directory / "s000001.vectors.npy", np.zeros((50, DIM), np.float32))
     reopened = VectorIndex.open(store)
-    assert reopened.stats().last_refresh == "rebuilt"
+    assert reopened.stats().last_refresh == "rebuilt" and not list(directory.glob("s*.npy"))
     q = unit(rng.standard_normal(DIM))
     assert_same(reopened.search(q, 10), brute_force(store, q, 10))
 
@@ -377,16 +395,15 @@ def test_the_int8_pass_narrows_the_scan_to_a_superset_of_the_exact_top_k() -> No
     assert top_candidates(codes, np.zeros(128, np.float32), 10, None) is None, "a zero query is scanned exactly"
 
 
-def test_a_build_that_reads_fewer_vectors_than_chunks_indexes_those_it_read(store: SQLiteStore) -> None:
-    """The new segment's file announces the store's chunk count; a damaged library with a chunk whose vector is
-    gone reads one fewer: those rows are still indexed, found as brute force finds them, and no file is left
-    behind that the manifest does not name."""
+def test_a_chunk_without_a_vector_leaves_the_others_indexed(store: SQLiteStore) -> None:
+    """A damaged library with a chunk whose vector is gone: the rows that have one are still indexed, found as
+    brute force finds them, and no file is left behind that the manifest does not name."""
     rng = np.random.default_rng(5)
     add_doc(store, rng.standard_normal((30, DIM)), "a")
     add_doc(store, rng.standard_normal((20, DIM)), "b")
     with store.transaction() as tx:  # the second document's block loses its last vector
-        tx.execute("UPDATE vector_blocks SET count = count - 1, vectors = substr(vectors, 1, length(vectors) - ?)"
-                   " WHERE first_chunk = (SELECT max(first_chunk) FROM vector_blocks)", (DIM * 4,))
+        tx.execute("UPDATE vector_blocks SET count = count - 1"
+                   " WHERE first_chunk = (SELECT max(first_chunk) FROM vector_blocks)")
     index = VectorIndex.open(store, settings=IndexSettings(resident_bytes=0))
     assert index.stats().rows == 49
     q = unit(rng.standard_normal(DIM))

@@ -1,28 +1,33 @@
-"""A persistent dense index kept beside the SQLite file: memory-mapped float32 matrices, opened in milliseconds.
+"""A persistent dense index of a SQLite library: the store's own vector file, memory-mapped, opened in milliseconds.
 
-Why not the simple way (load every BLOB into one matrix whenever the store changes): at 1 M chunks of 512
-dimensions that is 2 GB read through SQLite on every start and after every write (12-34 s here), and one
-exact scan costs what the memory bus allows (0.1 s here). This index keeps the vectors in ``.npy`` files that the OS
-pages in on demand, follows the store by its generation counter, and only appends what changed.
+Why not the simple way (load every vector into one matrix whenever the store changes): at 1 M chunks of 512
+dimensions that is 2 GB read on every start and after every write (12-34 s here through SQLite BLOBs), and one
+exact scan costs what the memory bus allows (0.1 s here). The store keeps its vectors as rows of one flat
+float32 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
+them in on demand), keeps which chunk each row holds, follows the store by its generation counter, and only
+appends what changed. It holds no copy of a vector (until issue 18 it kept a second float32 copy of each one,
+a third of a library's bytes, and spent most of a build writing it).
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 
-    manifest.json              format, model, dim, store generation, largest chunk id, segments, removed docs
-    s000001.vectors.npy        float32 (rows, dim), unit rows; memory-mapped
-    s000001.ids.npy            int64 chunk id of each row
-    s000001.docs.npy           int64 document id of each row
-    s000001.order.npy          rows sorted by chunk id (lookups by id use binary search, no dict)
+    manifest.json              format, model, dim, the store's vector file, generation, largest chunk id,
+                               segments (each: its first row in the vector file), removed docs
+    r000001.ids.npy            int64 chunk id of each row of the segment's rows (-1: a row of no chunk)
+    r000001.docs.npy           int64 document id of each row (-1: a row of no chunk)
+    r000001.order.npy          rows sorted by chunk id (lookups by id use binary search, no dict)
 
-*Updates.* Chunk ids only grow, so after a write the index appends one segment with the vectors of chunks
-newer than the largest id it holds, and records documents that no longer exist as removed (their rows are
-masked). When removed rows pass ``dead_share`` of the index, the live rows are rewritten into one segment;
-past ``max_segments``, the segments after the largest are merged into one. A changed embedding model, a
-manifest that does not match its files, or counts that disagree with the store rebuild from the store: when
-in doubt, rebuild.
+*Updates.* Chunk ids only grow and the store appends their rows in that order, so after a write the index
+appends one segment: the rows of chunks newer than the largest id it holds. Documents that no longer exist are
+recorded as removed and their rows masked; the store copies the live rows to a new file once removed ones are a
+fifth of it, and the index, seeing another file, rebuilds (reading only which chunk each row holds).
+Past ``max_segments``, the segments after the largest are merged into one (no vector is copied: their rows
+are next to each other in the file). A changed embedding model or vector file, a manifest that does not match
+its files, or counts that disagree with the store rebuild from the store: when in doubt, rebuild.
 
 *Crash safety.* Every file is written under a temporary name, fsynced and renamed into place; the manifest
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
-they are named; a half-written or mismatched file fails validation on open and the index is rebuilt.
+they are named; a half-written or mismatched file fails validation on open and the index is rebuilt. The rows
+themselves are the store's, durable before the transaction that names them commits.
 
 *Int8 codes* (:mod:`chapterverse.index.resident`). Once a process searches a second time, a background thread
 quantizes the matrices into process memory, up to ``resident_bytes``; from then on a search scans the codes and
@@ -53,6 +58,7 @@ import numpy as np
 
 from ..errors import StoreError
 from ..store import SQLiteStore, Store
+from ..store.vectorfile import VectorRows, map_rows
 from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
 from .resident import ResidentCodes
@@ -60,8 +66,8 @@ from .topk import top_k
 
 __all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
 
-FORMAT = 1
-"""Version of the on-disk layout; another version is rebuilt, never read."""
+FORMAT = 2
+"""Version of the on-disk layout; another version is rebuilt, never read (1 kept its own float32 copy)."""
 _LOG = logging.getLogger(__name__)
 
 
@@ -81,12 +87,8 @@ def default_directory(store: SQLiteStore) -> Path:
 class IndexSettings:
     """How the index keeps its files and its memory."""
 
-    dead_share: float = 0.20
-    """Rows of removed documents above this share of all rows trigger compaction."""
     max_segments: int = 16
     """More appended segments than this are merged (each is one more scan per query)."""
-    page_rows: int = 65_536
-    """Rows read from SQLite per page during a rebuild."""
     resident_bytes: int = field(default_factory=lambda: min(4 << 30, _physical_memory_bytes() // 8))
     """Int8 codes up to this total (default 4 GiB, or an eighth of the machine's memory where that is less: a
     byte per dimension and four per vector, 0.5 GB at 1 M x 512) are made in process memory once a process
@@ -115,6 +117,8 @@ class IndexStats:
 @dataclass(frozen=True, slots=True)
 class _Segment:
     name: str
+    start: int
+    """Its first row in the store's vector file: ``matrix`` is rows ``start .. start + rows - 1``."""
     ids: np.ndarray
     docs: np.ndarray
     matrix: np.ndarray
@@ -133,6 +137,8 @@ class _Snapshot:
     generation: int
     model: str
     dim: int
+    vector_file: str
+    """The store's vector file the segments map (another one: rebuild)."""
     max_chunk_id: int
     """The largest chunk id the index has read (rows of removed documents included)."""
     store_max_id: int
@@ -148,6 +154,11 @@ class _Snapshot:
     def rows(self) -> int:
         return sum(s.rows for s in self.segments)
 
+    @property
+    def end(self) -> int:
+        """The row after the last one a segment maps."""
+        return self.segments[-1].start + self.segments[-1].rows if self.segments else 0
+
 
 @dataclass(frozen=True, slots=True)
 class _StoreState:
@@ -155,26 +166,32 @@ class _StoreState:
     model: str
     dim: int
     max_id: int
+    vector_file: Path | None
+    committed: int
+    """Rows of ``vector_file`` that committed writes filled."""
 
     @classmethod
     def read(cls, store: SQLiteStore) -> _StoreState:
         max_id = store.max_chunk_id()
-        dim = int(store.get_meta("embedding_dim") or 0)
-        if not dim and max_id:  # vectors written without a recorded model: their own width decides
-            dim = int(store.vectors_since(0, limit=1)[2].shape[1])
-        return cls(store.generation(), store.get_meta("embedding_model") or "", dim, max_id)
+        path, committed, width = store.vector_file.current(store.db)
+        dim = int(store.get_meta("embedding_dim") or 0) or width  # no recorded model: the rows' own width
+        return cls(store.generation(), store.get_meta("embedding_model") or "", dim, max_id, path, committed)
 
+    @property
+    def file_name(self) -> str:
+        return self.vector_file.name if self.vector_file is not None else ""
 
 
 def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tuple[np.ndarray | None, ...], int]:
     masks: list[np.ndarray | None] = []
     dead_rows = 0
     for seg in segments:
-        mask = np.isin(seg.docs, dead_docs) if len(dead_docs) else None
-        if mask is not None and not mask.any():
-            mask = None
-        dead_rows += int(mask.sum()) if mask is not None else 0
-        masks.append(mask)
+        dead = seg.docs < 0  # rows of documents added and removed between two refreshes
+        if len(dead_docs):
+            dead |= np.isin(seg.docs, dead_docs)
+        count = int(dead.sum())
+        dead_rows += count
+        masks.append(dead if count else None)
     return tuple(masks), dead_rows
 
 
@@ -376,40 +393,40 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return _StoreState.read(self.store)
 
     def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
-        return (snap.generation, snap.model, snap.dim, snap.store_max_id) == (
-            state.generation, state.model, state.dim, state.max_id)
+        return (snap.generation, snap.model, snap.dim, snap.store_max_id, snap.vector_file) == (
+            state.generation, state.model, state.dim, state.max_id, state.file_name)
 
     def _unusable(self, state: _StoreState, snap: _Snapshot) -> bool:
-        return (snap.model, snap.dim) != (state.model, state.dim) or snap.generation > state.generation
+        return ((snap.model, snap.dim, snap.vector_file) != (state.model, state.dim, state.file_name)
+                or snap.generation > state.generation)
 
     def _apply_changes(self, snap: _Snapshot, state: _StoreState) -> _Snapshot:
-        """Append the chunks newer than the index, mask removed documents, merge or compact when worthwhile."""
+        """Append the rows of chunks newer than the index, mask removed documents, merge when worthwhile."""
         store = self.store
         live_docs = store.document_ids()
         known = np.unique(np.concatenate([np.unique(s.docs) for s in snap.segments] or [np.zeros(0, np.int64)]))
-        dead_docs = np.union1d(snap.dead_docs, np.setdiff1d(known, live_docs))
-        ids, docs, matrix = store.vectors_since(snap.max_chunk_id)
+        dead_docs = np.union1d(snap.dead_docs, np.setdiff1d(known[known >= 0], live_docs))
+        found = store.vector_file.since(store.db, snap.max_chunk_id)
+        if len(found.rows) and int(found.rows[0]) < snap.end:
+            return self._rebuild_from_store(snap, "rows appended before the index's last row")
         segments = list(snap.segments)
         next_segment = snap.next_segment
-        if len(ids):
-            segments.append(self._write_segment(f"s{next_segment:06d}", ids, docs, matrix))
+        if len(found.ids):
+            segments.append(self._write_segment(f"r{next_segment:06d}", found, state))
             next_segment += 1
         # a segment of removed documents only (a book added, then removed) goes at once: nothing to rewrite
-        segments = [seg for seg in segments if not (len(dead_docs) and np.isin(seg.docs, dead_docs).all())]
+        segments = [seg for seg in segments if not _all_dead(seg, dead_docs)]
         masks, dead_rows = _dead_masks(segments, dead_docs)
         live = sum(s.rows for s in segments) - dead_rows
         chunks = store.count_chunks()
         if live != chunks:
             return self._rebuild_from_store(snap, f"{live} indexed vectors but {chunks} chunks in the store")
         new = replace(snap, generation=state.generation, store_max_id=state.max_id,
-                      max_chunk_id=max(snap.max_chunk_id, int(ids[-1]) if len(ids) else 0), segments=tuple(segments),
-                      dead_docs=dead_docs, dead=masks, live=live, next_segment=next_segment)
-        if new.rows and dead_rows > self.settings.dead_share * new.rows:
-            self._last_refresh = Refresh.COMPACTED
-            new = self._rewrite(new, [True] * len(new.segments))
-        elif len(new.segments) > self.settings.max_segments:
+                      max_chunk_id=max(snap.max_chunk_id, int(found.ids[-1]) if len(found.ids) else 0),
+                      segments=tuple(segments), dead_docs=dead_docs, dead=masks, live=live, next_segment=next_segment)
+        if len(new.segments) > self.settings.max_segments:
             self._last_refresh = Refresh.MERGED
-            new = self._rewrite(new, _after_the_largest(new.segments))
+            new = self._merge(new, _after_the_largest(new.segments), state)
         else:
             self._last_refresh = Refresh.APPENDED
         self._write_manifest(new)
@@ -417,157 +434,87 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     # -- (re)building -----------------------------------------------------------------------------------
     def _build_from_store(self, old: _Snapshot | None, reason: str) -> _Snapshot:
-        """Read every vector from the store, page by page, into one new segment."""
+        """One segment of every row of the store's vector file that holds a chunk's vector (no vector is read:
+        only which chunk each row holds)."""
         _LOG.info("%s: building the vector index (%s)", self.directory, reason)
         store = self.store
         state = _StoreState.read(store)
         next_segment = old.next_segment if old is not None else 1
-        name = f"s{next_segment:06d}"
-        target = self._new_vectors(name, store.count_chunks(), state.dim)
-        ids_parts: list[np.ndarray] = []
-        docs_parts: list[np.ndarray] = []
-        filled = after = 0
-        while True:
-            ids, docs, matrix = store.vectors_since(after, limit=self.settings.page_rows)
-            if not len(ids):
-                break
-            if filled + len(ids) > len(target):  # cannot happen inside one read transaction; stay safe anyway
-                target = np.concatenate([np.asarray(target[:filled]), np.zeros((len(ids), state.dim), np.float32)])
-            target[filled:filled + len(ids)] = matrix
-            ids_parts.append(ids)
-            docs_parts.append(docs)
-            filled += len(ids)
-            after = int(ids[-1])
-        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
-        docs = np.concatenate(docs_parts) if docs_parts else np.zeros(0, np.int64)
-        whole = target if filled == len(target) else np.asarray(target[:filled])
-        segments = (self._write_segment(name, ids, docs, whole),) if filled else ()
-        del whole
-        del target
-        self._drop_unsealed(name)
+        found = store.vector_file.since(store.db, 0)
+        segments = (self._write_segment(f"r{next_segment:06d}", found, state),) if len(found.ids) else ()
+        masks, dead_rows = _dead_masks(segments, np.zeros(0, np.int64))
         return _Snapshot(generation=state.generation, model=state.model, dim=state.dim,
-                         max_chunk_id=int(ids[-1]) if len(ids) else 0, store_max_id=state.max_id,
-                         segments=segments, dead_docs=np.zeros(0, np.int64), dead=(None,) * len(segments),
-                         live=filled, next_segment=next_segment + 1)
+                         vector_file=state.file_name, max_chunk_id=int(found.ids[-1]) if len(found.ids) else 0,
+                         store_max_id=state.max_id, segments=segments, dead_docs=np.zeros(0, np.int64),
+                         dead=masks, live=len(found.ids), next_segment=next_segment + 1)
 
-    def _rewrite(self, snap: _Snapshot, chosen: list[bool]) -> _Snapshot:
-        """Rewrite the live rows of the ``chosen`` segments (a run at the end: rows stay in chunk id order) as one
-        new segment."""
-        picked = [(seg, dead) for seg, dead, c in zip(snap.segments, snap.dead, chosen) if c]
-        kept = [(seg, dead) for seg, dead, c in zip(snap.segments, snap.dead, chosen) if not c]
-        keep_rows = [np.flatnonzero(~dead) if dead is not None else np.arange(seg.rows) for seg, dead in picked]
-        name = f"s{snap.next_segment:06d}"
-        target = self._new_vectors(name, sum(len(r) for r in keep_rows), snap.dim)
-        filled = 0
-        for (seg, _), rows in zip(picked, keep_rows):
-            for lo in range(0, len(rows), self.settings.page_rows):
-                part = rows[lo:lo + self.settings.page_rows]
-                target[filled:filled + len(part)] = seg.matrix[part]
-                filled += len(part)
-        ids = np.concatenate([seg.ids[r] for (seg, _), r in zip(picked, keep_rows)])
-        docs = np.concatenate([seg.docs[r] for (seg, _), r in zip(picked, keep_rows)])
-        merged = self._write_segment(name, ids, docs, target) if len(ids) else None
-        del target
-        self._drop_unsealed(name)
-        segments = [seg for seg, _ in kept] + ([merged] if merged is not None else [])
-        still_dead = np.intersect1d(snap.dead_docs, np.concatenate([s.docs for s in segments])) \
-            if segments else np.zeros(0, np.int64)
+    def _merge(self, snap: _Snapshot, chosen: list[bool], state: _StoreState) -> _Snapshot:
+        """The ``chosen`` segments (a run at the end, so their rows follow each other in the file) as one: their
+        chunk and document ids side by side, rows between them (of documents added and removed between two
+        refreshes) as rows of no chunk."""
+        picked = [seg for seg, c in zip(snap.segments, chosen) if c]
+        kept = [seg for seg, c in zip(snap.segments, chosen) if not c]
+        start = picked[0].start
+        stop = picked[-1].start + picked[-1].rows
+        ids = np.full(stop - start, -1, np.int64)
+        docs = np.full(stop - start, -1, np.int64)
+        for seg in picked:
+            ids[seg.start - start:seg.start - start + seg.rows] = seg.ids
+            docs[seg.start - start:seg.start - start + seg.rows] = seg.docs
+        rows = VectorRows(state.vector_file, state.committed, snap.dim, ids[ids >= 0], docs[ids >= 0],
+                          np.flatnonzero(ids >= 0) + start)
+        merged = self._write_segment(f"r{snap.next_segment:06d}", rows, state)
+        segments = [*kept, merged]
+        still_dead = np.intersect1d(snap.dead_docs, np.concatenate([s.docs for s in segments]))
         masks, dead_rows = _dead_masks(segments, still_dead)
         return replace(snap, segments=tuple(segments), dead_docs=still_dead, dead=masks,
                        live=sum(s.rows for s in segments) - dead_rows, next_segment=snap.next_segment + 1)
 
-    def _write_segment(self, name: str, ids: np.ndarray, docs: np.ndarray, matrix: np.ndarray) -> _Segment:
-        """Write one segment's files and map them back. A ``matrix`` that :meth:`_new_vectors` gave for this
-        segment and that is full is its file already: sealed in place, not copied."""
-        dim = matrix.shape[1] if matrix.ndim == 2 else 0
-        ids = np.ascontiguousarray(ids, np.int64)
-        by_id = np.argsort(ids, kind="stable")
-        arrays: dict[str, np.ndarray] = {"ids": ids, "docs": np.ascontiguousarray(docs, np.int64), "order": by_id}
-        if not self.persistent:
-            return self._segment(name, np.array(matrix, np.float32), arrays)
-        path = self.directory / f"{name}.vectors.npy"
-        try:
-            if self._is_unsealed(name, matrix):
-                self._seal(matrix, self._unsealed(name), path)
-            else:
-                self._write_vectors(path, matrix, dim)
-            for kind, array in arrays.items():
-                save_npy(self.directory / f"{name}.{kind}.npy", array)
-        except OSError as exc:
-            _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
-            self.persistent = False
-            return self._write_segment(name, ids, docs, matrix)
-        vectors = load_npy(path, len(ids), "<f4", dim)
-        return self._segment(name, vectors, arrays)
-
-    @staticmethod
-    def _segment(name: str, vectors: np.ndarray, arrays: dict[str, np.ndarray]) -> _Segment:
-        ids, order = arrays["ids"], arrays["order"]
-        return _Segment(name=name, ids=ids, docs=arrays["docs"], matrix=vectors, order=order, sorted_ids=ids[order])
-
-    def _write_vectors(self, path: Path, matrix: np.ndarray, dim: int) -> None:
-        tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype="<f4", shape=(len(matrix), dim))
-        step = self.settings.page_rows
-        for lo in range(0, len(matrix), step):
-            out[lo:lo + step] = matrix[lo:lo + step]
-        self._seal(out, tmp, path)
-
-    @staticmethod
-    def _seal(written: np.ndarray, tmp: Path, path: Path) -> None:
-        """Make the memory-mapped file ``tmp`` durable (flush, fsync), then name it ``path``."""
-        assert isinstance(written, np.memmap)
-        written.flush()
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-
-    def _new_vectors(self, name: str, rows: int, dim: int) -> np.ndarray:
-        """The matrix a new segment of ``rows`` vectors is filled in: the segment's own ``.npy`` file under a
-        temporary name (memory stays flat, and :meth:`_write_segment` seals it instead of copying 2 KB a row
-        once more: a third of the build at 100 k chunks), or RAM where the directory cannot be written."""
+    def _write_segment(self, name: str, found: VectorRows, state: _StoreState) -> _Segment:
+        """The segment of the rows ``found`` names (from its first to its last: rows between them that hold no
+        chunk are marked -1), its id files written, its rows mapped from the store's vector file."""
+        start = int(found.rows[0])
+        stop = int(found.rows[-1]) + 1
+        ids = np.full(stop - start, -1, np.int64)
+        docs = np.full(stop - start, -1, np.int64)
+        ids[found.rows - start] = found.ids
+        docs[found.rows - start] = found.docs
+        arrays: dict[str, np.ndarray] = {"ids": ids, "docs": docs, "order": np.argsort(ids, kind="stable")}
         if self.persistent:
             try:
-                self.directory.mkdir(parents=True, exist_ok=True)
-                return np.lib.format.open_memmap(self._unsealed(name), mode="w+", dtype="<f4", shape=(rows, dim))
+                for kind, array in arrays.items():
+                    save_npy(self.directory / f"{name}.{kind}.npy", array)
             except OSError as exc:
                 _LOG.warning("%s: cannot write the vector index (%s); keeping it in memory", self.directory, exc)
                 self.persistent = False
-        return np.zeros((rows, dim), np.float32)
+        return self._segment(name, start, arrays, state)
 
-    def _unsealed(self, name: str) -> Path:
-        return self.directory / f"{name}.vectors.npy.tmp-filling-{os.getpid()}"
-
-    def _is_unsealed(self, name: str, matrix: np.ndarray) -> bool:
-        """Whether ``matrix`` is the file :meth:`_new_vectors` opened for segment ``name`` (callers pass it whole
-        or as a plain array: a memory-mapped slice of it would not fill its file)."""
-        return (isinstance(matrix, np.memmap) and matrix.filename is not None
-                and os.path.abspath(matrix.filename) == os.path.abspath(self._unsealed(name)))
-
-    def _drop_unsealed(self, name: str) -> None:
-        """Remove the file of a segment that was not sealed (fewer rows than expected, or nothing to write)."""
-        try:
-            self._unsealed(name).unlink(missing_ok=True)
-        except OSError:  # an unwritable directory (nothing was written there), or mapped elsewhere: collected later
-            pass
+    @staticmethod
+    def _segment(name: str, start: int, arrays: dict[str, np.ndarray], state: _StoreState) -> _Segment:
+        ids, order = arrays["ids"], arrays["order"]
+        if state.vector_file is None or start + len(ids) > state.committed:
+            raise CorruptIndex(f"{name}: rows {start}..{start + len(ids)} are not in the store's vector file")
+        matrix = np.asarray(map_rows(state.vector_file, start, start + len(ids), state.dim))
+        return _Segment(name=name, start=start, ids=ids, docs=arrays["docs"], matrix=matrix, order=order,
+                        sorted_ids=ids[order])
 
     # -- manifest ---------------------------------------------------------------------------------------
     def _manifest(self, snap: _Snapshot) -> dict[str, Any]:
         return {
-            "format": FORMAT, "model": snap.model, "dim": snap.dim, "dtype": "float32",
+            "format": FORMAT, "model": snap.model, "dim": snap.dim, "vector_file": snap.vector_file,
             "generation": snap.generation, "max_chunk_id": snap.max_chunk_id, "store_max_id": snap.store_max_id,
             "live": snap.live,
             "next_segment": snap.next_segment,
-            "segments": [{"name": s.name, "rows": s.rows, "id_sum": int(s.ids.sum())} for s in snap.segments],
+            "segments": [{"name": s.name, "start": s.start, "rows": s.rows, "id_sum": int(s.ids.sum())}
+                         for s in snap.segments],
             "dead_docs": snap.dead_docs.tolist(),
         }
 
     def _from_manifest(self, raw: dict[str, Any], state: _StoreState) -> _Snapshot | None:
         model, dim = state.model, state.dim
-        if raw.get("format") != FORMAT or raw.get("model") != model or raw.get("dim") != dim:
+        if (raw.get("format"), raw.get("model"), raw.get("dim"), raw.get("vector_file")) != (
+                FORMAT, model, dim, state.file_name):
             return None
-        if any(entry.get("clustered") for entry in raw["segments"]):
-            return None  # rows stored list by list for IVF (removed): rebuilt in chunk id order
         segments = []
         for entry in raw["segments"]:
             name, rows = str(entry["name"]), int(entry["rows"])
@@ -577,17 +524,20 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
                       "order": load_npy(Path(f"{base}.order.npy"), rows, "<i8")}
             if int(arrays["ids"].sum()) != int(entry["id_sum"]):
                 raise CorruptIndex(f"{name}: chunk ids do not match the manifest")
-            vectors = load_npy(Path(f"{base}.vectors.npy"), rows, "<f4", dim)
-            segments.append(self._segment(name, vectors, arrays))
+            segments.append(self._segment(name, int(entry["start"]), arrays, state))
         dead_docs = np.asarray(raw["dead_docs"], np.int64)
         masks, dead_rows = _dead_masks(segments, dead_docs)
         live = sum(s.rows for s in segments) - dead_rows
         if live != int(raw["live"]):
             raise CorruptIndex(f"{live} live rows, manifest says {raw['live']}")
-        return _Snapshot(generation=int(raw["generation"]), model=model, dim=dim,
+        return _Snapshot(generation=int(raw["generation"]), model=model, dim=dim, vector_file=state.file_name,
                          max_chunk_id=int(raw["max_chunk_id"]), store_max_id=int(raw["store_max_id"]),
                          segments=tuple(segments), dead_docs=dead_docs,
                          dead=masks, live=live, next_segment=int(raw["next_segment"]))
+
+
+def _all_dead(seg: _Segment, dead_docs: np.ndarray) -> bool:
+    return bool(((seg.docs < 0) | np.isin(seg.docs, dead_docs)).all())
 
 
 def _after_the_largest(segments: Sequence[_Segment]) -> list[bool]:

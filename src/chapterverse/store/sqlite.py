@@ -1,16 +1,15 @@
-"""The embedded store: one SQLite file per library (WAL), FTS5 for its own BM25, vectors as BLOBs.
+"""The embedded store: one SQLite file per library (WAL), FTS5 for its own BM25, vectors in a file beside it.
 
 Every write is one ``BEGIN IMMEDIATE`` transaction, so a crash or an exception mid-ingest leaves the
 previous state intact; WAL lets searches run while a write is in progress. Connections are per
 thread; writes are serialized by SQLite's own lock (``busy_timeout``), not by Python code.
 
-Vectors are little-endian float32, one BLOB per run of consecutive chunk ids of one document
-(``vector_blocks``: a document's chunks get consecutive ids, so normally one block per document). A row per
-chunk cost twice the raw size: a 2 KB vector is too large for two to share a 4 KB page, so every page
-was half empty; a block spans overflow pages, 4 bytes of bookkeeping per page. The store records which
-embedding model and dimension made them and refuses to mix. That block is the library's one durable copy of
-a vector: the embedding cache holds only vectors of text the library does not (a chunk's ``text_hash``
-finds the library's own), and the memory-mapped index beside the file is derived and rebuildable.
+Vectors are little-endian float32 rows of one flat file beside the database (:mod:`.vectorfile`), written
+before the transaction that names them commits; ``vector_blocks`` maps each run of consecutive chunk ids of
+one document to its rows (a document's chunks get consecutive ids, so normally one block per document). The
+store records which embedding model and dimension made them and refuses to mix. That row is the library's one
+durable copy of a vector: the embedding cache holds only vectors of text the library does not (a chunk's
+``text_hash`` finds the library's own), and the vector index maps the same file instead of copying it.
 numpy is imported by the methods that build arrays, so commands that only read rows (``chapterverse docs``)
 start without it.
 """
@@ -41,6 +40,7 @@ from .records import (
     nul_free,
     vector_blob,
 )
+from .vectorfile import VectorFile, block_rows, map_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,7 +178,7 @@ def _m002_vector_blocks(db: sqlite3.Connection) -> None:
         db.execute(statement)
     rows = db.execute("SELECT v.chunk_id, c.doc_id, v.vector FROM vectors v JOIN chunks c ON c.id=v.chunk_id"
                       " ORDER BY v.chunk_id")
-    _insert_blocks(db, rows)
+    _insert_blob_blocks(db, rows)
     db.execute("DROP TABLE vectors")
     hashes = [(_text_hash(text), cid) for cid, text in db.execute("SELECT id, text FROM chunks")]
     db.executemany("UPDATE chunks SET text_hash=? WHERE id=?", hashes)
@@ -198,7 +198,29 @@ _M003_FTS_FOLLOWS = """
 """The full-text index follows the chunks when it is read, not in every write (:meth:`SQLiteStore.catch_up`):
 meta ``fts_through`` is the largest chunk id it holds, and a removed chunk leaves it only if it is there."""
 
-MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [_M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS]
+def _m004_vector_file(db: sqlite3.Connection) -> None:
+    """Move every vector block's BLOB into the vector file (rows in chunk id order); ``vector_blocks`` keeps
+    where each block's rows are."""
+    import numpy as np
+
+    database = Path(db.execute("PRAGMA database_list").fetchone()[2])
+    db.execute("CREATE TABLE vector_rows(first_chunk INTEGER PRIMARY KEY,"
+               " doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
+               " count INTEGER NOT NULL, row INTEGER NOT NULL)")
+    blocks = db.execute("SELECT first_chunk, doc_id, count, vectors FROM vector_blocks ORDER BY first_chunk").fetchall()
+    if blocks:
+        matrix = np.concatenate([np.frombuffer(b[3], "<f4").reshape(b[2], -1) for b in blocks])
+        VectorFile(database).replace_all(db, matrix)
+    rows = np.cumsum([0] + [b[2] for b in blocks])
+    db.executemany("INSERT INTO vector_rows VALUES (?,?,?,?)",
+                   ((b[0], b[1], b[2], int(row)) for b, row in zip(blocks, rows)))
+    db.execute("DROP TABLE vector_blocks")
+    db.execute("ALTER TABLE vector_rows RENAME TO vector_blocks")
+    db.execute("CREATE INDEX vector_blocks_doc ON vector_blocks(doc_id)")
+
+
+MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
+    _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -217,9 +239,9 @@ def _json(value: object, empty: str) -> str:
     return json.dumps(value, ensure_ascii=False) if value else empty
 
 
-def _insert_blocks(tx: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
+def _insert_blob_blocks(tx: sqlite3.Connection, rows: Iterable[tuple[int, int, bytes]]) -> None:
     """Write (chunk id, doc id, vector bytes) rows, in id order, as one block per run of consecutive ids of
-    one document."""
+    one document (schema 2's BLOB blocks, which migration 4 moves into the vector file)."""
     run: list[tuple[int, int, bytes]] = []
 
     def flush() -> None:
@@ -263,6 +285,8 @@ class SQLiteStore(SharedReads):
         self.path = Path(path)
         self.url = f"sqlite:///{self.path}"
         self._local = threading.local()
+        self.vector_file = VectorFile(self.path)
+        """Where the vectors are (the vector index maps its rows: ``vector_file.since(store.db, chunk_id)``)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
@@ -407,17 +431,24 @@ class SQLiteStore(SharedReads):
             )
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
-        """Swap every chunk's vector and the recorded model in one transaction."""
+        """Swap every chunk's vector (a new vector file) and the recorded model in one transaction."""
+        import numpy as np
+
         with self.transaction() as tx:
             tx.execute("DELETE FROM vector_blocks")
-            chunks = tx.execute("SELECT id, doc_id FROM chunks ORDER BY id").fetchall()
-            _insert_blocks(tx, ((cid, doc, vector_blob(vectors[cid])) for cid, doc in chunks if cid in vectors))
+            chunks = [(cid, doc) for cid, doc in tx.execute("SELECT id, doc_id FROM chunks ORDER BY id")
+                      if cid in vectors]
+            matrix = np.array([vectors[cid] for cid, _ in chunks], "<f4").reshape(len(chunks), dim)
+            replaced = self.vector_file.replace_all(tx, matrix)
+            tx.executemany("INSERT INTO vector_blocks(first_chunk, doc_id, count, row) VALUES (?,?,?,?)",
+                           block_rows(chunks, 0))
             # The batches cached while re-embedding are the library's own vectors now: no second copy.
             tx.execute("DELETE FROM embedding_cache WHERE model=? AND substr(text_hash, 1, 32) IN"
                        " (SELECT lower(hex(text_hash)) FROM chunks)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
             tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
             self._bump(tx)
+        self.vector_file.discard(replaced)
 
     # -- writes -----------------------------------------------------------------------------
     def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
@@ -428,8 +459,10 @@ class SQLiteStore(SharedReads):
         with self.transaction() as tx:
             for old in replace:
                 tx.execute("DELETE FROM documents WHERE id=?", (old,))
+            replaced = self.vector_file.compact_if_sparse(tx) if replace else None
             doc_id = self._insert_document(tx, doc)
             self._bump(tx)
+        self.vector_file.discard(replaced)
         return doc_id
 
     def _insert_document(self, tx: sqlite3.Connection, doc: NewDocument) -> int:
@@ -460,13 +493,12 @@ class SQLiteStore(SharedReads):
         self._insert_chunks(tx, doc, doc_id, file_ids)
         return doc_id
 
-    @staticmethod
-    def _insert_chunks(tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int]) -> None:
+    def _insert_chunks(self, tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int]) -> None:
         """The chunks and their vectors, each one batch (the full-text index takes them when it is next read).
 
         Chunk ids are given, not left to AUTOINCREMENT row by row: the next ``len(chunks)`` ids (the write
         transaction holds the only write lock, and ``sqlite_sequence`` follows explicit ids), so the vectors
-        go in as one block. Cached vectors of these texts are dropped: from now on the library holds them
+        go in as one block of rows of the vector file. Cached vectors of these texts are dropped: from now on the library holds them
         (``cached_vectors`` finds them here).
         """
         if not doc.chunks:
@@ -482,8 +514,11 @@ class SQLiteStore(SharedReads):
               _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms,
               c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
         )
-        tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, vectors) VALUES (?,?,?,?)",
-                   (first, doc_id, len(doc.chunks), vector_blob(doc.vectors)))
+        import numpy as np
+
+        row = self.vector_file.append(tx, np.asarray(doc.vectors, "<f4").reshape(len(doc.chunks), -1))
+        tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, row) VALUES (?,?,?,?)",
+                   (first, doc_id, len(doc.chunks), row))
         if tx.execute("SELECT 1 FROM embedding_cache LIMIT 1").fetchone() is not None:
             tx.executemany("DELETE FROM embedding_cache WHERE model=(SELECT value FROM meta WHERE"
                            " key='embedding_model') AND text_hash=?",
@@ -493,8 +528,10 @@ class SQLiteStore(SharedReads):
         """Remove documents (and everything derived from them) atomically; return how many existed."""
         with self.transaction() as tx:
             removed = sum(tx.execute("DELETE FROM documents WHERE id=?", (i,)).rowcount for i in doc_ids)
+            replaced = self.vector_file.compact_if_sparse(tx) if removed else None
             if removed:
                 self._bump(tx)
+        self.vector_file.discard(replaced)
         return removed
 
     # -- document reads ---------------------------------------------------------------------
@@ -610,20 +647,20 @@ class SQLiteStore(SharedReads):
         return {chunk_of[cid]: vec for cid, vec in self._vectors_by_ids(list(chunk_of)).items()}
 
     def _vectors_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The stored vector of each known chunk id (float32, as written): only its bytes are read from the
-        block that holds it."""
+        """The stored vector of each known chunk id (float32, as written): only its row is read."""
         import numpy as np
 
         found: dict[int, np.ndarray] = {}
-        for cid in dict.fromkeys(int(c) for c in chunk_ids):
-            row = self.db.execute("SELECT first_chunk, count FROM vector_blocks WHERE first_chunk <= ?"
-                                  " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
-            if row is None or cid >= row[0] + row[1]:
-                continue
-            with self.db.blobopen("vector_blocks", "vectors", row[0], readonly=True) as blob:
-                width = len(blob) // row[1]
-                blob.seek((cid - row[0]) * width)
-                found[cid] = np.frombuffer(blob.read(width), dtype="<f4")
+        with self._reading() as db:
+            path, committed, dim = self.vector_file.current(db)
+            if path is None:
+                return found
+            matrix = map_rows(path, 0, committed, dim)
+            for cid in dict.fromkeys(int(c) for c in chunk_ids):
+                block = db.execute("SELECT first_chunk, count, row FROM vector_blocks WHERE first_chunk <= ?"
+                                   " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
+                if block is not None and cid < block[0] + block[1]:
+                    found[cid] = np.array(matrix[block[2] + cid - block[0]], np.float32)
         return found
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -691,17 +728,34 @@ class SQLiteStore(SharedReads):
         ).fetchone()[0]
         if missing:
             problems.append(f"{missing} chunks have no vector")
-        dim = int(self.get_meta("embedding_dim") or 0)
-        bad_blocks = dim and db.execute("SELECT count(*) FROM vector_blocks WHERE length(vectors) != count * ? * 4",
-                                        (dim,)).fetchone()[0]
-        if bad_blocks:
-            problems.append(f"{bad_blocks} vector blocks do not hold {dim} float32 per chunk")
+        problems += self._vector_file_problems(db)
         bad_spans = db.execute(
             'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
             " != c.text"
         ).fetchone()[0]
         if bad_spans:
             problems.append(f"{bad_spans} chunks do not match their file text at their position")
+        return problems
+
+    def _vector_file_problems(self, db: sqlite3.Connection) -> list[str]:
+        """Blocks whose rows the vector file does not hold, rows two blocks claim, a file shorter than what
+        was committed, a dimension other than the embedding model's."""
+        path, committed, dim = self.vector_file.current(db)
+        problems = []
+        blocks = db.execute("SELECT row, count FROM vector_blocks ORDER BY row").fetchall()
+        if blocks and path is None:
+            return [f"{len(blocks)} vector blocks but no vector file"]
+        if any(row + count > committed for row, count in blocks):
+            problems.append(f"vector blocks name rows past the {committed} committed")
+        if any(a[0] + a[1] > b[0] for a, b in zip(blocks, blocks[1:])):
+            problems.append("two vector blocks claim the same rows")
+        if path is not None:
+            held = path.stat().st_size // (4 * dim) if path.exists() and dim else 0
+            if held < committed:
+                problems.append(f"{path.name} holds {held} vectors, {committed} were committed")
+        recorded = int(self.get_meta("embedding_dim") or 0)
+        if recorded and dim and recorded != dim:
+            problems.append(f"the vector file holds {dim} float32 per chunk, the embedding model makes {recorded}")
         return problems
 
     def rebuild_lexical_index(self) -> None:
@@ -745,32 +799,25 @@ class SQLiteStore(SharedReads):
         """
         import numpy as np
 
-        dim = int(self.get_meta("embedding_dim") or 0)
-        ids: list[np.ndarray] = []
-        docs: list[np.ndarray] = []
-        parts: list[np.ndarray] = []
-        remaining = limit
-        blocks = self.db.execute(
-            "SELECT first_chunk, doc_id, count, vectors FROM vector_blocks WHERE first_chunk >="
-            " coalesce((SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= ?), 0) ORDER BY first_chunk",
-            (chunk_id,))
+        with self._reading() as db:
+            found = self.vector_file.since(db, chunk_id)
+        rows = found.rows if limit is None else found.rows[:limit]
+        matrix = (np.array(map_rows(found.path, 0, found.committed, found.dim)[rows], np.float32)
+                  if found.path is not None else np.zeros((0, found.dim), np.float32))
+        return found.ids[:len(rows)], found.docs[:len(rows)], matrix
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction (or the caller's), so the vector file's meta and its blocks agree."""
+        db = self.db
+        if db.in_transaction:
+            yield db
+            return
+        db.execute("BEGIN")
         try:
-            for first, doc, count, blob in blocks:
-                if remaining == 0:
-                    break
-                skip = max(0, chunk_id + 1 - first)
-                take = count - skip if remaining is None else min(count - skip, remaining)
-                if take <= 0:
-                    continue
-                ids.append(np.arange(first + skip, first + skip + take, dtype=np.int64))
-                docs.append(np.full(take, doc, np.int64))
-                parts.append(np.frombuffer(blob, dtype="<f4").reshape(count, -1)[skip:skip + take])
-                remaining = None if remaining is None else remaining - take
+            yield db
         finally:
-            blocks.close()
-        if not ids:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
-        return np.concatenate(ids), np.concatenate(docs), np.concatenate(parts).astype(np.float32, copy=False)
+            db.execute("COMMIT")
 
     def document_ids(self) -> np.ndarray:
         """The id of every document, ascending."""

@@ -1,0 +1,220 @@
+"""A SQLite library's vectors: one flat file of float32 rows beside the database, their only durable copy.
+
+Why a file and not BLOBs in SQLite: the vector index (:mod:`chapterverse.index.vectors`) scans and rescores
+vectors through a memory map, and pages of a SQLite file cannot be mapped as a matrix, so the index kept a second
+float32 copy of every vector (2 KB a chunk at 512 dimensions, a third of a library's bytes) and its build spent
+most of its time copying them out of SQLite (issue 18). Now the store writes each vector once, and the index
+maps the same rows.
+
+Layout: ``<stem>.vectors-<n>.f32`` beside ``<stem>.sqlite3``, little-endian float32 rows of the library's
+dimension, no header. The database says which file is current (meta ``vector_file``), how many of its rows are
+committed (meta ``vector_rows``) and which chunks each run of rows holds (``vector_blocks``: chunks
+``first_chunk .. first_chunk + count - 1`` are rows ``row .. row + count - 1``).
+
+Crash safety: a write puts its rows after the committed ones and fdatasyncs them *before* the transaction that
+names them commits, so a committed row is on disk whatever happens next (SQLite's WAL with
+``synchronous=NORMAL`` may lose that commit on power loss; the reverse, a commit naming rows that are not
+there, cannot happen). Rows past ``vector_rows`` are what a transaction that did not commit wrote; the next write
+overwrites them. The rows of removed documents stay until they are a fifth of the file: then the live rows are
+copied to the next file (``-<n+1>``) inside the removing transaction, which switches ``vector_file``; the old file
+is deleted after the commit (or at the next switch, when the process died in between). A process that mapped the
+old file keeps reading it (the kernel keeps a deleted file while it is mapped) until it sees the switch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE"]
+
+SPARSE_SHARE = 0.20
+"""Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
+(each dead row is also scanned, masked, by every search until then)."""
+_COPY_ROWS = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRows:
+    """Where the vectors of chunks newer than some id are: rows of ``path`` (one entry per chunk, id order)."""
+
+    path: Path | None
+    """The current file (None: the library holds no vector yet)."""
+    committed: int
+    """Rows of ``path`` that committed transactions wrote (live or of removed documents)."""
+    dim: int
+    ids: np.ndarray
+    docs: np.ndarray
+    rows: np.ndarray
+
+
+def map_rows(path: Path, start: int, stop: int, dim: int) -> np.ndarray:
+    """Rows ``start .. stop - 1`` of a vector file, memory-mapped read-only (pages are read when touched)."""
+    import numpy as np
+
+    if stop <= start:
+        return np.zeros((0, dim), np.float32)
+    return np.memmap(path, dtype="<f4", mode="r", offset=start * dim * 4, shape=(stop - start, dim))
+
+
+class VectorFile:
+    """The vector file of the database at ``database``; every method that writes takes the open write
+    transaction (``tx``), whose lock is what serializes writers."""
+
+    def __init__(self, database: Path) -> None:
+        self.directory = database.parent
+        self.stem = database.stem
+
+    # -- reads --------------------------------------------------------------------------------------------
+    def current(self, db: sqlite3.Connection) -> tuple[Path | None, int, int]:
+        """The current file, its committed row count and the width of a row (float32s), as ``db``'s
+        transaction sees them."""
+        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('vector_file', 'vector_rows', 'vector_dim')"))
+        if "vector_file" not in meta:
+            return None, 0, 0
+        return (self.directory / str(meta["vector_file"]), int(meta.get("vector_rows", 0)),
+                int(meta.get("vector_dim", 0)))
+
+    def since(self, db: sqlite3.Connection, chunk_id: int) -> VectorRows:
+        """The rows of every chunk with an id above ``chunk_id`` (call inside one read transaction)."""
+        import numpy as np
+
+        path, committed, dim = self.current(db)
+        blocks = db.execute(
+            "SELECT first_chunk, doc_id, count, row FROM vector_blocks WHERE first_chunk >="
+            " coalesce((SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= ?), 0) ORDER BY first_chunk",
+            (chunk_id,)).fetchall()
+        ids, docs, rows = [], [], []
+        for first, doc, count, row in blocks:
+            skip = max(0, chunk_id + 1 - first)
+            if skip >= count:
+                continue
+            ids.append(np.arange(first + skip, first + count, dtype=np.int64))
+            docs.append(np.full(count - skip, doc, np.int64))
+            rows.append(np.arange(row + skip, row + count, dtype=np.int64))
+        empty = np.zeros(0, np.int64)
+        return VectorRows(path, committed, dim, *(np.concatenate(p) if p else empty for p in (ids, docs, rows)))
+
+    # -- writes -------------------------------------------------------------------------------------------
+    def append(self, tx: sqlite3.Connection, vectors: np.ndarray) -> int:
+        """Write ``vectors`` after the committed rows, durably; return the first row's number. The rows count
+        as committed when ``tx`` commits."""
+        path, committed, dim = self.current(tx)
+        if path is None or not committed:  # the first rows decide the width
+            path = path or self._switch_to(tx, 1)
+            self._set(tx, vector_dim=vectors.shape[1])
+        elif vectors.shape[1] != dim:
+            raise ValueError(f"vectors of dimension {vectors.shape[1]}, the library's are {dim}")
+        self._write_at(path, committed, vectors, truncate=False)
+        self._set(tx, vector_rows=committed + len(vectors))
+        return committed
+
+    def replace_all(self, tx: sqlite3.Connection, vectors: np.ndarray) -> Path | None:
+        """Make a new file of exactly ``vectors`` (rows 0 ..) current; return the file it replaces (delete it
+        with :meth:`discard` once ``tx`` has committed)."""
+        old, _, _ = self.current(tx)
+        self._discard_all_but(old)
+        path = self._switch_to(tx, self._number(old) + 1)
+        self._write_at(path, 0, vectors, truncate=True)
+        self._set(tx, vector_rows=len(vectors), vector_dim=vectors.shape[1])
+        return old
+
+    def compact_if_sparse(self, tx: sqlite3.Connection) -> Path | None:
+        """When removed documents' rows pass :data:`SPARSE_SHARE` of the file, copy the live rows to a new file
+        (renumbering ``vector_blocks``) and return the old one (delete it with :meth:`discard` after commit)."""
+        import numpy as np
+
+        old, committed, dim = self.current(tx)
+        live = int(tx.execute("SELECT coalesce(sum(count), 0) FROM vector_blocks").fetchone()[0])
+        if old is None or committed - live <= SPARSE_SHARE * committed:
+            return None
+        blocks = tx.execute("SELECT first_chunk, count, row FROM vector_blocks ORDER BY first_chunk").fetchall()
+        source = map_rows(old, 0, committed, dim)
+        self._discard_all_but(old)
+        path = self._switch_to(tx, self._number(old) + 1)
+        moves: list[tuple[int, int]] = []
+        written = 0
+        with open(path, "wb") as out:
+            for first, count, row in blocks:
+                for lo in range(0, count, _COPY_ROWS):
+                    part = np.asarray(source[row + lo:row + min(count, lo + _COPY_ROWS)], "<f4")
+                    out.write(part.tobytes())
+                moves.append((written, first))
+                written += count
+            out.flush()
+            os.fdatasync(out.fileno())
+        tx.executemany("UPDATE vector_blocks SET row=? WHERE first_chunk=?", moves)
+        self._set(tx, vector_rows=written)
+        return old
+
+    def discard(self, path: Path | None) -> None:
+        """Delete a file a committed switch left behind."""
+        if path is not None:
+            path.unlink(missing_ok=True)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _set(tx: sqlite3.Connection, **values: int) -> None:
+        tx.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                       [(key, str(value)) for key, value in values.items()])
+
+    def _switch_to(self, tx: sqlite3.Connection, number: int) -> Path:
+        name = f"{self.stem}.vectors-{number}.f32"
+        tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_file', ?)", (name,))
+        return self.directory / name
+
+    def _number(self, path: Path | None) -> int:
+        found = re.fullmatch(re.escape(self.stem) + r"\.vectors-(\d+)\.f32", path.name) if path else None
+        return int(found.group(1)) if found else 0
+
+    def _discard_all_but(self, keep: Path | None) -> None:
+        """Delete every vector file of this database but ``keep``: old files whose deletion a crash prevented,
+        and files of switches that never committed (called holding the write lock, so no one is writing one)."""
+        for other in self.directory.glob(f"{_glob_escape(self.stem)}.vectors-*.f32"):
+            if other != keep and self._number(other):
+                other.unlink(missing_ok=True)
+
+    @staticmethod
+    def _write_at(path: Path, row: int, vectors: np.ndarray, *, truncate: bool) -> None:
+        """Write ``vectors`` at row ``row`` (cutting whatever an uncommitted write left after them) and
+        fdatasync: durable before the transaction that names them commits."""
+        import numpy as np
+
+        data = np.ascontiguousarray(vectors, "<f4")
+        width = data.shape[1] * 4 if data.ndim == 2 else 0
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if truncate else 0), 0o644)
+        try:
+            end = row * width + data.nbytes
+            if data.nbytes:
+                os.pwrite(fd, data.tobytes(), row * width)
+            if os.fstat(fd).st_size > end:
+                os.ftruncate(fd, end)
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` with glob's special characters matched literally."""
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def block_rows(chunks: Iterable[tuple[int, int]], first_row: int) -> list[tuple[int, int, int, int]]:
+    """(first chunk, doc, count, row) of each run of consecutive chunk ids of one document in ``chunks`` ((chunk
+    id, doc id) in id order), whose vectors are rows ``first_row ..`` in the same order."""
+    blocks: list[list[int]] = []
+    for cid, doc in chunks:
+        if blocks and cid == blocks[-1][0] + blocks[-1][2] and doc == blocks[-1][1]:
+            blocks[-1][2] += 1
+        else:
+            row = blocks[-1][3] + blocks[-1][2] if blocks else first_row
+            blocks.append([cid, doc, 1, row])
+    return [(b[0], b[1], b[2], b[3]) for b in blocks]
