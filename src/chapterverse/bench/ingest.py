@@ -75,8 +75,10 @@ def _documents(pool: Sequence[str], chunks: int, per_document: int) -> list[list
 
 
 def _disk(workdir: Path) -> dict[str, int]:
-    """Bytes of the SQLite file (with its WAL) and of the derived index directories beside it."""
-    sqlite = sum(p.stat().st_size for p in workdir.glob("library.sqlite3*") if p.is_file())
+    """Bytes of what is durable (the SQLite file with its WAL, and the vector file beside it since issue 18)
+    and of the derived index directories beside them."""
+    durable = [*workdir.glob("library.sqlite3*"), *workdir.glob("library.vectors-*.f32")]
+    sqlite = sum(p.stat().st_size for p in durable if p.is_file())
     return {"sqlite_bytes": sqlite, "index_bytes": _dir_bytes(workdir) - sqlite}
 
 

@@ -347,7 +347,8 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     out["rss_mb"] = round(_rss_mb(), 1)
     out["rss_anon_mb"] = round(_rss_anon_mb(), 1)
     out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
-    sqlite_bytes = sum(p.stat().st_size for p in directory.glob("library.sqlite3*"))
+    sqlite_bytes = sum(p.stat().st_size for p in [*directory.glob("library.sqlite3*"),
+                                                   *directory.glob("library.vectors-*.f32")])
     index_bytes = _dir_bytes(index.directory)
     lexical_bytes = _dir_bytes(lexical.directory)
     out["bytes_per_chunk"] = round((sqlite_bytes + index_bytes + lexical_bytes) / n)

@@ -357,7 +357,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     # -- refresh ----------------------------------------------------------------------------------------
     def refresh(self) -> None:
-        """Bring the index up to the store's generation: nothing, load, append, merge, compact or rebuild."""
+        """Bring the index up to the store's generation: nothing, load, append, merge or rebuild."""
         snap = self._snap
         if snap is not None and snap.generation == self.store.generation():
             return
@@ -365,7 +365,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             snap = self._snap
             if snap is not None and snap.generation == self.store.generation():
                 return
-            self._snap = self._with_resident(self._update(snap))
+            try:
+                updated = self._update(snap)
+            except FileNotFoundError:  # the store moved to a new vector file (deleting the one this read named)
+                updated = self._update(snap)
+            self._snap = self._with_resident(updated)
             self._codes.follow()
 
     def rebuild(self) -> None:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
@@ -51,6 +51,8 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
+
+_T = TypeVar("_T")
 
 
 _M001_INITIAL = """
@@ -650,17 +652,21 @@ class SQLiteStore(SharedReads):
         """The stored vector of each known chunk id (float32, as written): only its row is read."""
         import numpy as np
 
+        def rows(db: sqlite3.Connection, matrix: np.ndarray | None) -> dict[int, np.ndarray]:
+            return {} if matrix is None else self._rows_of(db, matrix, chunk_ids)
+
+        return self._read_vectors(rows)
+
+    @staticmethod
+    def _rows_of(db: sqlite3.Connection, matrix: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        import numpy as np
+
         found: dict[int, np.ndarray] = {}
-        with self._reading() as db:
-            path, committed, dim = self.vector_file.current(db)
-            if path is None:
-                return found
-            matrix = map_rows(path, 0, committed, dim)
-            for cid in dict.fromkeys(int(c) for c in chunk_ids):
-                block = db.execute("SELECT first_chunk, count, row FROM vector_blocks WHERE first_chunk <= ?"
-                                   " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
-                if block is not None and cid < block[0] + block[1]:
-                    found[cid] = np.array(matrix[block[2] + cid - block[0]], np.float32)
+        for cid in dict.fromkeys(int(c) for c in chunk_ids):
+            block = db.execute("SELECT first_chunk, count, row FROM vector_blocks WHERE first_chunk <= ?"
+                               " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
+            if block is not None and cid < block[0] + block[1]:
+                found[cid] = np.array(matrix[block[2] + cid - block[0]], np.float32)
         return found
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
@@ -799,12 +805,24 @@ class SQLiteStore(SharedReads):
         """
         import numpy as np
 
-        with self._reading() as db:
-            found = self.vector_file.since(db, chunk_id)
+        found, mapped = self._read_vectors(lambda db, matrix: (self.vector_file.since(db, chunk_id), matrix))
         rows = found.rows if limit is None else found.rows[:limit]
-        matrix = (np.array(map_rows(found.path, 0, found.committed, found.dim)[rows], np.float32)
-                  if found.path is not None else np.zeros((0, found.dim), np.float32))
+        matrix = np.array(mapped[rows], np.float32) if mapped is not None else np.zeros((0, found.dim), np.float32)
         return found.ids[:len(rows)], found.docs[:len(rows)], matrix
+
+    def _read_vectors(self, read: Callable[[sqlite3.Connection, np.ndarray | None], _T]) -> _T:
+        """``read(db, every committed row of the vector file mapped, or None)`` in one read transaction. The file
+        that transaction names may have been replaced and deleted meanwhile (a removal that copied the live rows
+        away, :meth:`VectorFile.compact_if_sparse`): then it is read once more, from the new state."""
+        def attempt() -> _T:
+            with self._reading() as db:
+                path, committed, dim = self.vector_file.current(db)
+                return read(db, None if path is None else map_rows(path, 0, committed, dim))
+
+        try:
+            return attempt()
+        except FileNotFoundError:
+            return attempt()
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:

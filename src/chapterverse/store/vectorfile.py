@@ -29,7 +29,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,7 +39,6 @@ __all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE"]
 SPARSE_SHARE = 0.20
 """Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
 (each dead row is also scanned, masked, by every search until then)."""
-_COPY_ROWS = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,23 +129,19 @@ class VectorFile:
     def compact_if_sparse(self, tx: sqlite3.Connection) -> Path | None:
         """When removed documents' rows pass :data:`SPARSE_SHARE` of the file, copy the live rows to a new file
         (renumbering ``vector_blocks``) and return the old one (delete it with :meth:`discard` after commit)."""
-        import numpy as np
-
         old, committed, dim = self.current(tx)
         live = int(tx.execute("SELECT coalesce(sum(count), 0) FROM vector_blocks").fetchone()[0])
         if old is None or committed - live <= SPARSE_SHARE * committed:
             return None
         blocks = tx.execute("SELECT first_chunk, count, row FROM vector_blocks ORDER BY first_chunk").fetchall()
-        source = map_rows(old, 0, committed, dim)
         self._discard_all_but(old)
         path = self._switch_to(tx, self._number(old) + 1)
+        width = 4 * dim
         moves: list[tuple[int, int]] = []
         written = 0
-        with open(path, "wb") as out:
+        with open(old, "rb") as source, open(path, "wb") as out:
             for first, count, row in blocks:
-                for lo in range(0, count, _COPY_ROWS):
-                    part = np.asarray(source[row + lo:row + min(count, lo + _COPY_ROWS)], "<f4")
-                    out.write(part.tobytes())
+                _copy_bytes(source.fileno(), row * width, count * width, out)
                 moves.append((written, first))
                 written += count
             out.flush()
@@ -200,6 +195,17 @@ class VectorFile:
             os.fdatasync(fd)
         finally:
             os.close(fd)
+
+
+def _copy_bytes(source: int, offset: int, length: int, out: IO[bytes]) -> None:
+    """Append ``length`` bytes of ``source`` from ``offset`` to ``out``, in pieces of at most 8 MB."""
+    while length > 0:
+        piece = os.pread(source, min(length, 8 << 20), offset)
+        if not piece:
+            raise OSError(f"the vector file ends {length} bytes short of its rows")
+        out.write(piece)
+        offset += len(piece)
+        length -= len(piece)
 
 
 def _glob_escape(text: str) -> str:

@@ -1,0 +1,83 @@
+"""The SQLite library's vectors live once, as rows of one float32 file beside the database (store/vectorfile.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from chapterverse.index.vectors import VectorIndex
+from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+
+DIM = 512
+
+
+def _document(source: str, vectors: np.ndarray) -> NewDocument:
+    texts = [f"passage {i} of {source}" for i in range(len(vectors))]
+    chunks, at = [], 0
+    for i, text in enumerate(texts):
+        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i, terms=text))
+        at += len(text) + 1
+    body = "\n".join(texts)
+    return NewDocument(source=source, title=source, format="txt", content_hash=source, size_bytes=len(body),
+                       language="english", files=[NewFile(body)], toc=[], segments=[], chunks=chunks,
+                       vectors=vectors)
+
+
+@pytest.fixture()
+def store(tmp_path: Path) -> SQLiteStore:
+    s = SQLiteStore(tmp_path / "library.sqlite3")
+    s.check_embedding_model("test-random", DIM)
+    yield s
+    s.close()
+
+
+def test_each_vector_is_stored_once_as_float32_rows(store: SQLiteStore) -> None:
+    vectors = np.random.default_rng(0).standard_normal((2_000, DIM)).astype(np.float32)
+    store.add_document(_document("a", vectors))
+    files = list(store.path.parent.glob("*.f32"))
+    assert len(files) == 1 and files[0].stat().st_size == vectors.nbytes
+    assert np.array_equal(np.fromfile(files[0], "<f4").reshape(-1, DIM), vectors)
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    assert store.path.stat().st_size < vectors.nbytes / 4, "the SQLite file holds no copy of them"
+    index = VectorIndex.open(store)
+    assert index.stats().bytes_on_disk < vectors.nbytes / 4, "nor does the index"
+
+
+def test_rows_of_a_transaction_that_did_not_commit_are_invisible_and_overwritten(store: SQLiteStore) -> None:
+    rng = np.random.default_rng(1)
+    first = rng.standard_normal((10, DIM)).astype(np.float32)
+    store.add_document(_document("a", first))
+    with pytest.raises(RuntimeError), store.transaction() as tx:  # e.g. a process stopped mid-ingest
+        store.vector_file.append(tx, rng.standard_normal((500, DIM)).astype(np.float32))
+        raise RuntimeError("interrupted")
+    path = store.vector_file.current(store.db)[0]
+    assert path is not None and path.stat().st_size == 510 * DIM * 4, "written, but not committed"
+    assert store.integrity_problems() == [] and store.vectors_since(0)[2].shape == (10, DIM)
+    second = rng.standard_normal((3, DIM)).astype(np.float32)
+    store.add_document(_document("b", second))
+    assert path.stat().st_size == 13 * DIM * 4, "the next write takes their place"
+    assert np.array_equal(store.vectors_since(0)[2], np.concatenate([first, second]))
+    assert store.integrity_problems() == []
+
+
+def test_a_vector_file_shorter_than_what_was_committed_is_reported(store: SQLiteStore) -> None:
+    store.add_document(_document("a", np.ones((8, DIM), np.float32)))
+    path = store.vector_file.current(store.db)[0]
+    assert path is not None
+    with open(path, "r+b") as f:
+        f.truncate(5 * DIM * 4)
+    assert f"{path.name} holds 5 vectors, 8 were committed" in store.integrity_problems()
+
+
+def test_replacing_the_embedding_model_writes_a_new_file_and_deletes_the_old(store: SQLiteStore) -> None:
+    store.add_document(_document("a", np.ones((4, DIM), np.float32)))
+    old = store.vector_file.current(store.db)[0]
+    new_vectors = {int(c): np.full(32, c, np.float32) for c in store.vectors_since(0)[0]}
+    store.replace_embedding_model("other", 32, new_vectors)
+    path, committed, dim = store.vector_file.current(store.db)
+    assert old is not None and not old.exists() and path is not None and (committed, dim) == (4, 32)
+    ids, _, matrix = store.vectors_since(0)
+    assert np.array_equal(matrix, np.stack([new_vectors[int(c)] for c in ids]))
+    assert store.integrity_problems() == []
