@@ -40,7 +40,7 @@ from .records import (
     nul_free,
     vector_blob,
 )
-from .vectorfile import VectorFile, block_rows, map_rows
+from .vectorfile import JOURNAL_SCHEMA, VectorFile, block_rows, map_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -206,6 +206,7 @@ def _m004_vector_file(db: sqlite3.Connection) -> None:
     import numpy as np
 
     database = Path(db.execute("PRAGMA database_list").fetchone()[2])
+    db.execute(JOURNAL_SCHEMA)
     db.execute("CREATE TABLE vector_rows(first_chunk INTEGER PRIMARY KEY,"
                " doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
                " count INTEGER NOT NULL, row INTEGER NOT NULL)")
@@ -292,6 +293,7 @@ class SQLiteStore(SharedReads):
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
+            self.vector_file.recover(self.db)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot open library: {exc}") from exc
 
