@@ -40,7 +40,7 @@ from .records import (
     nul_free,
     vector_blob,
 )
-from .vectorfile import JOURNAL_SCHEMA, VectorFile, block_rows, map_rows
+from .vectorfile import JOURNAL_SCHEMA, VectorFile, VectorRows, block_rows, map_rows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -652,24 +652,9 @@ class SQLiteStore(SharedReads):
 
     def _vectors_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """The stored vector of each known chunk id (float32, as written): only its row is read."""
-        import numpy as np
-
-        def rows(db: sqlite3.Connection, matrix: np.ndarray | None) -> dict[int, np.ndarray]:
-            return {} if matrix is None else self._rows_of(db, matrix, chunk_ids)
-
-        return self._read_vectors(rows)
-
-    @staticmethod
-    def _rows_of(db: sqlite3.Connection, matrix: np.ndarray, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        import numpy as np
-
-        found: dict[int, np.ndarray] = {}
-        for cid in dict.fromkeys(int(c) for c in chunk_ids):
-            block = db.execute("SELECT first_chunk, count, row FROM vector_blocks WHERE first_chunk <= ?"
-                               " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
-            if block is not None and cid < block[0] + block[1]:
-                found[cid] = np.array(matrix[block[2] + cid - block[0]], np.float32)
-        return found
+        if not chunk_ids:  # every upsert asks for the texts the library already holds: usually none
+            return {}
+        return self._read_vectors(lambda db: self.vector_file.rows_of(db, chunk_ids))
 
     def cache_vectors(self, model: str, vectors: dict[str, np.ndarray]) -> None:
         with self.transaction() as tx:
@@ -807,19 +792,22 @@ class SQLiteStore(SharedReads):
         """
         import numpy as np
 
-        found, mapped = self._read_vectors(lambda db, matrix: (self.vector_file.since(db, chunk_id), matrix))
+        def located(db: sqlite3.Connection) -> tuple[VectorRows, np.ndarray | None]:
+            found = self.vector_file.since(db, chunk_id)
+            return found, None if found.path is None else map_rows(found.path, 0, found.committed, found.dim)
+
+        found, mapped = self._read_vectors(located)
         rows = found.rows if limit is None else found.rows[:limit]
         matrix = np.array(mapped[rows], np.float32) if mapped is not None else np.zeros((0, found.dim), np.float32)
         return found.ids[:len(rows)], found.docs[:len(rows)], matrix
 
-    def _read_vectors(self, read: Callable[[sqlite3.Connection, np.ndarray | None], _T]) -> _T:
-        """``read(db, every committed row of the vector file mapped, or None)`` in one read transaction. The file
-        that transaction names may have been replaced and deleted meanwhile (a removal that copied the live rows
-        away, :meth:`VectorFile.compact_if_sparse`): then it is read once more, from the new state."""
+    def _read_vectors(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``read(db)`` of the vector file in one read transaction. The file that transaction names may have been
+        replaced and deleted meanwhile (a removal that copied the live rows away,
+        :meth:`VectorFile.compact_if_sparse`): then it is read once more, from the new state."""
         def attempt() -> _T:
             with self._reading() as db:
-                path, committed, dim = self.vector_file.current(db)
-                return read(db, None if path is None else map_rows(path, 0, committed, dim))
+                return read(db)
 
         try:
             return attempt()

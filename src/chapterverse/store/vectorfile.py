@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import re
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -48,6 +48,10 @@ JOURNAL_BYTES = 1 << 20
 library compares, well under a millisecond). A write of at least this much is fdatasynced at once."""
 JOURNAL_SCHEMA = "CREATE TABLE vector_journal(row INTEGER PRIMARY KEY, vectors BLOB NOT NULL)"
 """Rows ``row ..`` of the current file, as written, until an fdatasync made them durable there."""
+
+
+_CURRENT = ("SELECT (SELECT value FROM meta WHERE key = 'vector_file'), (SELECT value FROM meta WHERE key ="
+            " 'vector_rows'), (SELECT value FROM meta WHERE key = 'vector_dim')")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +89,8 @@ class VectorFile:
     def current(self, db: sqlite3.Connection) -> tuple[Path | None, int, int]:
         """The current file, its committed row count and the width of a row (float32s), as ``db``'s
         transaction sees them."""
-        meta = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('vector_file', 'vector_rows', 'vector_dim')"))
-        if "vector_file" not in meta:
-            return None, 0, 0
-        return (self.directory / str(meta["vector_file"]), int(meta.get("vector_rows", 0)),
-                int(meta.get("vector_dim", 0)))
+        name, rows, dim = db.execute(_CURRENT).fetchone()
+        return (None, 0, 0) if name is None else (self.directory / str(name), int(rows or 0), int(dim or 0))
 
     def since(self, db: sqlite3.Connection, chunk_id: int) -> VectorRows:
         """The rows of every chunk with an id above ``chunk_id`` (call inside one read transaction)."""
@@ -111,13 +112,36 @@ class VectorFile:
         empty = np.zeros(0, np.int64)
         return VectorRows(path, committed, dim, *(np.concatenate(p) if p else empty for p in (ids, docs, rows)))
 
+    def rows_of(self, db: sqlite3.Connection, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The vector of each of ``chunk_ids`` that has one, each row read on its own (a memory map of the file
+        cost 0.1 ms to make, half a small upsert's store write)."""
+        import numpy as np
+
+        path, _, dim = self.current(db)
+        spans: dict[int, int] = {}
+        for cid in dict.fromkeys(int(c) for c in chunk_ids):
+            block = db.execute("SELECT first_chunk, count, row FROM vector_blocks WHERE first_chunk <= ?"
+                               " ORDER BY first_chunk DESC LIMIT 1", (cid,)).fetchone()
+            if block is not None and cid < block[0] + block[1]:
+                spans[cid] = block[2] + cid - block[0]
+        if path is None or not spans:
+            return {}
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            return {cid: np.frombuffer(os.pread(fd, dim * 4, row * dim * 4), "<f4").astype(np.float32)
+                    for cid, row in spans.items()}
+        finally:
+            os.close(fd)
+
     # -- writes -------------------------------------------------------------------------------------------
     def append(self, tx: sqlite3.Connection, vectors: np.ndarray) -> int:
         """Write ``vectors`` after the committed rows, durably (fdatasynced, or journaled in ``tx``); return the
         first row's number. The rows count as committed when ``tx`` commits."""
         import numpy as np
 
-        path, committed, dim = self.current(tx)
+        name, committed, dim, oldest = tx.execute(f"{_CURRENT}, (SELECT min(row) FROM vector_journal)").fetchone()
+        path = None if name is None else self.directory / str(name)
+        committed, dim = int(committed or 0), int(dim or 0)
         data = np.ascontiguousarray(vectors, "<f4")
         if path is None or not committed:  # the first rows decide the width
             path = path or self._switch_to(tx, 1)
@@ -125,7 +149,6 @@ class VectorFile:
             self._set(tx, vector_dim=dim)
         elif data.shape[1] != dim:
             raise ValueError(f"vectors of dimension {data.shape[1]}, the library's are {dim}")
-        oldest = tx.execute("SELECT min(row) FROM vector_journal").fetchone()[0]
         unsynced = (committed - (committed if oldest is None else int(oldest))) * dim * 4 + data.nbytes
         sync = unsynced >= JOURNAL_BYTES
         self._write_at(path, committed, data, truncate=False, sync=sync)
