@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 import Stemmer
@@ -135,35 +135,40 @@ def detect_language(text: str, default: str = "english") -> str:
     return best if scores[best] > 0 else default
 
 
+class _StemMemo(dict[str, str]):
+    """Stems by word; a word it lacks is stemmed where it is first looked up (``__missing__``), so looking up a
+    known word costs what a dictionary's lookup costs, and a new one a call of the stemmer besides."""
+
+    def __init__(self, stem: Callable[[str], str]) -> None:
+        super().__init__()
+        self._stem = stem
+
+    def __missing__(self, word: str) -> str:
+        stem = self[word] = self._stem(word)
+        return stem
+
+
 class _MemoStemmer:
     """A Snowball stemmer that stems each distinct word once.
 
     A library's words repeat (the 16,625 English passages ``bench scale`` draws from hold 1.5 M words, 37,260
     distinct ones), and a dictionary lookup costs a fifth of the stemmer's call (about 50 against 270 ns a word
-    here), so ingest stems only the words it has not seen. PyStemmer's own cache is off: every word it is given
-    is new to it, and filling (and emptying) a cache of words that never come again made a new word cost 2.5
-    instead of 0.4 us (the 24,583 distinct words of ``bench ingest``'s first 2,000 documents, here). The memo
-    starts afresh past ``_STEM_MEMO_WORDS`` words, so numbers and typos cannot grow it without bound; a call
-    keeps its own reference to it, so a thread that starts it afresh never takes a word from under another.
+    here), so ingest stems only the words it has not seen. New words keep coming, though (about 12 a document
+    over ``bench ingest``'s 2,000, 2 or 3 in most chunks), so a chunk with one costs one more call per new word,
+    no more (``_StemMemo``). PyStemmer's own cache is off: every word it is given is new to it, and filling (and
+    emptying) a cache of words that never come again made a new word cost 2.5 instead of 0.4 us. The memo starts
+    afresh once it holds more than ``_STEM_MEMO_WORDS`` words, so numbers and typos cannot grow it without bound;
+    a call keeps its own reference to it, so a thread that starts it afresh never takes a word from under another.
     """
 
     def __init__(self, language: str) -> None:
         self._stemmer = Stemmer.Stemmer(language, 0)  # no cache of its own: it is only given words the memo lacks
-        self._memo: dict[str, str] = {}
+        self._memo = _StemMemo(self._stemmer.stemWord)
 
     def stems(self, tokens: list[str]) -> list[str]:
         memo = self._memo
-        try:  # every word seen before: the usual case once a library's vocabulary is in the memo
-            return list(map(memo.__getitem__, tokens))
-        except KeyError:
-            pass
-        unseen = set(tokens).difference(memo)
-        if unseen:
-            if len(memo) + len(unseen) > _STEM_MEMO_WORDS:
-                memo = self._memo = {}
-                unseen = set(tokens)
-            words = list(unseen)
-            memo.update(zip(words, self._stemmer.stemWords(words)))
+        if len(memo) > _STEM_MEMO_WORDS:
+            memo = self._memo = _StemMemo(self._stemmer.stemWord)
         return list(map(memo.__getitem__, tokens))
 
 
