@@ -192,7 +192,7 @@ def _searchable_after_upsert(workdir: Path, passages: Sequence[str], count: int 
 
 def measure_lancedb(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
     """The same passages and vectors into LanceDB (one ``add`` per document, full-text index after the load)."""
-    import lancedb  # type: ignore[import-not-found]  # an optional peer, not a dependency: untyped here
+    import lancedb  # type: ignore[import-not-found, import-untyped, unused-ignore]  # an optional peer, not a dependency: untyped here
 
     embedder = PresetEmbedder()
     batches = [[{"id": k, "source": f"doc-{d}", "text": x, "vector": v.tolist()}
@@ -215,7 +215,7 @@ def measure_lancedb(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[s
 
 def measure_bm25s(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
     """bm25s's index of the same passages, saved (lexical only: no store, no vectors, no per-document writes)."""
-    import bm25s  # type: ignore[import-not-found]  # an optional peer, not a dependency: untyped here
+    import bm25s  # type: ignore[import-not-found, import-untyped, unused-ignore]  # an optional peer, not a dependency: untyped here
 
     texts = [x for chunks in documents for x in chunks]
     t = time.perf_counter()

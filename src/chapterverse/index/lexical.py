@@ -49,10 +49,12 @@ Stores that are not SQLite files (PostgreSQL) get the same structure in memory, 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import logging
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import chain
 from operator import itemgetter
@@ -621,7 +623,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
             rows = _rows_since(self._sqlite(), after, limit=self.settings.segment_rows)
             if not rows:
                 return segments, next_segment, after
-            segments.append(self._write_segment(f"s{next_segment:06d}", _segment_arrays(rows, self.settings)))
+            segments.append(self._write_segment(f"s{next_segment:06d}", self._built(rows)))
             next_segment += 1
             after = int(rows[-1][0])
 
@@ -659,7 +661,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
             rows = _rows_since(self._sqlite(), after, through=through, limit=self.settings.segment_rows)
             if not rows:
                 return built, next_segment
-            built.append(self._write_segment(f"s{next_segment:06d}", _segment_arrays(rows, self.settings)))
+            built.append(self._write_segment(f"s{next_segment:06d}", self._built(rows)))
             next_segment += 1
             after = int(rows[-1][0])
 
@@ -676,13 +678,19 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
         else:
             rows = self.store.lexical_rows()
             step = self.settings.segment_rows
-            segments = [self._write_segment(f"s{next_segment + i:06d}", _segment_arrays(rows[lo:lo + step],
-                                                                                          self.settings))
+            segments = [self._write_segment(f"s{next_segment + i:06d}", self._built(rows[lo:lo + step]))
                         for i, lo in enumerate(range(0, len(rows), step))]
             next_segment += len(segments)
             max_id = int(rows[-1][0]) if rows else 0
         return _Snapshot(generation=state.generation, store_max_id=state.max_id, max_chunk_id=max_id,
                          segments=tuple(segments), dead_docs=np.zeros(0, np.int64), next_segment=next_segment)
+
+    def _built(self, rows: Sequence[Row]) -> dict[str, np.ndarray]:
+        """The arrays of a segment of ``rows``; built in 4 KB pages when they go to files (see :func:`_small_pages`)."""
+        if not self.persistent:
+            return _segment_arrays(rows, self.settings)
+        with _small_pages():
+            return _segment_arrays(rows, self.settings)
 
     def _write_segment(self, name: str, arrays: dict[str, np.ndarray]) -> _Segment:
         """Write one segment's files and map them back (or keep the arrays, in memory only)."""
@@ -738,6 +746,27 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
         if _live_rows(snap) != int(raw["live"]):
             raise CorruptIndex(f"{_live_rows(snap)} live rows, manifest says {raw['live']}")
         return snap
+
+
+@contextmanager
+def _small_pages() -> Iterator[None]:
+    """numpy's arrays allocated in 4 KB pages for the block (its default asks the kernel for 2 MB pages).
+
+    A segment's build allocates and sorts arrays of a few tokens' worth each (hundreds of MB at 100 k chunks) and
+    drops them once its files are written and mapped back; where the kernel compacts memory on demand for huge
+    pages (``transparent_hugepage/defrag = madvise``, common and this machine's setting) those faults cost more
+    than the TLB misses huge pages save: the lexical build at 100 k chunks took 3.8-5.2 s with them and 2.4-2.9 s
+    without (docs/BENCHMARKS.md, issue 18). Arrays that live on (int8 codes, in-memory segments) keep the default.
+    """
+    toggle = getattr(importlib.import_module("numpy._core.multiarray"), "_set_madvise_hugepage", None)
+    if toggle is None:  # pragma: no cover - a numpy without the switch
+        yield
+        return
+    previous = toggle(False)
+    try:
+        yield
+    finally:
+        toggle(previous)
 
 
 def _rows_since(store: SQLiteStore, after: int, *, through: int | None = None, limit: int) -> list[Row]:
