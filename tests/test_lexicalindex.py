@@ -290,3 +290,19 @@ def test_concurrent_readers_during_writes(store: SQLiteStore) -> None:
         t.join()
     assert not errors
     assert_matches_fresh_build(index, store)
+
+
+def test_a_build_leaves_numpys_huge_page_setting_as_it_found_it(store: SQLiteStore) -> None:
+    """Segments are built in 4 KB pages; every array made after the build (int8 codes, a query's scores) gets
+    numpy's own setting back, whichever it was."""
+    import importlib
+
+    toggle = importlib.import_module("numpy._core.multiarray")._set_madvise_hugepage
+    for setting in (True, False):
+        previous = toggle(setting)
+        try:
+            add_doc(store, np.random.default_rng(0), 20, f"pages-{setting}")
+            LexicalIndex.open(store).refresh()
+            assert toggle(setting) is setting
+        finally:
+            toggle(previous)
