@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chapterverse.chunking import (
+    DEFAULT_SEPARATORS,
     ChunkSpec,
     SegmentSpec,
     build_segments,
@@ -23,6 +25,7 @@ from chapterverse.chunking import (
     tagged_source_text,
     tagged_text,
 )
+from chapterverse.chunking.boundaries import CLOSERS
 from chapterverse.positions import Span, find_tags
 from chapterverse.sources.base import ParsedDocument, ParsedFile, PreChunk, TocEntry
 
@@ -97,6 +100,25 @@ def test_split_text_ends_at_the_last_sentence_end_whose_text_fits() -> None:
     text = "One two. Three four." + " " * 10 + "Five six seven eight. Nine ten eleven."
     assert split_text(text, chunk_size=23, overlap=0)[0] == (0, 20)
     assert split_text(text, chunk_size=19, overlap=0)[0] == (0, 8)
+
+
+@pytest.mark.parametrize(("level", "plain"), [
+    (2, rf"[.?!…‽][{CLOSERS}]*\s+|[。！？][{CLOSERS}]*\s*"),
+    (3, rf"[;:][{CLOSERS}]*\s+|[；：]"),
+    (4, rf",[{CLOSERS}]*\s+|[，、]"),
+])
+def test_default_separator_patterns_match_as_their_plain_alternations(level: int, plain: str) -> None:
+    """The patterns are written to begin with one character class (faster to scan); they must match exactly
+    where, and as far as, the plain alternation does, also where a scan starts or stops mid-text."""
+    written, reference = DEFAULT_SEPARATORS[level], re.compile(plain)
+    assert isinstance(written, re.Pattern)
+    rng = random.Random(level)
+    pool = ".?!…‽。！？;:；：,，、\"'”’»)]}」』 \n\tab"
+    for _ in range(3000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randrange(0, 40)))
+        start, end = sorted((rng.randrange(len(text) + 1), rng.randrange(len(text) + 1)))
+        assert ([m.span() for m in written.finditer(text, start, end)]
+                == [m.span() for m in reference.finditer(text, start, end)]), (text, start, end)
 
 
 def test_split_text_keeps_a_heading_with_its_text() -> None:
