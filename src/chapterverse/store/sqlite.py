@@ -798,7 +798,12 @@ class SQLiteStore(SharedReads):
 
         found, mapped = self._read_vectors(located)
         rows = found.rows if limit is None else found.rows[:limit]
-        matrix = np.array(mapped[rows], np.float32) if mapped is not None else np.zeros((0, found.dim), np.float32)
+        if mapped is None:
+            matrix = np.zeros((0, found.dim), np.float32)
+        elif len(rows) and rows[-1] - rows[0] == len(rows) - 1:  # one run (no removal since): a slice, not a gather
+            matrix = np.array(mapped[rows[0]:rows[-1] + 1], np.float32)
+        else:
+            matrix = np.array(mapped[rows], np.float32)
         return found.ids[:len(rows)], found.docs[:len(rows)], matrix
 
     def _read_vectors(self, read: Callable[[sqlite3.Connection], _T]) -> _T:
