@@ -149,3 +149,27 @@ def test_index_files_follow_vector_blocks_across_writes(tmp_path: Path) -> None:
     lexical = LexicalIndex.open(library.store)
     assert lexical.stats().postings > 0
     library.close()
+
+
+def test_a_migrated_library_gives_back_the_pages_its_vectors_held(tmp_path: Path) -> None:
+    """Migration 4 moves every vector out of the SQLite file; the file then shrinks (VACUUM), so an upgraded
+    library is not its old size plus the vector file."""
+    path = tmp_path / "library.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
+    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '512')")
+    db.execute("INSERT INTO documents VALUES (1, 'd', 't', 'txt', 'h', 1, 'english', '{}', 0, 0, 'now')")
+    db.execute("INSERT INTO files VALUES (1, 1, 0, '', '', 1, ?)", (FILE_TEXT,))
+    vectors = np.random.default_rng(5).standard_normal((2_000, 512)).astype("<f4")
+    for cid in range(1, 2_001):
+        db.execute("INSERT INTO chunks(id, doc_id, file_id, start, \"end\", text, source, chunk_index, metadata,"
+                   " title_path, terms, heading_terms) VALUES (?, 1, 1, 0, 6, 'keeper', 's', ?, '{}', '[]', 'keeper',"
+                   " '')", (cid, cid))
+        db.execute("INSERT INTO vectors VALUES (?, ?)", (cid, vectors[cid - 1].tobytes()))
+    db.close()
+    before = path.stat().st_size
+    store = SQLiteStore(path)
+    assert np.array_equal(store.vectors_since(0)[2], vectors)
+    assert before > vectors.nbytes and path.stat().st_size < before - vectors.nbytes
+    assert store.integrity_problems() == []
+    store.close()
