@@ -117,3 +117,55 @@ def test_a_megabyte_of_rows_is_fdatasynced_at_once_and_empties_the_journal(store
         store.add_document(_document(f"c{n}", rng.standard_normal((3, DIM)).astype(np.float32)))
     assert _journaled(store) == 29
     assert store.integrity_problems() == []
+
+
+_WRITER = """
+import sys
+import numpy as np
+from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+
+path, name, docs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+store = SQLiteStore(path)
+for n in range(docs):
+    rows = 1 + (n * 7) % 40  # small (journaled) and larger writes mixed
+    source = f"{name}-{n}"
+    texts = [f"{source} passage {i}" for i in range(rows)]
+    body = "\\n".join(texts)
+    chunks, at = [], 0
+    for i, text in enumerate(texts):
+        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i, terms=text))
+        at += len(text) + 1
+    seed = sum(map(ord, source))
+    vectors = np.random.default_rng(seed).standard_normal((rows, 512)).astype(np.float32)
+    store.add_document(NewDocument(source=source, title=source, format="txt", content_hash=source,
+                                   size_bytes=len(body), language="english", files=[NewFile(body)], toc=[],
+                                   segments=[], chunks=chunks, vectors=vectors))
+    if n % 10 == 9:  # half of each ten removed: the removals pass a fifth of the file and move it
+        store.remove_documents([d.id for d in store.documents() if d.source in {f"{name}-{n - k}" for k in range(1, 6)}])
+"""
+
+
+def test_processes_writing_at_once_each_find_their_own_vectors(store: SQLiteStore, tmp_path: Path) -> None:
+    """Three processes add and remove documents in one library at the same time (appends under SQLite's write
+    lock, journaled and fdatasynced writes, removals that copy the live rows to a new file): every chunk still
+    has exactly the vector its writer gave it."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "writer.py"
+    script.write_text(_WRITER)
+    writers = [subprocess.Popen([sys.executable, str(script), str(store.path), name, "40"])
+               for name in ("p", "q", "r")]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
+    ids, _, matrix = store.vectors_since(0)
+    chunks = store.chunks_by_ids(ids.tolist())
+    by_source: dict[str, list[int]] = {}
+    for row, cid in enumerate(ids.tolist()):
+        by_source.setdefault(chunks[cid].source, []).append(row)
+    assert len(by_source) == 3 * 20  # each writer removed 20 of its 40
+    for source, rows in by_source.items():
+        expected = np.random.default_rng(sum(map(ord, source))).standard_normal((len(rows), 512))
+        assert np.array_equal(matrix[rows], expected.astype(np.float32)), source
+    assert store.integrity_problems() == []
+    (current,) = store.path.parent.glob("*.f32")
+    assert current.name != "library.vectors-1.f32", "the live rows were copied to a new file at least once"
