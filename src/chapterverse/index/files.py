@@ -34,6 +34,7 @@ import numpy as np
 
 from ..astlock import AST_LOCK
 from ..store import SQLiteStore
+from ..store.vectorfile import sync_directory
 
 try:  # POSIX; elsewhere writers in one process are still serialized by the owner's in-process lock
     import fcntl
@@ -103,7 +104,7 @@ def write_manifest(directory: Path, manifest: dict[str, Any]) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(directory)
+    sync_directory(directory)
 
 
 def read_manifest(directory: Path, what: str) -> dict[str, Any] | None:
@@ -325,16 +326,3 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
 
     def _bytes_on_disk(self) -> int:
         return sum(p.stat().st_size for p in self.directory.glob("*.npy")) if self.persistent else 0
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover - platforms without directory fds
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)

@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA"]
+__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory"]
 
 SPARSE_SHARE = 0.20
 """Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
@@ -248,9 +248,15 @@ class VectorFile:
                        [(key, str(value)) for key, value in values.items()])
 
     def _switch_to(self, tx: sqlite3.Connection, number: int) -> Path:
+        """Create file ``number`` (empty) and name it current in ``tx``. Its directory entry is made durable
+        first: fdatasync makes a file's bytes durable, not its name, and a commit must never name a file that a
+        power cut can take back."""
         name = f"{self.stem}.vectors-{number}.f32"
+        path = self.directory / name
+        path.write_bytes(b"")
+        sync_directory(self.directory)
         tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('vector_file', ?)", (name,))
-        return self.directory / name
+        return path
 
     def _number(self, path: Path | None) -> int:
         found = re.fullmatch(re.escape(self.stem) + r"\.vectors-(\d+)\.f32", path.name) if path else None
@@ -282,6 +288,20 @@ class VectorFile:
                 _datasync(fd)
         finally:
             os.close(fd)
+
+
+def sync_directory(directory: Path) -> None:
+    """fsync ``directory``, making the names of files created or renamed in it durable."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory descriptors
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - filesystems that refuse it
+        pass
+    finally:
+        os.close(fd)
 
 
 def _copy_bytes(source: int, offset: int, length: int, out: IO[bytes]) -> None:
