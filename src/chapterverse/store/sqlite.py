@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import re
 import sqlite3
@@ -52,8 +51,6 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["SQLiteStore", "SCHEMA_VERSION"]
-
-_LOG = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
@@ -424,7 +421,9 @@ class SQLiteStore(SharedReads):
                 db.execute("VACUUM")
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # in WAL mode the file shrinks at a checkpoint
             except sqlite3.OperationalError as exc:
-                _LOG.info("%s: not compacted after its migration (%s)", self.path, exc)
+                import logging  # here: quick commands (`docs`, `resolve`) start without the logging module
+
+                logging.getLogger(__name__).info("%s: not compacted after its migration (%s)", self.path, exc)
 
     # -- meta -------------------------------------------------------------------------------
     def set_meta(self, key: str, value: str) -> None:
