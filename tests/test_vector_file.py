@@ -169,3 +169,22 @@ def test_processes_writing_at_once_each_find_their_own_vectors(store: SQLiteStor
     assert store.integrity_problems() == []
     (current,) = store.path.parent.glob("*.f32")
     assert current.name != "library.vectors-1.f32", "the live rows were copied to a new file at least once"
+
+
+def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tmp_path: Path) -> None:
+    import shutil
+
+    from chapterverse.errors import StoreError
+
+    store.add_document(_document("a", np.ones((3, DIM), np.float32)))  # journaled: opening must not "repair" it
+    store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    (tmp_path / "copy").mkdir()
+    shutil.copy(store.path, tmp_path / "copy" / "library.sqlite3")
+    copied = SQLiteStore(tmp_path / "copy" / "library.sqlite3")
+    with pytest.raises(StoreError, match="vector file is missing"):
+        VectorIndex.open(copied)
+    with pytest.raises(StoreError, match="vector file is missing"):
+        copied.vectors_since(0)
+    assert "library.vectors-1.f32 holds 0 vectors, 3 were committed" in copied.integrity_problems()
+    assert not list((tmp_path / "copy").glob("*.f32")), "no empty file made in its place"
+    copied.close()

@@ -58,7 +58,7 @@ import numpy as np
 
 from ..errors import StoreError
 from ..store import SQLiteStore, Store
-from ..store.vectorfile import VectorRows, map_rows
+from ..store.vectorfile import VectorRows, map_rows, missing_file
 from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
 from .resident import ResidentCodes
@@ -368,7 +368,10 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             try:
                 updated = self._update(snap)
             except FileNotFoundError:  # the store moved to a new vector file (deleting the one this read named)
-                updated = self._update(snap)
+                try:
+                    updated = self._update(snap)
+                except FileNotFoundError as exc:
+                    raise missing_file(exc) from exc
             self._snap = self._with_resident(updated)
             self._codes.follow()
 

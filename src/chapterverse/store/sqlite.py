@@ -40,7 +40,7 @@ from .records import (
     nul_free,
     vector_blob,
 )
-from .vectorfile import JOURNAL_SCHEMA, VectorFile, VectorRows, block_rows, map_rows
+from .vectorfile import JOURNAL_SCHEMA, VectorFile, VectorRows, block_rows, map_rows, missing_file
 
 if TYPE_CHECKING:
     import numpy as np
@@ -834,7 +834,10 @@ class SQLiteStore(SharedReads):
         try:
             return attempt()
         except FileNotFoundError:
-            return attempt()
+            try:
+                return attempt()
+            except FileNotFoundError as exc:
+                raise missing_file(exc) from exc
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:

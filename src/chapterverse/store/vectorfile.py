@@ -35,10 +35,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from ..errors import StoreError
+
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory"]
+__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory", "missing_file"]
 
 SPARSE_SHARE = 0.20
 """Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
@@ -173,7 +175,7 @@ class VectorFile:
             path, _, dim = self.current(db)
             journal = db.execute("SELECT row, vectors FROM vector_journal").fetchall()
             if path is not None and journal:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(path, os.O_RDWR)  # never made here: a missing file is no power cut (`check` says)
                 try:
                     for row, blob in journal:
                         os.pwrite(fd, blob, row * dim * 4)
@@ -187,6 +189,8 @@ class VectorFile:
         db.execute("COMMIT")
 
     def _journal_matches(self, db: sqlite3.Connection) -> bool:
+        """Whether every journaled row is in the file as written (a missing file counts as a match: there is
+        nothing to repair it with, and :func:`missing_file` explains it where the rows are read)."""
         journal = db.execute("SELECT row, vectors FROM vector_journal").fetchall()
         path, _, dim = self.current(db)
         if not journal or path is None:
@@ -194,7 +198,7 @@ class VectorFile:
         try:
             fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            return False
+            return True
         try:
             return all(os.pread(fd, len(blob), row * dim * 4) == blob for row, blob in journal)
         finally:
@@ -288,6 +292,12 @@ class VectorFile:
                 _datasync(fd)
         finally:
             os.close(fd)
+
+
+def missing_file(exc: FileNotFoundError) -> StoreError:
+    """The error of a library whose vector file is gone (copied without it, or deleted), read twice."""
+    return StoreError(f"{exc.filename}: the library's vector file is missing; a library is its SQLite file and this "
+                      "file together (docs/DEPLOY.md, backup), or ingest its documents again")
 
 
 def sync_directory(directory: Path) -> None:
