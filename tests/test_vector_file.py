@@ -8,34 +8,22 @@ import numpy as np
 import pytest
 
 from chapterverse.index.vectors import VectorIndex
-from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+from chapterverse.store import SQLiteStore
+from storeutil import passages_document, random_model_store
 
 DIM = 512
 
 
-def _document(source: str, vectors: np.ndarray) -> NewDocument:
-    texts = [f"passage {i} of {source}" for i in range(len(vectors))]
-    chunks, at = [], 0
-    for i, text in enumerate(texts):
-        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i, terms=text))
-        at += len(text) + 1
-    body = "\n".join(texts)
-    return NewDocument(source=source, title=source, format="txt", content_hash=source, size_bytes=len(body),
-                       language="english", files=[NewFile(body)], toc=[], segments=[], chunks=chunks,
-                       vectors=vectors)
-
-
 @pytest.fixture()
 def store(tmp_path: Path) -> SQLiteStore:
-    s = SQLiteStore(tmp_path / "library.sqlite3")
-    s.check_embedding_model("test-random", DIM)
+    s = random_model_store(tmp_path, DIM)
     yield s
     s.close()
 
 
 def test_each_vector_is_stored_once_as_float32_rows(store: SQLiteStore) -> None:
     vectors = np.random.default_rng(0).standard_normal((2_000, DIM)).astype(np.float32)
-    store.add_document(_document("a", vectors))
+    store.add_document(passages_document("a", vectors))
     files = list(store.path.parent.glob("*.f32"))
     assert len(files) == 1 and files[0].stat().st_size == vectors.nbytes
     assert np.array_equal(np.fromfile(files[0], "<f4").reshape(-1, DIM), vectors)
@@ -48,7 +36,7 @@ def test_each_vector_is_stored_once_as_float32_rows(store: SQLiteStore) -> None:
 def test_rows_of_a_transaction_that_did_not_commit_are_invisible_and_overwritten(store: SQLiteStore) -> None:
     rng = np.random.default_rng(1)
     first = rng.standard_normal((10, DIM)).astype(np.float32)
-    store.add_document(_document("a", first))
+    store.add_document(passages_document("a", first))
     with pytest.raises(RuntimeError), store.transaction() as tx:  # e.g. a process stopped mid-ingest
         store.vector_file.append(tx, rng.standard_normal((500, DIM)).astype(np.float32))
         raise RuntimeError("interrupted")
@@ -56,14 +44,14 @@ def test_rows_of_a_transaction_that_did_not_commit_are_invisible_and_overwritten
     assert path is not None and path.stat().st_size == 510 * DIM * 4, "written, but not committed"
     assert store.integrity_problems() == [] and store.vectors_since(0)[2].shape == (10, DIM)
     second = rng.standard_normal((3, DIM)).astype(np.float32)
-    store.add_document(_document("b", second))
+    store.add_document(passages_document("b", second))
     assert path.stat().st_size == 13 * DIM * 4, "the next write takes their place"
     assert np.array_equal(store.vectors_since(0)[2], np.concatenate([first, second]))
     assert store.integrity_problems() == []
 
 
 def test_a_vector_file_shorter_than_what_was_committed_is_reported(store: SQLiteStore) -> None:
-    store.add_document(_document("a", np.ones((8, DIM), np.float32)))
+    store.add_document(passages_document("a", np.ones((8, DIM), np.float32)))
     path = store.vector_file.current(store.db)[0]
     assert path is not None
     with open(path, "r+b") as f:
@@ -72,7 +60,7 @@ def test_a_vector_file_shorter_than_what_was_committed_is_reported(store: SQLite
 
 
 def test_replacing_the_embedding_model_writes_a_new_file_and_deletes_the_old(store: SQLiteStore) -> None:
-    store.add_document(_document("a", np.ones((4, DIM), np.float32)))
+    store.add_document(passages_document("a", np.ones((4, DIM), np.float32)))
     old = store.vector_file.current(store.db)[0]
     new_vectors = {int(c): np.full(32, c, np.float32) for c in store.vectors_since(0)[0]}
     store.replace_embedding_model("other", 32, new_vectors)
@@ -94,8 +82,8 @@ def test_small_writes_are_journaled_and_a_power_cut_that_lost_their_rows_is_repa
     opening the library writes them back."""
     rng = np.random.default_rng(2)
     first, second = (rng.standard_normal((3, DIM)).astype(np.float32) for _ in range(2))
-    store.add_document(_document("a", first))
-    store.add_document(_document("b", second))
+    store.add_document(passages_document("a", first))
+    store.add_document(passages_document("b", second))
     assert _journaled(store) == 2
     path = store.vector_file.current(store.db)[0]
     assert path is not None
@@ -109,12 +97,12 @@ def test_small_writes_are_journaled_and_a_power_cut_that_lost_their_rows_is_repa
 
 def test_a_megabyte_of_rows_is_fdatasynced_at_once_and_empties_the_journal(store: SQLiteStore) -> None:
     rng = np.random.default_rng(4)
-    store.add_document(_document("a", rng.standard_normal((3, DIM)).astype(np.float32)))
+    store.add_document(passages_document("a", rng.standard_normal((3, DIM)).astype(np.float32)))
     assert _journaled(store) == 1
-    store.add_document(_document("b", rng.standard_normal((600, DIM)).astype(np.float32)))  # 1.2 MB
+    store.add_document(passages_document("b", rng.standard_normal((600, DIM)).astype(np.float32)))  # 1.2 MB
     assert _journaled(store) == 0
     for n in range(200):  # 6 KB each: the 171st reaches 1 MB and its fdatasync covers all of them
-        store.add_document(_document(f"c{n}", rng.standard_normal((3, DIM)).astype(np.float32)))
+        store.add_document(passages_document(f"c{n}", rng.standard_normal((3, DIM)).astype(np.float32)))
     assert _journaled(store) == 29
     assert store.integrity_problems() == []
 
@@ -122,24 +110,18 @@ def test_a_megabyte_of_rows_is_fdatasynced_at_once_and_empties_the_journal(store
 _WRITER = """
 import sys
 import numpy as np
-from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+from chapterverse.store import SQLiteStore
 
-path, name, docs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path, name, docs, tests = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+sys.path.insert(0, tests)
+from storeutil import passages_document
+
 store = SQLiteStore(path)
 for n in range(docs):
     rows = 1 + (n * 7) % 40  # small (journaled) and larger writes mixed
     source = f"{name}-{n}"
-    texts = [f"{source} passage {i}" for i in range(rows)]
-    body = "\\n".join(texts)
-    chunks, at = [], 0
-    for i, text in enumerate(texts):
-        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i, terms=text))
-        at += len(text) + 1
-    seed = sum(map(ord, source))
-    vectors = np.random.default_rng(seed).standard_normal((rows, 512)).astype(np.float32)
-    store.add_document(NewDocument(source=source, title=source, format="txt", content_hash=source,
-                                   size_bytes=len(body), language="english", files=[NewFile(body)], toc=[],
-                                   segments=[], chunks=chunks, vectors=vectors))
+    store.add_document(passages_document(source, np.random.default_rng(sum(map(ord, source))).standard_normal(
+        (rows, 512)).astype(np.float32)))
     if n % 10 == 9:  # half of each ten removed: the removals pass a fifth of the file and move it
         store.remove_documents([d.id for d in store.documents() if d.source in {f"{name}-{n - k}" for k in range(1, 6)}])
 """
@@ -154,7 +136,8 @@ def test_processes_writing_at_once_each_find_their_own_vectors(store: SQLiteStor
 
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
-    writers = [subprocess.Popen([sys.executable, str(script), str(store.path), name, "40"])
+    tests = str(Path(__file__).parent)
+    writers = [subprocess.Popen([sys.executable, str(script), str(store.path), name, "40", tests])
                for name in ("p", "q", "r")]
     assert [w.wait(timeout=120) for w in writers] == [0, 0, 0]
     ids, _, matrix = store.vectors_since(0)
@@ -176,7 +159,7 @@ def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tm
 
     from chapterverse.errors import StoreError
 
-    store.add_document(_document("a", np.ones((3, DIM), np.float32)))  # journaled: opening must not "repair" it
+    store.add_document(passages_document("a", np.ones((3, DIM), np.float32)))  # journaled: opening must not "repair" it
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     (tmp_path / "copy").mkdir()
     shutil.copy(store.path, tmp_path / "copy" / "library.sqlite3")

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+from chapterverse.store import SQLiteStore
 from chapterverse.index.vectors import IndexSettings, VectorIndex
+from storeutil import passages_document, random_model_store
 
 DIM = 32
 
@@ -21,24 +22,13 @@ def unit(rows: np.ndarray) -> np.ndarray:
 
 
 def add_doc(store: SQLiteStore, vectors: np.ndarray, source: str = "doc") -> int:
-    """One document whose chunks are short passages, with the given vectors."""
-    texts = [f"passage {i} of {source}" for i in range(len(vectors))]
-    body = "\n".join(texts)
-    chunks, at = [], 0
-    for i, text in enumerate(texts):
-        chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=source, chunk_index=i,
-                               terms=text))
-        at += len(text) + 1
-    doc = NewDocument(source=source, title=source, format="txt", content_hash=source, size_bytes=len(body),
-                      language="english", files=[NewFile(body)], toc=[], segments=[], chunks=chunks,
-                      vectors=unit(vectors))
-    return store.add_document(doc)
+    """One document whose chunks are short passages, with the given vectors (made unit length)."""
+    return store.add_document(passages_document(source, unit(vectors)))
 
 
 @pytest.fixture()
 def store(tmp_path: Path) -> SQLiteStore:
-    s = SQLiteStore(tmp_path / "library.sqlite3")
-    s.check_embedding_model("test-random", DIM)
+    s = random_model_store(tmp_path, DIM)
     yield s
     s.close()
 
