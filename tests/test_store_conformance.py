@@ -229,6 +229,38 @@ def test_failing_add_leaves_nothing_behind(store: Any) -> None:
     assert snapshot(store) == before
 
 
+def test_add_documents_writes_a_batch_in_one_transaction_all_or_nothing(store: Any) -> None:
+    kept = store.add_document(make_doc("kept.txt"))
+    replaced = store.add_document(make_doc("old.txt", seed=1))
+    before, generation = snapshot(store), store.generation()
+    broken = make_doc("broken.txt", seed=5)
+    broken.chunks[-1].file_ordinal = 7  # no such file: fails after the first document's rows were written
+    with pytest.raises(IndexError):
+        store.add_documents([make_doc("first.txt", seed=2), broken], replace=[replaced])
+    assert snapshot(store) == before and store.generation() == generation
+    mismatched = make_doc("mismatch.txt")
+    mismatched.vectors = mismatched.vectors[:1]
+    with pytest.raises(StoreError, match="mismatch.txt.*vectors"):
+        store.add_documents([make_doc("first.txt", seed=2), mismatched])
+    assert snapshot(store) == before
+
+    batch = [make_doc("a.txt", seed=2), make_doc("b.txt", files=["One line of b."], seed=3),
+             make_doc("c.txt", seed=4)]
+    ids = store.add_documents(batch, replace=[replaced])
+    assert store.generation() == generation + 1
+    assert [store.document(i).source for i in ids] == ["a.txt", "b.txt", "c.txt"]
+    assert sorted(d.id for d in store.documents()) == sorted([kept, *ids])
+    with pytest.raises(NotFoundError):
+        store.document(replaced)
+    chunk_ids, _, matrix = store.load_vectors()
+    vectors = dict(zip(chunk_ids.tolist(), matrix))
+    for doc_id, doc in zip(ids, batch):
+        stored = store.chunks(doc_id=doc_id)
+        assert [c.text for c in stored] == [doc.files[c.file_ordinal].text[c.start:c.end] for c in doc.chunks]
+        assert np.allclose([vectors[c.id] for c in stored], doc.vectors, atol=1e-6)
+    assert store.add_documents([]) == [] and store.integrity_problems() == []
+
+
 def test_remove_documents(store: Any) -> None:
     keep = store.add_document(make_doc("keep.txt"))
     gone = store.add_document(make_doc("gone.txt", seed=1))

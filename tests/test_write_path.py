@@ -4,6 +4,7 @@ full-text index, brought up to date when it is read, answers as one built from t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from hashembed import HashingEmbedder
 from pgfixture import location, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.library import Library
+from chapterverse.sources import ParsedDocument, ParsedFile
+from chapterverse.sources.base import TocEntry
 from chapterverse.store import SQLiteStore, open_store
 
 WORDS = "keeper lamp storm gull tide rope harbour island signal winter cliff wave".split()
@@ -23,12 +26,14 @@ class CountingEmbedder(HashingEmbedder):
 
     def __init__(self, fail_after: int | None = None) -> None:
         self.embedded: list[str] = []
+        self.calls = 0
         self.fail_after = fail_after
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
         if self.fail_after is not None and len(self.embedded) + len(texts) > self.fail_after:
             raise KeyboardInterrupt  # what an interrupted ingest sees
         self.embedded.extend(texts)
+        self.calls += 1
         return super()._embed_batch(texts)
 
 
@@ -63,6 +68,31 @@ def test_a_changed_document_embeds_only_its_new_text(opened: tuple[Library, Coun
     ids, _, matrix = library.store.vectors_since(0)
     expected = HashingEmbedder().embed([c.text for c in library.store.chunks()])
     assert ids.tolist() == [c.id for c in library.store.chunks()] and np.allclose(matrix, expected, atol=1e-6)
+
+
+def _parsed(seed: int, files: int) -> ParsedDocument:
+    texts = ["\n\n".join(_paragraphs(seed * 10 + n, 1 + n)) for n in range(files)]
+    return ParsedDocument(title=f"Document {seed}", format="text",
+                          files=[ParsedFile(t, title=f"part {n}", label=str(n)) for n, t in enumerate(texts)],
+                          toc=[TocEntry(f"Part {n}", 1, n, 0) for n in range(files)], metadata={"seed": seed})
+
+
+def test_documents_prepared_together_are_those_prepared_one_by_one_embedded_in_one_call(
+        opened: tuple[Library, CountingEmbedder]) -> None:
+    library, embedder = opened
+    parsed = [_parsed(seed, files) for seed, files in ((1, 1), (2, 3), (3, 2))]
+    options = [{"source": f"doc{n}.txt", "content_hash": f"hash{n}", "size_bytes": 10 * n, "dynamic": n == 1,
+                "ephemeral": n == 2, "metadata": {"n": n}} for n in range(len(parsed))]
+    one_by_one = [library.prepare(p, **o) for p, o in zip(parsed, options)]
+    embedder.embedded.clear()
+    calls = embedder.calls
+    together = library.embed_prepared([library.prepare_unembedded(p, **o)
+                                       for p, o in zip(parsed, options)])
+    assert embedder.calls == calls + 1
+    assert len(embedder.embedded) == sum(len(d.chunks) for d in one_by_one) > len(parsed)
+    for alone, batched in zip(one_by_one, together):
+        assert dataclasses.replace(batched, vectors=None) == dataclasses.replace(alone, vectors=None)
+        assert np.array_equal(batched.vectors, alone.vectors) and len(alone.vectors) == len(alone.chunks)
 
 
 def test_an_interrupted_long_embedding_resumes_where_it_stopped(location: str, tmp_path: Path) -> None:

@@ -291,6 +291,35 @@ class Library:
         The slow half of ``add_parsed``, public so that a caller serializing its writes (the knowledge base)
         can embed a large document before taking its lock, and small writes need not wait behind it.
         """
+        unembedded = self.prepare_unembedded(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
+                                             dynamic=dynamic, ephemeral=ephemeral, metadata=metadata)
+        return self.embed_prepared([unembedded], progress=progress, label=source)[0]
+
+    def embed_prepared(self, docs: Sequence[NewDocument], *, progress: Progress | None = None,
+                       label: str = "") -> list[NewDocument]:
+        """``docs`` (from ``prepare_unembedded``) with their vectors, all their chunk texts embedded in one call.
+
+        Many small documents prepared together share the embedder's batches (and one cache look-up) instead of
+        paying for a call each.
+        """
+        from dataclasses import replace
+
+        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for doc in docs for c in doc.chunks]
+        vectors = self.embed_passages(texts, progress=progress, label=label)
+        embedded = []
+        start = 0
+        for doc in docs:
+            embedded.append(replace(doc, vectors=vectors[start:start + len(doc.chunks)]))
+            start += len(doc.chunks)
+        return embedded
+
+    def prepare_unembedded(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
+                           dynamic: bool = False, ephemeral: bool = False,
+                           metadata: dict[str, Any] | None = None) -> NewDocument:
+        """``prepare`` without the embedding: its vectors are empty until ``embed_prepared`` fills them (a store
+        refuses the document before then, its chunks and vectors do not match)."""
+        import numpy as np
+
         from .analysis import detect_language, index_terms, language_for_code
         from .chunking import build_segments, chunk_document
 
@@ -303,10 +332,8 @@ class Library:
         prechunks = {p.file_index: p for p in parsed.prechunked or []}
         heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter share its path
         chunks: list[NewChunk] = []
-        texts: list[str] = []
         for i, spec in enumerate(specs):
             text = parsed.files[spec.file_index].text[spec.start:spec.end]
-            texts.append(text)
             pre = prechunks.get(spec.file_index)
             path = toc_index.path_at(spec.file_index, spec.start)
             key = tuple(path)
@@ -318,7 +345,6 @@ class Library:
                 terms=index_terms(text, language), heading_terms=heading_terms[key],
                 title_path=path, metadata=dict(pre.metadata) if pre else {},
             ))
-        vectors = self.embed_passages(texts, progress=progress, label=source)
         segments = [
             NewSegment(seq=s.seq, title_path=s.title_path, start_ordinal=s.start[0], start_offset=s.start[1],
                        end_ordinal=s.end[0], end_offset=s.end[1],
@@ -329,7 +355,7 @@ class Library:
             source=source, title=parsed.title or source, format=parsed.format, content_hash=content_hash,
             size_bytes=size_bytes, language=language,
             files=[NewFile(f.text, f.title, f.label, f.has_text) for f in parsed.files],
-            toc=toc_entries, segments=segments, chunks=chunks, vectors=vectors,
+            toc=toc_entries, segments=segments, chunks=chunks, vectors=np.zeros((0, 0), np.float32),
             metadata={**parsed.metadata, **(metadata or {}), **({"warnings": parsed.warnings} if parsed.warnings else {})},
             dynamic=dynamic, ephemeral=ephemeral,
         )

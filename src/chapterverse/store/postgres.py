@@ -586,21 +586,26 @@ class PostgresStore(SharedReads):
     # -- writes -----------------------------------------------------------------------------
     def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
-        if len(doc.vectors) != len(doc.chunks):
-            raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
-        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for c in doc.chunks]
-        doc = nul_free(doc)
+        return self.add_documents([doc], replace=replace)[0]
+
+    def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
+        """Insert every document (and remove ``replace`` ids) in one transaction; return their ids in order."""
+        for doc in docs:
+            if len(doc.vectors) != len(doc.chunks):
+                raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for doc in docs for c in doc.chunks]
+        clean = [nul_free(doc) for doc in docs]
         dim = int(self.get_meta("embedding_dim") or 0)
         with self.transaction() as tx:
             self._lock_chunks(tx)
             if replace:
                 self._delete_documents(tx, replace)
-            doc_id = self._insert_document(tx, doc)
-            self._cache_written(tx, zip(texts, doc.vectors))
+            doc_ids = [self._insert_document(tx, doc) for doc in clean]
+            self._cache_written(tx, zip(texts, (vec for doc in clean for vec in doc.vectors)))
             if dim and self._vector_index:
                 self._create_vector_index(tx, dim)
             self._bump(tx)
-        return doc_id
+        return doc_ids
 
     @staticmethod
     def _new_ids(tx: psycopg.Connection[Any], table: str, n: int) -> list[int]:

@@ -99,6 +99,11 @@ class Store(Protocol):
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         ...
 
+    def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
+        """Insert every document (and remove ``replace`` ids) in one transaction, all or nothing; return their ids
+        in order. Many small documents written together cost each far less than one transaction apiece."""
+        ...
+
     def catch_up(self) -> None:
         """Bring what the store keeps up to date lazily (SQLite's full-text index) up to the writes so far: a caller
         that has written many documents calls it once, so that the first read after them does not pay for them."""

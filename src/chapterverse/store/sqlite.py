@@ -474,17 +474,22 @@ class SQLiteStore(SharedReads):
     # -- writes -----------------------------------------------------------------------------
     def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
-        if len(doc.vectors) != len(doc.chunks):
-            raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
-        doc = nul_free(doc)
+        return self.add_documents([doc], replace=replace)[0]
+
+    def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
+        """Insert every document (and remove ``replace`` ids) in one transaction; return their ids in order."""
+        for doc in docs:
+            if len(doc.vectors) != len(doc.chunks):
+                raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        clean = [nul_free(doc) for doc in docs]
         with self.transaction() as tx:
             for old in replace:
                 tx.execute("DELETE FROM documents WHERE id=?", (old,))
             replaced = self.vector_file.compact_if_sparse(tx) if replace else None
-            doc_id = self._insert_document(tx, doc)
+            doc_ids = [self._insert_document(tx, doc) for doc in clean]
             self._bump(tx)
         self.vector_file.discard(replaced)
-        return doc_id
+        return doc_ids
 
     def _insert_document(self, tx: sqlite3.Connection, doc: NewDocument) -> int:
         cur = tx.execute(
