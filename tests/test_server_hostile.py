@@ -24,6 +24,7 @@ JSON_ENDPOINTS = [
     ("POST", "/v1/rag/chunks/update", {"source": "notes.md", "new_text": LONE}),
     ("POST", "/v1/rag/upsert/document", {"source": "s", "text": LONE}),
     ("POST", "/v1/rag/upsert/document", {"source": "s", "text": "ok", "metadata": {"k\udc00": 1}}),
+    ("POST", "/v1/rag/upsert/documents", {"documents": [{"source": "s", "text": "ok"}, {"source": "t", "text": LONE}]}),
     ("POST", "/v1/rag/add/document", {"source": "\udfff", "text": "ok"}),
     ("POST", "/v1/rag/add/chunks", {"items": [{"text": LONE}]}),
     ("POST", "/v1/rag/remove", {"source_prefix": "\ud800"}),

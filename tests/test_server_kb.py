@@ -262,6 +262,52 @@ def test_upsert_replaces_atomically_and_empty_text_deletes(client: httpx.Client)
     assert ok(client.get("/v1/rag/chunks", params={"source_exact": "api/menu"}))["total"] == 0
 
 
+def test_upsert_documents_replaces_many_sources_in_one_request(client: httpx.Client) -> None:
+    ok(client.post("/v1/rag/upsert/document", json={"source": "api/batch/old", "text": "Closed on Mondays."}))
+    total = ok(client.get("/v1/rag/status"))["chunk_count"]
+    body = {"documents": [
+        {"source": "api/batch/old", "text": "Open every day from nine.", "metadata": {"v": 2}},
+        {"source": " api/batch/new ", "text": "Parking is free after six.", "metadata": {"title": "Parking"}},
+        {"source": "api/batch/missing", "text": ""},
+    ], "dynamic": False, "persist": True}
+    reply = ok(client.post("/v1/rag/upsert/documents", json=body))
+    assert reply == {"documents": [{"source": "api/batch/old", "removed": 1, "added": 1},
+                                   {"source": "api/batch/new", "removed": 0, "added": 1},
+                                   {"source": "api/batch/missing", "removed": 0, "added": 0}],
+                     "removed": 1, "added": 2, "total_after": total + 1, "mode": "upsert"}
+    chunks = ok(client.get("/v1/rag/chunks", params={"source_prefix": "api/batch/"}))["items"]
+    assert {c["source"]: (c["text"], c["metadata"], c["is_dynamic"]) for c in chunks} == {
+        "api/batch/old": ("Open every day from nine.", {"v": 2}, False),
+        "api/batch/new": ("Parking is free after six.", {"title": "Parking"}, False)}
+    hits = ok(client.post("/v1/rag/search", json={"query": "Is parking free after six?", "top_k": 5}))["results"]
+    assert {h["source"]: h["doc_title"] for h in hits}["api/batch/new"] == "Parking"
+
+    deleted = ok(client.post("/v1/rag/upsert/documents", json={"documents": [
+        {"source": "api/batch/old", "text": ""}, {"source": "api/batch/new", "text": " "}]}))
+    assert [(d["removed"], d["added"]) for d in deleted["documents"]] == [(1, 0), (1, 0)]
+    assert deleted["total_after"] == total - 1
+    assert ok(client.get("/v1/rag/chunks", params={"source_prefix": "api/batch/"}))["total"] == 0
+
+
+def test_a_failing_upsert_batch_writes_nothing(client: httpx.Client) -> None:
+    ok(client.post("/v1/rag/upsert/document", json={"source": "api/atomic", "text": "The old price is ten euros."}))
+    before = ok(client.get("/v1/rag/chunks"))
+    twice = client.post("/v1/rag/upsert/documents", json={"documents": [
+        {"source": "api/atomic", "text": "The new price is twelve euros."},
+        {"source": "api/atomic-other", "text": "Another new text."},
+        {"source": "api/atomic ", "text": "A second text for the same source."}]})
+    assert twice.status_code == 400 and twice.json()["code"] == "BAD_INPUT"
+    assert "'api/atomic'" in twice.json()["message"] and "more than once" in twice.json()["message"]
+    blank_source = client.post("/v1/rag/upsert/documents", json={"documents": [
+        {"source": "api/atomic", "text": "The new price is twelve euros."}, {"source": "  ", "text": "x"}]})
+    assert blank_source.status_code == 400 and "source is empty" in blank_source.json()["message"]
+    too_many = client.post("/v1/rag/upsert/documents", json={"documents": [
+        {"source": f"api/many/{n}", "text": "x"} for n in range(1001)]})
+    assert too_many.status_code == 422 and "at most 1000" in too_many.json()["message"]
+    assert client.post("/v1/rag/upsert/documents", json={"documents": []}).status_code == 400
+    assert ok(client.get("/v1/rag/chunks")) == before
+
+
 def test_remove_exact_then_by_prefix(client: httpx.Client) -> None:
     for source in ("zone/a", "zone/ab", "zone/b"):
         ok(client.post("/v1/rag/add/document", json={"text": f"Text of {source}.", "source": source}))
@@ -320,7 +366,8 @@ def test_disabled_every_endpoint_answers_503(tmp_path: Path) -> None:
     with running_server(settings_for(tmp_path, rag_enabled=False)) as server, server.client() as client:
         calls = [("GET", "/v1/rag/status"), ("GET", "/v1/rag/sources"), ("GET", "/v1/rag/chunks"),
                  ("POST", "/v1/rag/chunks/list"), ("POST", "/v1/rag/chunks/update"),
-                 ("POST", "/v1/rag/upsert/document"), ("POST", "/v1/rag/search"), ("POST", "/v1/rag/add/document"),
+                 ("POST", "/v1/rag/upsert/document"), ("POST", "/v1/rag/upsert/documents"),
+                 ("POST", "/v1/rag/search"), ("POST", "/v1/rag/add/document"),
                  ("POST", "/v1/rag/add/chunks"), ("POST", "/v1/rag/remove"), ("POST", "/v1/rag/reload")]
         for method, path in calls:
             reply = client.request(method, path, json={})

@@ -225,6 +225,8 @@ def test_queries_questions_and_texts_over_their_limits_are_422(tmp_path: Path, h
                                   client.post("/v1/rag/chunks/list", json={"query": "refund " * 10})],
             "--max_text_chars": [client.post("/v1/rag/add/document", json={"text": "word " * 50, "source": "a"}),
                                  client.post("/v1/rag/upsert/document", json={"text": "word " * 50, "source": "b"}),
+                                 client.post("/v1/rag/upsert/documents", json={"documents": [
+                                     {"text": "word", "source": "c"}, {"text": "word " * 50, "source": "d"}]}),
                                  client.post("/v1/rag/add/chunks", json={"items": [{"text": "word " * 25}] * 2}),
                                  client.post("/v1/rag/chunks/update", json={"index": 1, "new_text": "w " * 101})],
         }

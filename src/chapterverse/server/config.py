@@ -116,7 +116,8 @@ class ServeSettings(BaseModel):
     max_question_chars: int = Field(4000, ge=1, description="Longest question to the reader or the tool loop "
                                                             "(422 beyond).")
     max_text_chars: int = Field(1_000_000, ge=1, description="Longest text one /v1/rag write may add (add/document, "
-                                                             "upsert, add/chunks, chunks/update; 422 beyond).")
+                                                             "upsert, each text of upsert/documents, add/chunks, "
+                                                             "chunks/update; 422 beyond).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
     @field_validator("store")

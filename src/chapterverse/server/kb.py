@@ -28,8 +28,9 @@ from .shapes import (
     KbSources,
     KbStatus,
     KbUpserted,
+    KbUpsertedMany,
 )
-from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase
+from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase, UpsertItem
 from .state import server_state
 
 __all__ = ["router"]
@@ -71,6 +72,24 @@ class UpsertRequest(BaseModel):
     source: str = Field(..., min_length=1)
     text: str = Field("", description="The new text; empty deletes the source.")
     metadata: Metadata = Field(default_factory=dict)
+    dynamic: bool = True
+    persist: bool = Field(True, description="false: kept only while the server that added it runs "
+                                             "(dropped when it stops or crashes).")
+
+
+MAX_UPSERT_DOCUMENTS = 1_000
+"""Documents one /upsert/documents request may hold: a batch is one transaction, and its lock is held that long."""
+
+
+class UpsertDocumentItem(BaseModel):
+    source: str = Field(..., min_length=1)
+    text: str = Field("", description="The new text; empty deletes the source.")
+    metadata: Metadata = Field(default_factory=dict)
+
+
+class UpsertDocumentsRequest(BaseModel):
+    documents: list[UpsertDocumentItem] = Field(..., min_length=1, max_length=MAX_UPSERT_DOCUMENTS,
+                                                description="Each replaces its source; every source at most once.")
     dynamic: bool = True
     persist: bool = Field(True, description="false: kept only while the server that added it runs "
                                              "(dropped when it stops or crashes).")
@@ -191,6 +210,19 @@ def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, 
     removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
                                persist=body.persist)
     return {"removed": removed, "added": added, "sources": [body.source.strip()] if removed or added else [],
+            "total_after": kb.total_chunks(), "mode": "upsert"}
+
+
+@router.post("/upsert/documents", response_model=KbUpsertedMany,
+             summary="Replace many sources' texts in one transaction, all or nothing (empty text deletes one)")
+def upsert_documents(request: Request, body: UpsertDocumentsRequest, kb: KB) -> dict[str, Any]:
+    for n, document in enumerate(body.documents):
+        _check_text(request, f"documents[{n}].text", document.text)
+    items = [UpsertItem(d.source, d.text, dict(d.metadata)) for d in body.documents]
+    counts = kb.upsert_many(items, dynamic=body.dynamic, persist=body.persist)
+    documents = [{"source": d.source.strip(), "removed": removed, "added": added}
+                 for d, (removed, added) in zip(body.documents, counts)]
+    return {"documents": documents, "removed": sum(r for r, _ in counts), "added": sum(a for _, a in counts),
             "total_after": kb.total_chunks(), "mode": "upsert"}
 
 

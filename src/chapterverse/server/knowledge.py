@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
 __all__ = [
     "KnowledgeBase",
     "ChunkItem",
+    "UpsertItem",
     "ChunkNotFoundError",
     "AmbiguousSourceError",
     "USER_METADATA_KEY",
@@ -73,6 +75,15 @@ class ChunkItem:
 
     text: str
     source: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertItem:
+    """One source's new text in a batch upsert (empty text deletes the source)."""
+
+    source: str
+    text: str
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
@@ -268,16 +279,22 @@ class KnowledgeBase:
         Done outside ``_exclusive``: embedding a large text takes minutes on a CPU, and holding the lock for it
         would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
         """
+        unembedded = self._unembedded(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
+        return self.library.embed_prepared([unembedded], progress=self._unless_stopping, label=unembedded.source)[0]
+
+    def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
+                    persist: bool) -> NewDocument:
+        """API text chunked, its vectors still to come (``Library.embed_prepared``)."""
         if not text.strip():
             raise InputError("text is empty")
         source = _clean_source(source)
         metadata = dict(metadata or {})
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
-        return self.library.prepare(
+        return self.library.prepare_unembedded(
             parsed, source=source, content_hash=content_hash(text.encode()), size_bytes=len(text.encode()),
             dynamic=dynamic, ephemeral=not persist,
-            metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata}, progress=self._unless_stopping)
+            metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
 
     def _unless_stopping(self, stage: str, done: int, total: int) -> None:
         """Progress callback of the writes that embed: a stopping server abandons them between batches, before
@@ -326,6 +343,33 @@ class KnowledgeBase:
                 return removed, 0
             self.store.add_document(new, replace=[d.id for d in existing])
             return removed, len(new.chunks)  # every prepared chunk is stored: no need to read the document back
+
+    def upsert_many(self, items: Sequence[UpsertItem], *, dynamic: bool = False,
+                    persist: bool = True) -> list[tuple[int, int]]:
+        """``upsert`` of every item, all or nothing, in one store transaction; (removed, added) per item.
+
+        Loading many small documents one ``upsert`` each pays a transaction (and an embedder call) per document;
+        here every text is embedded in one call before the lock and every source is replaced in one write. A
+        source named twice is refused: which of its texts should win is the caller's to say.
+        """
+        if not items:
+            raise InputError("items is empty")
+        sources = [_clean_source(item.source) for item in items]
+        named_twice = [source for source, times in Counter(sources).items() if times > 1]
+        if named_twice:
+            raise InputError(f"source {named_twice[0]!r} appears more than once in the batch; send one text per "
+                             "source (or upsert the others in a later request)")
+        writes = {n: self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
+                                      persist=persist)
+                  for n, (item, source) in enumerate(zip(items, sources)) if item.text.strip()}
+        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), progress=self._unless_stopping,
+                                                           label=f"{len(writes)} documents")))
+        with self._exclusive():
+            existing = [self.store.documents_by_source(source) for source in sources]
+            replaced = [d.id for docs in existing for d in docs]
+            if new or replaced:
+                self.store.add_documents(list(new.values()), replace=replaced)
+        return [(sum(d.chunks for d in docs), len(new[n].chunks) if n in new else 0) for n, docs in enumerate(existing)]
 
     def find_chunk(self, *, index: int | None = None, source: str | None = None,
                    chunk_index: int | None = None) -> ChunkRecord:

@@ -127,6 +127,20 @@ class KbUpserted(_Shape):
     mode: Literal["upsert"]
 
 
+class KbUpsertedItem(_Shape):
+    source: str
+    removed: int = Field(description="Chunks removed.")
+    added: int = Field(description="Chunks added.")
+
+
+class KbUpsertedMany(_Shape):
+    documents: list[KbUpsertedItem] = Field(description="One per document sent, in order.")
+    removed: int = Field(description="Chunks removed, all documents together.")
+    added: int = Field(description="Chunks added, all documents together.")
+    total_after: int
+    mode: Literal["upsert"]
+
+
 class KbHit(_Shape):
     text: str
     source: str
