@@ -15,11 +15,15 @@ def test_bench_ingest_reports_both_workloads_with_bytes_per_chunk(tmp_path: Path
                               echo=lambda line: None)
     rows = {(r["workload"], r["engine"]): r for r in report["rows"]}
     upserts, bulk = rows["upserts", "chapterverse"], rows["bulk", "chapterverse"]
+    batched = rows["upserts-batched", "chapterverse"]
     assert upserts["documents"] == 4 and upserts["chunks"] >= 8 and bulk["chunks"] == 30
-    for row in (upserts, bulk):
+    assert (batched["documents"], batched["chunks"]) == (upserts["documents"], upserts["chunks"])
+    assert {engine for workload, engine in rows if workload == "upserts-batched"} == {"chapterverse"}
+    for row in (upserts, batched, bulk):
         assert row["store_s"] > 0 and row["chunks_per_s"] > 0
         assert row["sqlite_bytes_per_chunk"] >= 4 * DIM and row["index_bytes_per_chunk"] >= 4 * DIM
     assert bulk["searchable_p50_s"] > 0  # ten upserts into the bulk library, each found by a search
     assert list(tmp_path.iterdir()) == []  # the measurements' libraries are removed
     table = format_report(report)
     assert "| upserts | chapterverse | 4 |" in table and "| bulk | chapterverse | 1 | 30 |" in table
+    assert table.index("| upserts |") < table.index("| upserts-batched |") < table.index("| bulk |")

@@ -6,6 +6,8 @@ made before the clock starts (embedding is not measured: it is the embedder's sp
 - **upserts**: many small documents, each written the way the knowledge-base API's ``/v1/rag/upsert/document``
   writes it (``KnowledgeBase.upsert``: chunking, index terms, the embedding cache, the store lock, one
   transaction), then both indexes brought up to date once;
+- **upserts, batched**: the same small documents through ``KnowledgeBase.upsert_many`` (``/v1/rag/upsert/documents``)
+  100 at a time: one embedding call and one transaction per batch (skipped for a checkout without it);
 - **bulk**: large documents (1,000 chunks each, as ``bench scale`` builds them) through
   ``SQLiteStore.add_document``, then the vector index and the lexical index built: the non-embedding build;
   then ten small documents upserted into that library, each timed until a search finds it.
@@ -43,6 +45,8 @@ __all__ = ["run_ingest_bench", "format_report", "PresetEmbedder"]
 
 DIM = 512
 BULK_DOC_CHUNKS = 1_000
+UPSERT_BATCH = 100
+WORKLOADS = ("upserts", "upserts-batched", "bulk")
 Echo = Callable[[str], None]
 
 
@@ -124,6 +128,31 @@ def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[s
     t = time.perf_counter()
     for i, passages in enumerate(documents):
         chunks += kb.upsert(f"note-{i:06d}.md", "\n\n".join(passages))[1]
+    out: dict[str, Any] = {"documents": len(documents), "chunks": chunks, "store_s": time.perf_counter() - t}
+    kb.close()
+    kb.library.close()
+    _indexes(workdir, out)
+    out.update(_disk(workdir))
+    return out
+
+
+def measure_batched_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any] | None:
+    """``KnowledgeBase.upsert_many`` of the documents ``UPSERT_BATCH`` at a time, each a source of its own, then
+    the indexes once; None from a chapterverse without it (before issue 18's batch path)."""
+    from chapterverse.library import Library
+    from chapterverse.server import knowledge
+
+    if not hasattr(knowledge.KnowledgeBase, "upsert_many"):
+        return None
+    folder = workdir / "kb-folder"
+    folder.mkdir(parents=True)
+    kb = knowledge.KnowledgeBase(Library(workdir, embedder=PresetEmbedder()), folder)
+    kb.start()
+    items = [knowledge.UpsertItem(f"note-{i:06d}.md", "\n\n".join(passages)) for i, passages in enumerate(documents)]
+    chunks = 0
+    t = time.perf_counter()
+    for first in range(0, len(items), UPSERT_BATCH):
+        chunks += sum(added for _, added in kb.upsert_many(items[first:first + UPSERT_BATCH]))
     out: dict[str, Any] = {"documents": len(documents), "chunks": chunks, "store_s": time.perf_counter() - t}
     kb.close()
     kb.library.close()
@@ -231,8 +260,9 @@ def measure_bm25s(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str
 ENGINES = ("chapterverse", "lancedb", "bm25s")
 
 
-def _measure(task: dict[str, Any]) -> dict[str, Any]:
-    """One measurement (in its own process): ``task`` names the engine, the workload and the passages."""
+def _measure(task: dict[str, Any]) -> dict[str, Any] | None:
+    """One measurement (in its own process): ``task`` names the engine, the workload and the passages; None when
+    this chapterverse lacks the workload's API."""
     workdir = Path(task["workdir"])
     documents: list[list[str]] = task["documents"]
     if task["engine"] == "lancedb":
@@ -241,6 +271,8 @@ def _measure(task: dict[str, Any]) -> dict[str, Any]:
         return measure_bm25s(workdir, documents)
     if task["workload"] == "upserts":
         return measure_upserts(workdir, documents)
+    if task["workload"] == "upserts-batched":
+        return measure_batched_upserts(workdir, documents)
     return measure_bulk(workdir, documents)
 
 
@@ -251,7 +283,7 @@ def _peers() -> list[str]:
     return [name for name in ENGINES[1:] if importlib.util.find_spec(name) is not None]
 
 
-def _run(task: dict[str, Any], src: Path | None) -> dict[str, Any]:
+def _run(task: dict[str, Any], src: Path | None) -> dict[str, Any] | None:
     """``_measure(task)`` in a fresh process, with ``src`` (another checkout's) first on the path if given, else
     the ``src`` this file belongs to: the process runs in the workload's folder, where a relative entry of the
     caller's path names nothing, and another chapterverse (the installed one) would be measured in its place."""
@@ -264,20 +296,19 @@ def _run(task: dict[str, Any], src: Path | None) -> dict[str, Any]:
                           text=True, check=False, env=env, cwd=task["workdir"])
     if proc.returncode != 0:
         raise RuntimeError(f"{task['engine']} {task['workload']} failed:\n{proc.stderr[-3000:]}")
-    result = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
     measured = Path(result.pop("package"))
     if measured != first / "chapterverse":
         raise RuntimeError(f"{task['engine']} {task['workload']}: measured the chapterverse at {measured}, "
                            f"not the one at {first}")
-    return result
+    return dict(result["measured"]) if result["measured"] is not None else None
 
 
 def _main() -> None:
     import chapterverse
 
-    out = _measure(json.loads(sys.stdin.read()))
-    out["package"] = str(Path(chapterverse.__file__).resolve().parent)
-    print(json.dumps(out))
+    measured = _measure(json.loads(sys.stdin.read()))
+    print(json.dumps({"measured": measured, "package": str(Path(chapterverse.__file__).resolve().parent)}))
 
 
 def run_ingest_bench(*, upserts: int = 2_000, passages: int = 3, bulk_chunks: int = 20_000, rounds: int = 3,
@@ -290,8 +321,8 @@ def run_ingest_bench(*, upserts: int = 2_000, passages: int = 3, bulk_chunks: in
 
     say: Echo = echo or (lambda line: print(line, file=sys.stderr))
     pool = text_pool(_shared(shared))
-    workloads = {"upserts": _documents(pool, upserts * passages, passages),
-                 "bulk": _documents(pool, bulk_chunks, BULK_DOC_CHUNKS)}
+    small = _documents(pool, upserts * passages, passages)
+    workloads = {"upserts": small, "upserts-batched": small, "bulk": _documents(pool, bulk_chunks, BULK_DOC_CHUNKS)}
     engines: list[tuple[str, Path | None]] = [("chapterverse", None)]
     if against is not None:
         engines.append((f"chapterverse@{against.name}", against / "src"))
@@ -304,14 +335,17 @@ def run_ingest_bench(*, upserts: int = 2_000, passages: int = 3, bulk_chunks: in
             for workload, documents in workloads.items():
                 order = engines[r % len(engines):] + engines[:r % len(engines)]
                 for label, src in order:
-                    if label == "bm25s" and workload == "upserts":
-                        continue  # no per-document writes to measure
+                    if (label == "bm25s" and workload == "upserts") or (
+                            workload == "upserts-batched" and not label.startswith("chapterverse")):
+                        continue  # no per-document writes to measure; the peers' batch writes are not measured
                     folder = base / f"{workload}-{label}-{r}"
                     folder.mkdir()
                     say(f"round {r + 1}/{rounds}: {workload} on {label}")
                     task = {"engine": label.split("@")[0], "workload": workload, "documents": documents,
                             "workdir": str(folder)}
-                    results.setdefault((workload, label), []).append(_run(task, src))
+                    measured = _run(task, src)
+                    if measured is not None:
+                        results.setdefault((workload, label), []).append(measured)
                     loads.append(os.getloadavg()[0])
                     shutil.rmtree(folder, ignore_errors=True)
     finally:
@@ -330,6 +364,7 @@ def _median_row(workload: str, engine: str, runs: list[dict[str, Any]]) -> dict[
                                              for r in runs), 3)
     row["chunks_per_s"] = round(row["chunks"] / max(row["total_s"], 1e-9), 1)
     row["store_chunks_per_s"] = round(row["chunks"] / row["store_s"], 1) if row["store_s"] else None
+    row["store_ms_per_document"] = round(1000 * row["store_s"] / row["documents"], 3)
     searchable = [x for r in runs for x in r.get("searchable_s", [])]
     row["searchable_p50_s"] = round(statistics.median(searchable), 4) if searchable else None
     row["sqlite_bytes_per_chunk"] = round(runs[0]["sqlite_bytes"] / row["chunks"])
@@ -340,14 +375,16 @@ def _median_row(workload: str, engine: str, runs: list[dict[str, Any]]) -> dict[
 def format_report(report: dict[str, Any]) -> str:
     """One Markdown table; ``x this`` is the engine's total time over chapterverse's, same workload."""
     head = ("| workload | engine | documents | chunks | store write s | vector index s | lexical index s | total s "
-            "| chunks/s | bytes/chunk: durable + derived | total time vs chapterverse | small upsert searchable s |")
+            "| chunks/s | store write ms/document | bytes/chunk: durable + derived | total time vs chapterverse "
+            "| small upsert searchable s |")
     lines = [f"{report['rounds']} rounds, medians; load average {report['load_average'][0]}-"
              f"{report['load_average'][1]}", "", head, "|" + "---|" * (head.count("|") - 1)]
     ours = {r["workload"]: r["total_s"] for r in report["rows"] if r["engine"] == "chapterverse"}
-    for r in sorted(report["rows"], key=lambda r: (r["workload"] != "upserts", r["engine"])):
+    for r in sorted(report["rows"], key=lambda r: (WORKLOADS.index(r["workload"]), r["engine"])):
         lines.append(
             f"| {r['workload']} | {r['engine']} | {r['documents']:,} | {r['chunks']:,} | {r['store_s']} "
             f"| {r['vector_index_s']} | {r['lexical_index_s']} | {r['total_s']} | {r['chunks_per_s']:,} "
+            f"| {r['store_ms_per_document']} "
             f"| {r['sqlite_bytes_per_chunk']:,} + {r['index_bytes_per_chunk']:,} "
             f"| {r['total_s'] / ours[r['workload']]:.2f}x | {r.get('searchable_p50_s') or '-'} |")
     return "\n".join(lines)
