@@ -5,6 +5,7 @@ full-text index, brought up to date when it is read, answers as one built from t
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,6 +94,21 @@ def test_documents_prepared_together_are_those_prepared_one_by_one_embedded_in_o
     for alone, batched in zip(one_by_one, together):
         assert dataclasses.replace(batched, vectors=None) == dataclasses.replace(alone, vectors=None)
         assert np.array_equal(batched.vectors, alone.vectors) and len(alone.vectors) == len(alone.chunks)
+
+
+def test_many_small_documents_prepared_together_cache_nothing_until_written(
+        opened: tuple[Library, CountingEmbedder]) -> None:
+    """Over one embedder batch in all, but each document small: like each alone, no cache write before the store's."""
+    library, embedder = opened
+    paragraphs = _paragraphs(7, 300)
+    docs = library.embed_prepared([
+        library.prepare_unembedded(ParsedDocument(title=f"note {n}", format="kb", files=[ParsedFile(text)]),
+                                   source=f"note{n}", content_hash=f"h{n}", size_bytes=len(text))
+        for n, text in enumerate(paragraphs)])
+    texts = [d.files[c.file_ordinal].text[c.start:c.end] for d in docs for c in d.chunks]
+    assert sorted(embedder.embedded) == sorted(texts) and len(texts) > 256 and embedder.calls >= 2
+    hashes = [hashlib.sha256(text.encode()).hexdigest() for text in texts]
+    assert library.store.cached_vectors(embedder.name, hashes) == {}
 
 
 def test_an_interrupted_long_embedding_resumes_where_it_stopped(location: str, tmp_path: Path) -> None:

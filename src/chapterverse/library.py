@@ -44,6 +44,8 @@ __all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progre
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding."""
+_EMBED_STEP = 256
+"""Texts per embedder call (and per cached batch of a long embedding)."""
 
 
 def content_hash(data: bytes) -> str:
@@ -300,12 +302,15 @@ class Library:
         """``docs`` (from ``prepare_unembedded``) with their vectors, all their chunk texts embedded in one call.
 
         Many small documents prepared together share the embedder's batches (and one cache look-up) instead of
-        paying for a call each.
+        paying for a call each. Each batch is kept as it comes only when one document alone spans several
+        (see ``embed_passages``): small documents cost together what they cost one by one, not a cache write
+        of every batch, and an interrupted batch of them is embedded again as a whole.
         """
         from dataclasses import replace
 
         texts = [doc.files[c.file_ordinal].text[c.start:c.end] for doc in docs for c in doc.chunks]
-        vectors = self.embed_passages(texts, progress=progress, label=label)
+        keep_batches = any(len(doc.chunks) > _EMBED_STEP for doc in docs)
+        vectors = self.embed_passages(texts, progress=progress, label=label, keep_batches=keep_batches)
         embedded = []
         start = 0
         for doc in docs:
@@ -361,12 +366,16 @@ class Library:
         )
 
     def embed_passages(self, texts: Sequence[str], *, progress: Progress | None = None,
-                       label: str = "") -> np.ndarray:
-        """Vectors for ``texts``, reusing the store's cache so unchanged text is never embedded twice."""
-        self.store.check_embedding_model(self.embedder.name, self.embedder.dim)
-        return self._embed_uncached(texts, progress=progress, label=label)
+                       label: str = "", keep_batches: bool = True) -> np.ndarray:
+        """Vectors for ``texts``, reusing the store's cache so unchanged text is never embedded twice.
 
-    def _embed_uncached(self, texts: Sequence[str], *, progress: Progress | None, label: str) -> np.ndarray:
+        ``keep_batches``: cache each batch as it comes when there are several (see ``_embed_uncached``).
+        """
+        self.store.check_embedding_model(self.embedder.name, self.embedder.dim)
+        return self._embed_uncached(texts, progress=progress, label=label, keep_batches=keep_batches)
+
+    def _embed_uncached(self, texts: Sequence[str], *, progress: Progress | None, label: str,
+                        keep_batches: bool = True) -> np.ndarray:
         import numpy as np
 
         embedder = self.embedder
@@ -374,14 +383,14 @@ class Library:
         cached = self.store.cached_vectors(embedder.name, hashes)
         missing = [i for i, h in enumerate(hashes) if h not in cached]
         fresh: dict[str, np.ndarray] = {}
-        step = 256
+        step = _EMBED_STEP
         for done in range(0, len(missing), step):
             batch = missing[done:done + step]
             if progress:
                 progress(f"embedding {label}", done, len(missing))
             embedded = {hashes[i]: vec for i, vec in zip(batch, embedder.embed([texts[i] for i in batch]))}
             fresh.update(embedded)
-            if len(missing) > step:
+            if keep_batches and len(missing) > step:
                 # Kept as each batch comes, so that an interrupted ingest or re-embedding resumes where it
                 # stopped. One batch is written at once instead: caching it would cost every small write (a
                 # knowledge-base upsert) a transaction of its own for at most one batch to embed again. The
