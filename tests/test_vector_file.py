@@ -171,3 +171,16 @@ def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tm
     assert "library.vectors-1.f32 holds 0 vectors, 3 were committed" in copied.integrity_problems()
     assert not list((tmp_path / "copy").glob("*.f32")), "no empty file made in its place"
     copied.close()
+
+
+def test_a_batch_of_documents_appends_its_vectors_once(store: SQLiteStore) -> None:
+    """``add_documents`` writes every document's rows in one append (one journal entry, not one a document) and
+    each document's chunks name its own rows."""
+    rng = np.random.default_rng(6)
+    blocks = [rng.standard_normal((n, DIM)).astype(np.float32) for n in (2, 1, 3)]
+    ids = store.add_documents([passages_document(f"d{n}", b) for n, b in enumerate(blocks)])
+    assert _journaled(store) == 1
+    for doc_id, block in zip(ids, blocks):
+        chunk_ids = [c.id for c in store.chunks(doc_id=doc_id)]
+        found = store.vectors_since(min(chunk_ids) - 1)
+        assert np.array_equal(found[2][:len(block)], block) and set(found[1][:len(block)].tolist()) == {doc_id}

@@ -486,12 +486,27 @@ class SQLiteStore(SharedReads):
             for old in replace:
                 tx.execute("DELETE FROM documents WHERE id=?", (old,))
             replaced = self.vector_file.compact_if_sparse(tx) if replace else None
-            doc_ids = [self._insert_document(tx, doc) for doc in clean]
+            rows = self._append_vectors(tx, clean)
+            doc_ids = [self._insert_document(tx, doc, row) for doc, row in zip(clean, rows)]
             self._bump(tx)
         self.vector_file.discard(replaced)
         return doc_ids
 
-    def _insert_document(self, tx: sqlite3.Connection, doc: NewDocument) -> int:
+    def _append_vectors(self, tx: sqlite3.Connection, docs: Sequence[NewDocument]) -> list[int]:
+        """Every document's vectors written to the vector file in one append (a batch of small documents then
+        pays one write and one journal entry, not one each); the first row of each document's."""
+        import numpy as np
+
+        blocks = [np.asarray(d.vectors, "<f4").reshape(len(d.chunks), -1) for d in docs if d.chunks]
+        at = self.vector_file.append(tx, np.concatenate(blocks)) if blocks else 0
+        rows = []
+        for doc in docs:
+            rows.append(at)
+            at += len(doc.chunks)
+        return rows
+
+    def _insert_document(self, tx: sqlite3.Connection, doc: NewDocument, row: int) -> int:
+        """The document's rows, its chunks naming vectors ``row ..`` of the vector file (:meth:`_append_vectors`)."""
         cur = tx.execute(
             "INSERT INTO documents(source, title, format, content_hash, size_bytes, language, metadata, dynamic,"
             " ephemeral, created_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
@@ -516,15 +531,17 @@ class SQLiteStore(SharedReads):
             ((doc_id, s.seq, json.dumps(s.title_path, ensure_ascii=False), file_ids[s.start_ordinal],
               s.start_offset, file_ids[s.end_ordinal], s.end_offset, s.content_hash) for s in doc.segments),
         )
-        self._insert_chunks(tx, doc, doc_id, file_ids)
+        self._insert_chunks(tx, doc, doc_id, file_ids, row)
         return doc_id
 
-    def _insert_chunks(self, tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int]) -> None:
-        """The chunks and their vectors, each one batch (the full-text index takes them when it is next read).
+    def _insert_chunks(self, tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int],
+                       row: int) -> None:
+        """The chunks, one batch (the full-text index takes them when it is next read), and the block naming
+        their vectors' rows.
 
         Chunk ids are given, not left to AUTOINCREMENT row by row: the next ``len(chunks)`` ids (the write
         transaction holds the only write lock, and ``sqlite_sequence`` follows explicit ids), so the vectors
-        go in as one block of rows of the vector file. Cached vectors of these texts are dropped: from now on the library holds them
+        are one block of rows of the vector file. Cached vectors of these texts are dropped: from now on the library holds them
         (``cached_vectors`` finds them here).
         """
         if not doc.chunks:
@@ -540,9 +557,6 @@ class SQLiteStore(SharedReads):
               _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms,
               c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
         )
-        import numpy as np
-
-        row = self.vector_file.append(tx, np.asarray(doc.vectors, "<f4").reshape(len(doc.chunks), -1))
         tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, row) VALUES (?,?,?,?)",
                    (first, doc_id, len(doc.chunks), row))
         if tx.execute("SELECT 1 FROM embedding_cache LIMIT 1").fetchone() is not None:
