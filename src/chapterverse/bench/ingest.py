@@ -114,9 +114,9 @@ def _indexes(workdir: Path, out: dict[str, Any]) -> None:
     store.close()
 
 
-def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
-    """``KnowledgeBase.upsert`` of each document (its passages as one text, chunked by the library) as a
-    source of its own, then the indexes once."""
+def _timed_kb_writes(workdir: Path, documents: Sequence[Sequence[str]], write: Callable[[Any], int]) -> dict[str, Any]:
+    """``write(knowledge_base)`` (it returns the chunks it added) timed on a new knowledge base in ``workdir``,
+    then the indexes once and the bytes on disk."""
     from chapterverse.library import Library
     from chapterverse.server.knowledge import KnowledgeBase
 
@@ -124,41 +124,39 @@ def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[s
     folder.mkdir(parents=True)
     kb = KnowledgeBase(Library(workdir, embedder=PresetEmbedder()), folder)
     kb.start()
-    chunks = 0
     t = time.perf_counter()
-    for i, passages in enumerate(documents):
-        chunks += kb.upsert(f"note-{i:06d}.md", "\n\n".join(passages))[1]
+    chunks = write(kb)
     out: dict[str, Any] = {"documents": len(documents), "chunks": chunks, "store_s": time.perf_counter() - t}
     kb.close()
     kb.library.close()
     _indexes(workdir, out)
     out.update(_disk(workdir))
     return out
+
+
+def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """``KnowledgeBase.upsert`` of each document (its passages as one text, chunked by the library) as a
+    source of its own, then the indexes once."""
+    def one_by_one(kb: Any) -> int:
+        return sum(kb.upsert(f"note-{i:06d}.md", "\n\n".join(passages))[1] for i, passages in enumerate(documents))
+
+    return _timed_kb_writes(workdir, documents, one_by_one)
 
 
 def measure_batched_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any] | None:
     """``KnowledgeBase.upsert_many`` of the documents ``UPSERT_BATCH`` at a time, each a source of its own, then
     the indexes once; None from a chapterverse without it (before issue 18's batch path)."""
-    from chapterverse.library import Library
     from chapterverse.server import knowledge
 
     if not hasattr(knowledge.KnowledgeBase, "upsert_many"):
         return None
-    folder = workdir / "kb-folder"
-    folder.mkdir(parents=True)
-    kb = knowledge.KnowledgeBase(Library(workdir, embedder=PresetEmbedder()), folder)
-    kb.start()
     items = [knowledge.UpsertItem(f"note-{i:06d}.md", "\n\n".join(passages)) for i, passages in enumerate(documents)]
-    chunks = 0
-    t = time.perf_counter()
-    for first in range(0, len(items), UPSERT_BATCH):
-        chunks += sum(added for _, added in kb.upsert_many(items[first:first + UPSERT_BATCH]))
-    out: dict[str, Any] = {"documents": len(documents), "chunks": chunks, "store_s": time.perf_counter() - t}
-    kb.close()
-    kb.library.close()
-    _indexes(workdir, out)
-    out.update(_disk(workdir))
-    return out
+
+    def batched(kb: Any) -> int:
+        return sum(added for first in range(0, len(items), UPSERT_BATCH)
+                   for _, added in kb.upsert_many(items[first:first + UPSERT_BATCH]))
+
+    return _timed_kb_writes(workdir, documents, batched)
 
 
 def measure_bulk(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any]:
