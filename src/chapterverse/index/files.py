@@ -34,6 +34,7 @@ import numpy as np
 
 from ..astlock import AST_LOCK
 from ..store import SQLiteStore
+from ..store.sqlite import read_transaction
 from ..store.vectorfile import sync_directory
 
 try:  # POSIX; elsewhere writers in one process are still serialized by the owner's in-process lock
@@ -42,7 +43,7 @@ except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["MANIFEST", "CorruptIndex", "Refresh", "FollowedIndex", "save_npy", "load_npy", "write_manifest",
-           "read_manifest", "manifest_moved_on", "collect_garbage", "writer_lock", "read_snapshot"]
+           "read_manifest", "manifest_moved_on", "collect_garbage", "writer_lock"]
 
 MANIFEST = "manifest.json"
 _LOCK = ".lock"
@@ -161,20 +162,6 @@ def writer_lock(directory: Path, what: str) -> Iterator[bool]:
         yield True
 
 
-@contextmanager
-def read_snapshot(store: SQLiteStore) -> Iterator[None]:
-    """One read transaction, so generation, documents and rows are read from the same state (WAL)."""
-    db = store.db
-    if db.in_transaction:
-        yield
-        return
-    db.execute("BEGIN")
-    try:
-        yield
-    finally:
-        db.execute("COMMIT")
-
-
 class _Named(Protocol):
     @property
     def name(self) -> str: ...
@@ -283,9 +270,9 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
         self._last_refresh = Refresh.REBUILT
         return snap
 
-    def _consistent(self) -> AbstractContextManager[None]:
+    def _consistent(self) -> AbstractContextManager[object]:
         """One read transaction (SQLite), so the generation and the rows are read from the same state."""
-        return read_snapshot(self._sqlite_store) if self._sqlite_store is not None else nullcontext()
+        return read_transaction(self._sqlite_store.db) if self._sqlite_store is not None else nullcontext()
 
     @contextmanager
     def _writing(self) -> Iterator[None]:

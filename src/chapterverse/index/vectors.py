@@ -58,9 +58,10 @@ import numpy as np
 
 from ..errors import StoreError
 from ..store import SQLiteStore, Store
+from ..store.sqlite import read_transaction
 from ..store.vectorfile import VectorRows, map_rows, missing_file
 from .dense import QuantizedRows, inner_products, top_candidates
-from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, read_snapshot, save_npy
+from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 from .resident import ResidentCodes
 from .topk import top_k
 
@@ -377,7 +378,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     def rebuild(self) -> None:
         """Discard the files and rebuild from the store."""
-        with self._lock, read_snapshot(self.store), self._writing():
+        with self._lock, read_transaction(self.store.db), self._writing():
             self._snap = self._rebuild_from_store(self._snap, "asked")
             self._codes.follow()
 
@@ -461,15 +462,10 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         refreshes) as rows of no chunk."""
         picked = [seg for seg, c in zip(snap.segments, chosen) if c]
         kept = [seg for seg, c in zip(snap.segments, chosen) if not c]
-        start = picked[0].start
-        stop = picked[-1].start + picked[-1].rows
-        ids = np.full(stop - start, -1, np.int64)
-        docs = np.full(stop - start, -1, np.int64)
-        for seg in picked:
-            ids[seg.start - start:seg.start - start + seg.rows] = seg.ids
-            docs[seg.start - start:seg.start - start + seg.rows] = seg.docs
-        rows = VectorRows(state.vector_file, state.committed, snap.dim, ids[ids >= 0], docs[ids >= 0],
-                          np.flatnonzero(ids >= 0) + start)
+        held = [(seg, np.flatnonzero(seg.ids >= 0)) for seg in picked]
+        rows = VectorRows(state.vector_file, state.committed, snap.dim, np.concatenate([s.ids[at] for s, at in held]),
+                          np.concatenate([s.docs[at] for s, at in held]),
+                          np.concatenate([s.start + at for s, at in held]))
         merged = self._write_segment(f"r{snap.next_segment:06d}", rows, state)
         segments = [*kept, merged]
         still_dead = np.intersect1d(snap.dead_docs, np.concatenate([s.docs for s in segments]))

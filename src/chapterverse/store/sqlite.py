@@ -50,7 +50,7 @@ try:  # POSIX; elsewhere (Windows) lock() and locked() coordinate nothing
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
+__all__ = ["SQLiteStore", "SCHEMA_VERSION", "read_transaction"]
 
 _T = TypeVar("_T")
 
@@ -226,6 +226,20 @@ MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@contextmanager
+def read_transaction(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One read transaction on ``db`` (or the one already open), so that several reads see one state of the
+    library (WAL): the vector file's meta and its blocks, an index's generation and its rows."""
+    if db.in_transaction:
+        yield db
+        return
+    db.execute("BEGIN")
+    try:
+        yield db
+    finally:
+        db.execute("COMMIT")
 
 
 def _now() -> str:
@@ -847,7 +861,7 @@ class SQLiteStore(SharedReads):
         replaced and deleted meanwhile (a removal that copied the live rows away,
         :meth:`VectorFile.compact_if_sparse`): then it is read once more, from the new state."""
         def attempt() -> _T:
-            with self._reading() as db:
+            with read_transaction(self.db) as db:
                 return read(db)
 
         try:
@@ -858,18 +872,6 @@ class SQLiteStore(SharedReads):
             except FileNotFoundError as exc:
                 raise missing_file(exc) from exc
 
-    @contextmanager
-    def _reading(self) -> Iterator[sqlite3.Connection]:
-        """One read transaction (or the caller's), so the vector file's meta and its blocks agree."""
-        db = self.db
-        if db.in_transaction:
-            yield db
-            return
-        db.execute("BEGIN")
-        try:
-            yield db
-        finally:
-            db.execute("COMMIT")
 
     def document_ids(self) -> np.ndarray:
         """The id of every document, ascending."""

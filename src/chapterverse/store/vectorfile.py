@@ -95,7 +95,10 @@ class VectorFile:
     def current(self, db: sqlite3.Connection) -> tuple[Path | None, int, int]:
         """The current file, its committed row count and the width of a row (float32s), as ``db``'s
         transaction sees them."""
-        name, rows, dim = db.execute(_CURRENT).fetchone()
+        return self._located(*db.execute(_CURRENT).fetchone())
+
+    def _located(self, name: str | None, rows: str | None, dim: str | None) -> tuple[Path | None, int, int]:
+        """(file, committed rows, width) from the meta values :data:`_CURRENT` reads."""
         return (None, 0, 0) if name is None else (self.directory / str(name), int(rows or 0), int(dim or 0))
 
     def since(self, db: sqlite3.Connection, chunk_id: int) -> VectorRows:
@@ -145,12 +148,11 @@ class VectorFile:
         first row's number. The rows count as committed when ``tx`` commits."""
         import numpy as np
 
-        name, committed, dim, oldest = tx.execute(f"{_CURRENT}, (SELECT min(row) FROM vector_journal)").fetchone()
-        path = None if name is None else self.directory / str(name)
-        committed, dim = int(committed or 0), int(dim or 0)
+        *meta, oldest = tx.execute(f"{_CURRENT}, (SELECT min(row) FROM vector_journal)").fetchone()
+        path, committed, dim = self._located(*meta)
         data = np.ascontiguousarray(vectors, "<f4")
         if path is None or not committed:  # the first rows decide the width
-            path = path or self._switch_to(tx, 1)
+            path = path or self._next_file(tx, None)
             dim = data.shape[1]
             self._set(tx, vector_dim=dim)
         elif data.shape[1] != dim:
@@ -208,8 +210,7 @@ class VectorFile:
         """Make a new file of exactly ``vectors`` (rows 0 ..) current; return the file it replaces (delete it
         with :meth:`discard` once ``tx`` has committed)."""
         old, _, _ = self.current(tx)
-        self._discard_all_but(old)
-        path = self._switch_to(tx, self._number(old) + 1)
+        path = self._next_file(tx, old)
         self._write_at(path, 0, vectors, truncate=True, sync=True)
         tx.execute("DELETE FROM vector_journal")
         self._set(tx, vector_rows=len(vectors), vector_dim=vectors.shape[1])
@@ -223,8 +224,7 @@ class VectorFile:
         if old is None or committed - live <= SPARSE_SHARE * committed:
             return None
         blocks = tx.execute("SELECT first_chunk, count, row FROM vector_blocks ORDER BY first_chunk").fetchall()
-        self._discard_all_but(old)
-        path = self._switch_to(tx, self._number(old) + 1)
+        path = self._next_file(tx, old)
         width = 4 * dim
         moves: list[tuple[int, int]] = []
         written = 0
@@ -251,11 +251,13 @@ class VectorFile:
         tx.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                        [(key, str(value)) for key, value in values.items()])
 
-    def _switch_to(self, tx: sqlite3.Connection, number: int) -> Path:
-        """Create file ``number`` (empty) and name it current in ``tx``. Its directory entry is made durable
-        first: fdatasync makes a file's bytes durable, not its name, and a commit must never name a file that a
-        power cut can take back."""
-        name = f"{self.stem}.vectors-{number}.f32"
+    def _next_file(self, tx: sqlite3.Connection, current: Path | None) -> Path:
+        """Create the file after ``current`` (empty) and name it current in ``tx``, once every other vector file
+        of this database is gone (:meth:`_discard_all_but`). Its directory entry is made durable first:
+        fdatasync makes a file's bytes durable, not its name, and a commit must never name a file that a power
+        cut can take back."""
+        self._discard_all_but(current)
+        name = f"{self.stem}.vectors-{self._number(current) + 1}.f32"
         path = self.directory / name
         path.write_bytes(b"")
         sync_directory(self.directory)
