@@ -56,7 +56,7 @@ def doc_id(client: httpx.Client) -> int:
     reply = client.post("/api/documents", files={"file": ("lighthouse.md", BOOK.encode(), "text/markdown")},
                         headers=AUTH)
     job = ok(reply, 202)["job"]
-    assert set(job) == {"id", "state", "done", "total", "message", "document_ids", "error"}
+    assert set(job) == {"id", "state", "done", "total", "message", "document_ids", "error", "notice"}
     job = wait_for_job(client, job)
     assert job["state"] == "done" and job["error"] is None, job
     return int(job["document_ids"][0])

@@ -395,11 +395,15 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
            title: Annotated[str | None, typer.Option(
                "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
            ] = None,
+           allow_duplicate: Annotated[bool, typer.Option(
+               "--allow-duplicate", help="Add a file even when the library holds the same content under another "
+                                         "name (by default it is named and not added again).")] = False,
            json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Add books and documents to the library.
 
     EPUB, PDF, Markdown, TXT, HTML and JSONL; folders recurse. A file that cannot be read is named on stderr with
-    the reason and the others are still added; the exit code is then 2."""
+    the reason and the others are still added; the exit code is then 2. A file whose content is already in the
+    library (a copy under another name) is not added twice: its line names the document that holds it."""
     json_out = _wants_json(ctx, json_out)
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model, create=True)
@@ -414,7 +418,7 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
     bar = not json_out and stderr.is_terminal
     with _errors(), _progress(bar) as progress:
         results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
-                             as_books=as_book, title=title, failed=failed,
+                             as_books=as_book, title=title, failed=failed, allow_duplicate=allow_duplicate,
                              done=None if json_out or bar else _document_lines())
     if not as_book:
         _report_skipped(paths, nothing_ingested=not results and not failures)
@@ -431,14 +435,20 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
 def _document_json(result: IngestResult) -> dict[str, Any]:
     d = result.document
     return {"id": d.id, "title": d.title, "source": d.source, "files": d.files, "chunks": d.chunks,
-            "segments": d.segments, "changed": result.changed}
+            "segments": d.segments, "changed": result.changed, "duplicate": result.duplicate_of is not None}
+
+
+def _outcome(result: IngestResult) -> str:
+    """What happened to one document, in words: ingested, unchanged, or a copy of a document already held."""
+    if result.duplicate_of is not None:
+        return f"already in the library as {result.duplicate_of.source}: not added again; --allow-duplicate adds it"
+    return "ingested" if result.changed else "unchanged"
 
 
 def _print_document(result: IngestResult) -> None:
     """The result line of one stored document, on stdout."""
     d = result.document
-    stdout.print(f"[bold]{d.id}[/] {d.title} — {_counts(d)} ({'ingested' if result.changed else 'unchanged'})",
-                 highlight=False)
+    stdout.print(f"[bold]{d.id}[/] {d.title} — {_counts(d)} ({_outcome(result)})", highlight=False)
 
 
 def _document_lines() -> Callable[[IngestResult], None]:
@@ -454,8 +464,8 @@ def _document_lines() -> Callable[[IngestResult], None]:
         _print_document(result)
         d = result.document
         if progress_lines:
-            print(f"{'ingested' if result.changed else 'unchanged'} {d.source}: {_counts(d)}, {now - last:.1f} s",
-                  file=sys.stderr, flush=True)
+            state = "duplicate" if result.duplicate_of else "ingested" if result.changed else "unchanged"
+            print(f"{state} {d.source}: {_counts(d)}, {now - last:.1f} s", file=sys.stderr, flush=True)
         last = now
 
     return line

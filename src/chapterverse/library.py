@@ -63,7 +63,10 @@ def _read_bytes(path: Path) -> bytes:
 class IngestResult:
     document: DocumentRecord
     changed: bool
-    """False when the same content was already in the library under the same source (nothing done)."""
+    """False when the same content was already in the library (nothing done)."""
+    duplicate_of: DocumentRecord | None = None
+    """The document of another source that already holds this content, which was then not added again
+    (``document`` is that document); None when the content was new or stored under the same source."""
 
 
 @dataclass(slots=True)
@@ -183,7 +186,8 @@ class Library:
     def ingest(self, paths: Iterable[str | Path], *, force_rebuild: bool = False, password: str | None = None,
                progress: Progress | None = None, as_books: bool = False, title: str | None = None,
                done: Callable[[IngestResult], None] | None = None,
-               failed: Callable[[SourceError], None] | None = None) -> list[IngestResult]:
+               failed: Callable[[SourceError], None] | None = None,
+               allow_duplicate: bool = False) -> list[IngestResult]:
         """Ingest files and folders (recursively). Each document is written atomically on its own.
 
         ``as_books``: every path is a folder of chapter files that becomes one document (:meth:`ingest_book`);
@@ -191,6 +195,8 @@ class Library:
         as it is stored (the CLI's line per document when its output is not a terminal). ``failed``, when given,
         is called with the error of each file (or book) that cannot be read, and the others are still ingested,
         as a careful tool does with a folder holding one corrupt file; without it the first such error is raised.
+        A file whose content the library already holds under another source is not added again (its result names
+        that document in ``duplicate_of``) unless ``allow_duplicate``.
         """
         from .sources import iter_folder
 
@@ -214,35 +220,37 @@ class Library:
 
         for path in locations:
             if as_books:
-                stored(lambda: self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress))
+                stored(lambda: self.ingest_book(path, title=title, force_rebuild=force_rebuild, progress=progress,
+                                                allow_duplicate=allow_duplicate))
             elif path.is_dir():
                 for file, source in iter_folder(path):
                     stored(lambda: self.ingest_file(file, source=source, force_rebuild=force_rebuild,
                                                     password=password, progress=progress,
-                                                    metadata=_folder_metadata(path, source)))
+                                                    metadata=_folder_metadata(path, source),
+                                                    allow_duplicate=allow_duplicate))
             else:
                 stored(lambda: self.ingest_file(path, force_rebuild=force_rebuild, password=password,
-                                                progress=progress))
+                                                progress=progress, allow_duplicate=allow_duplicate))
         self.store.catch_up()
         return results
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None,
-                    metadata: dict[str, Any] | None = None) -> IngestResult:
+                    metadata: dict[str, Any] | None = None, allow_duplicate: bool = False) -> IngestResult:
         """One file, read and stored only when its content hash changed: the path ``ingest`` and the knowledge
         base's folder sync share. ``metadata`` goes on the stored document: the folder it was ingested with
         (``folder``, so a reader can group the documents of one folder, whose sources are relative to it), or
-        the knowledge base's mark of a folder file."""
+        the knowledge base's mark of a folder file. Content held under another source: see :meth:`ingest`."""
         from .sources import read_source
 
         path = Path(path)
         data = _read_bytes(path)
         return self._ingest_changed(source or path.name, content_hash(data), len(data),
                                     lambda: read_source(path, password=password), force_rebuild, progress,
-                                    metadata=metadata)
+                                    metadata=metadata, allow_duplicate=allow_duplicate)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
-                    progress: Progress | None = None) -> IngestResult:
+                    progress: Progress | None = None, allow_duplicate: bool = False) -> IngestResult:
         """A folder of Markdown, TXT and HTML chapter files as one document (``sources.book``), stored under the
         folder's name. Nothing is read again while the files, their bytes and the title are unchanged."""
         from .sources.book import book_files, read_book
@@ -255,17 +263,23 @@ class Library:
             size += len(data)
             digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
         return self._ingest_changed(folder.resolve().name, digest.hexdigest(), size,
-                                    lambda: read_book(folder, title=title), force_rebuild, progress)
+                                    lambda: read_book(folder, title=title), force_rebuild, progress,
+                                    allow_duplicate=allow_duplicate)
 
     def _ingest_changed(self, source: str, digest: str, size_bytes: int, read: Callable[[], ParsedDocument],
                         force_rebuild: bool, progress: Progress | None,
-                        metadata: dict[str, Any] | None = None) -> IngestResult:
-        """The stored document of ``source`` when its content hash is ``digest``, else ``read()`` replacing it."""
+                        metadata: dict[str, Any] | None = None, allow_duplicate: bool = False) -> IngestResult:
+        """The stored document of ``source`` when its content hash is ``digest``, else ``read()`` replacing it
+        (unless another source holds that content and ``allow_duplicate`` is off: then that document)."""
         existing = self.store.documents_by_source(source)
         if not force_rebuild:
             for doc in existing:
                 if doc.content_hash == digest:
                     return IngestResult(doc, changed=False)
+        if not allow_duplicate:
+            for doc in self.store.documents_by_content(digest):
+                if doc.source != source and not doc.ephemeral:
+                    return IngestResult(doc, changed=False, duplicate_of=doc)
         if progress:
             progress(f"reading {source}", 0, 1)
         doc = self.add_parsed(read(), source=source, content_hash=digest, size_bytes=size_bytes,

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ChapterverseError, StoppingError
-from ..library import Library, Progress
+from ..library import IngestResult, Library, Progress
 from ..sources import iter_folder
 
 __all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
@@ -55,6 +55,8 @@ class SyncReport:
     indexed: list[str] = field(default_factory=list)
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
+    duplicates: dict[str, str] = field(default_factory=dict)
+    """Files not indexed because another source already holds the same content: file -> that source."""
     errors: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     force_rebuild: bool = False
@@ -97,38 +99,44 @@ class FolderSync:
         store = self.library.store
         with self._exclusive():
             self._snapshot = self._scan()
-            present: set[str] = set()
-            for path, source in iter_folder(self.path, contained=True):
-                present.add(source)
+            files = list(iter_folder(self.path, contained=True))
+            present = {source for _, source in files}
+            # Deleted files go first: a file renamed (or moved between subfolders) is then new content, not a copy.
+            gone = [d for d in store.documents() if d.metadata.get(ORIGIN_KEY) == "folder" and d.source not in present]
+            if gone:
+                store.remove_documents([d.id for d in gone])
+                report.removed = sorted({d.source for d in gone})
+            for path, source in files:
                 try:
-                    changed = self._sync_file(path, source, force_rebuild)
+                    result = self._sync_file(path, source, force_rebuild)
                 except StoppingError:
                     raise
                 except ChapterverseError as exc:
                     report.errors[source] = str(exc)
                     log.warning("RAG: cannot index %s: %s", source, exc)
                     continue
-                if changed:
+                if result.duplicate_of is not None:
+                    report.duplicates[source] = result.duplicate_of.source
+                    log.warning("RAG: not indexing %s: the same content is already indexed as %s", source,
+                                result.duplicate_of.source)
+                elif result.changed:
                     report.indexed.append(source)
                 else:
                     report.unchanged += 1
-            gone = [d for d in store.documents() if d.metadata.get(ORIGIN_KEY) == "folder" and d.source not in present]
-            if gone:
-                store.remove_documents([d.id for d in gone])
-                report.removed = sorted({d.source for d in gone})
         report.seconds = round(time.perf_counter() - started, 3)
         self.last_sync = report
         log.info("RAG: sync of %s in %.2f s — %d indexed, %d unchanged, %d removed, %d failed", self.path,
                  report.seconds, len(report.indexed), report.unchanged, len(report.removed), len(report.errors))
         return report
 
-    def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> bool:
-        """Whether the file was (re-)indexed: only when its content hash changed, or ``force_rebuild``."""
+    def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> IngestResult:
+        """The file (re-)indexed only when its content hash changed, or ``force_rebuild``; a copy of content
+        already indexed under another source is not indexed twice."""
         result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, progress=self._progress,
                                           metadata={ORIGIN_KEY: "folder"})
         if result.changed:
             log.info("RAG: indexed %s", source)
-        return result.changed
+        return result
 
     def _scan(self) -> dict[str, tuple[int, int]]:
         """(mtime, size) of every indexable file: cheap enough to poll."""

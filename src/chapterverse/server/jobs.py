@@ -40,6 +40,8 @@ class Job:
     message: str = ""
     document_ids: list[int] = field(default_factory=list)
     error: str | None = None
+    notice: str | None = None
+    """What the user should know about a job that succeeded, e.g. that the book was already in the library."""
     stopping: threading.Event = field(default_factory=threading.Event, repr=False)
     """Set when the server stops; the next progress report then ends the job."""
 
@@ -51,7 +53,7 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "state": self.state, "done": self.done, "total": self.total, "message": self.message,
-                "document_ids": list(self.document_ids), "error": self.error}
+                "document_ids": list(self.document_ids), "error": self.error, "notice": self.notice}
 
 
 Work = Callable[[Job], None]

@@ -26,7 +26,7 @@ from starlette.datastructures import UploadFile
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
-from ..errors import ChapterverseError, InputError, TagError
+from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
@@ -234,9 +234,11 @@ async def upload(request: Request) -> dict[str, Any]:
         folder = Path(tempfile.mkdtemp(prefix="upload-", dir=_upload_dir(state.reader)))
         path = folder / name
         await run_in_threadpool(_save, upload, path)
+        allow_duplicate = form.get("allow_duplicate") in ("true", "1")
     finally:
         await form.close()
-    job = state.jobs.submit(f"upload {name}", lambda job: _ingest_upload(state.reader, path, f"upload/{name}", job))
+    job = state.jobs.submit(f"upload {name}", lambda job: _ingest_upload(state.reader, path, f"upload/{name}", job,
+                                                                        allow_duplicate=allow_duplicate))
     return {"job": job.to_json()}
 
 
@@ -252,12 +254,18 @@ def _save(upload: UploadFile, path: Path) -> None:
         shutil.copyfileobj(upload.file, out, 1024 * 1024)
 
 
-def _ingest_upload(library: Library, path: Path, source: str, job: Job) -> None:
+def _ingest_upload(library: Library, path: Path, source: str, job: Job, *, allow_duplicate: bool) -> None:
+    """Ingest an uploaded file; its errors name the file as uploaded, never the server's temporary folder."""
     try:
-        result = library.ingest_file(path, source=source, progress=job.progress)
-        job.document_ids.append(result.document.id)
+        result = library.ingest_file(path, source=source, progress=job.progress, allow_duplicate=allow_duplicate)
+    except SourceError as exc:
+        raise SourceError(path.name, exc.reason.replace(str(path), path.name)) from exc
     finally:
         shutil.rmtree(path.parent, ignore_errors=True)
+    job.document_ids.append(result.document.id)
+    if result.duplicate_of is not None:
+        job.notice = (f"the library already holds this book as “{result.duplicate_of.title}” (document "
+                      f"{result.duplicate_of.id}); it was not added again")
 
 
 class PathRequest(BaseModel):

@@ -36,6 +36,9 @@ class SyncReportShape(_Shape):
     indexed: list[str] = Field(description="Sources (re)indexed.")
     unchanged: int = Field(description="Files whose content hash was unchanged (not re-read).")
     removed: list[str] = Field(description="Sources whose file is gone.")
+    duplicates: dict[str, str] = Field(default_factory=dict,
+                                       description="Source -> the source already indexed with the same content "
+                                                   "(the copy is not indexed twice).")
     errors: dict[str, str] = Field(description="Source -> why it could not be read.")
     seconds: float
     force_rebuild: bool
@@ -302,6 +305,8 @@ class JobShape(_Shape):
     message: str = Field(description="The current stage.")
     document_ids: list[int] = Field(description="Documents written so far.")
     error: str | None
+    notice: str | None = Field(None, description="Set on a job that succeeded with something to say, e.g. that "
+                                                 "the library already held the book (its id is in document_ids).")
 
 
 class JobAccepted(_Shape):

@@ -86,6 +86,11 @@ class SharedReads(ABC):
                           (without_nul(source),))
         return [document_record(r) for r in rows]
 
+    def documents_by_content(self, content_hash: str) -> list[DocumentRecord]:
+        rows = self._rows(f"SELECT {DOC_COLUMNS} FROM documents d WHERE d.content_hash={self._P} ORDER BY d.id",
+                          (without_nul(content_hash),))
+        return [document_record(r) for r in rows]
+
     def languages(self) -> list[str]:
         return [r[0] for r in self._rows("SELECT DISTINCT language FROM documents ORDER BY language")]
 

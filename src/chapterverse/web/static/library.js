@@ -247,6 +247,8 @@ export class Library {
     });
     if (last.state === "failed") {
       line.replaceChildren(h("span", { class: "cv-error" }, `${name}: ${last.error || "failed"}`));
+    } else if (last.notice) {
+      line.replaceChildren(h("span", { class: "cv-notice", "data-cv-job-notice": true }, `${name}: ${last.notice}.`));
     } else {
       const count = (last.document_ids || []).length;
       line.replaceChildren(h("span", { class: "cv-ok" }, `${name}: added ${count} ${count === 1 ? "document" : "documents"}.`));
