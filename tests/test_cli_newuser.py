@@ -232,3 +232,24 @@ def test_a_chat_is_named_by_its_first_question_and_an_empty_one_is_not_kept(book
     chat_id = int(re.search(r"saved as chat (\d+); export with", asked.stderr)[1])  # type: ignore[index]
     code, exported = run("export", str(chat_id), "--library", str(books))
     assert code == 0 and exported.startswith("# Who kept the light\n")
+
+
+def test_serve_names_a_library_it_had_to_make_and_refuses_a_file_as_kb_folder(tmp_path: Path) -> None:
+    """``serve --library DIR`` of a folder holding no library makes one for the reader's uploads and says so on
+    its start-up line (a mistyped folder shows at once); ``--rag_kb_path FILE`` is one error line, exit 2."""
+    port = free_port()
+    server = serve_process("--port", str(port), "--library", str(tmp_path / "new-lib"))
+    try:
+        line = startup_line(server)
+        assert f"(library: {tmp_path / 'new-lib'}, new and empty: created now)" in line, line
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a folder\n")
+    refused = serve_process("--port", str(free_port()), "--rag_enabled", "--rag_kb_path", str(notes))
+    _, err = refused.communicate(timeout=120)
+    assert refused.returncode == 2
+    assert err.strip().splitlines()[-1] == (f"error: {notes}: --rag_kb_path names the knowledge base's folder, and "
+                                            "this is not a folder"), err
+    assert "Traceback" not in err

@@ -23,12 +23,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from typer.core import TyperCommand, TyperGroup
 
 from .errors import ChapterverseError, InputError, SourceError
+from .limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
 from .plainparams import convert_plainly
 
 if TYPE_CHECKING:
@@ -416,10 +417,21 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
     # On a terminal the bar shows progress and the result lines come at the end (a line on stdout would break
     # the bar); piped or logged, each document's line comes as soon as it is stored.
     bar = not json_out and stderr.is_terminal
-    with _errors(), _progress(bar) as progress:
-        results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
-                             as_books=as_book, title=title, failed=failed, allow_duplicate=allow_duplicate,
-                             done=None if json_out or bar else _document_lines())
+    lines = None if json_out or bar else _document_lines()
+    stored: list[IngestResult] = []
+
+    def done(result: IngestResult) -> None:
+        stored.append(result)
+        if lines is not None:
+            lines(result)
+
+    try:
+        with _errors(), _progress(bar) as progress:
+            results = lib.ingest(paths, force_rebuild=force_rebuild, password=password, progress=progress,
+                                 as_books=as_book, title=title, failed=failed, allow_duplicate=allow_duplicate,
+                                 done=done)
+    except KeyboardInterrupt:
+        _report_interrupted(stored)
     if not as_book:
         _report_skipped(paths, nothing_ingested=not results and not failures)
     if json_out:
@@ -430,6 +442,17 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
             _print_document(result)
     if failures:
         raise typer.Exit(2)
+
+
+def _report_interrupted(stored: list[IngestResult]) -> NoReturn:
+    """Ctrl-C during ingest: say what the library kept (each document is written whole or not at all), exit 130."""
+    kept = [r.document for r in stored if r.changed]
+    named = ", ".join(d.source for d in kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+    stderr.print(f"interrupted: {len(kept)} document{'' if len(kept) == 1 else 's'} added before it "
+                 f"{'are' if len(kept) != 1 else 'is'} kept{f' ({named})' if kept else ''}; the one being read "
+                 "was not written. Run the same command again to go on (what is stored is not read twice).",
+                 markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(130)
 
 
 def _document_json(result: IngestResult) -> dict[str, Any]:
@@ -511,7 +534,7 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
     Every hit shows its position tag, where it is in the book (the contents' path) and its relevance score (0..1,
     the passage's own evidence: the same whatever else the library holds)."""
     json_out = _wants_json(ctx, json_out)
-    _require_text(query, "search query")
+    _require_text(query, "search query", MAX_QUERY_CHARS)
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
@@ -546,10 +569,13 @@ def _place(doc_title: str, toc_path: list[str], *, fallback: str = "") -> str:
     return f"{doc_title} — {where}" if where else doc_title
 
 
-def _require_text(text: str, what: str) -> None:
-    """An empty or blank question or query is a mistake (an unquoted ``$VAR``), not a question with no answer."""
+def _require_text(text: str, what: str, limit: int) -> None:
+    """An empty or blank question or query is a mistake (an unquoted ``$VAR``), not a question with no answer;
+    one longer than the limit every front end shares (:mod:`.limits`) is a paste mistake."""
     if not text.strip():
         _fail(InputError(f"the {what} is empty"))
+    if len(text) > limit:
+        _fail(InputError(f"the {what} is {len(text):,} characters long; at most {limit:,} are read"))
 
 
 def _print_answer(result: AnswerResult) -> None:
@@ -618,7 +644,7 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
 
     With a model when one is configured, else extractively: sentences of the source itself, each with its tag."""
     json_out = _wants_json(ctx, json_out)
-    _require_text(question, "question")
+    _require_text(question, "question", MAX_QUESTION_CHARS)
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
@@ -668,6 +694,10 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
                          if chat_id is not None else "\nnothing asked, nothing saved")
             return
         if not question:
+            continue
+        if len(question) > MAX_QUESTION_CHARS:
+            stderr.print(f"that question is {len(question):,} characters long; at most {MAX_QUESTION_CHARS:,} "
+                         "are read: ask it shorter", markup=False, soft_wrap=True)
             continue
         with _errors():
             result = _answer(lib, question, doc, provider, history, stream=True)

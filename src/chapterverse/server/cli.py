@@ -87,6 +87,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
 
     from .app import create_app
 
+    existed = _library_exists(settings)
     try:
         app = create_app(settings)
     except ChapterverseError as exc:
@@ -94,7 +95,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
         return 2 if isinstance(exc, InputError) else 1
     log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it", settings.host,
              listening.getsockname()[1],
-             _library_named(settings),
+             _library_named(settings) + ("" if existed else ", new and empty: created now"),
              f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
              else "; knowledge base disabled (--rag_enabled to turn it on)")
     config = uvicorn.Config(app, host=settings.host, port=settings.port, log_level=settings.log_level,
@@ -102,6 +103,18 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         uvicorn.Server(config).run(sockets=[listening])
     return 0
+
+
+def _library_exists(settings: ServeSettings) -> bool:
+    """Whether the --library the reader shows was there before the server opened it: the reader makes a missing
+    one (so that a first upload has somewhere to go), and says so, so that a mistyped --library is seen at once."""
+    from ..config import CONFIG_NAME
+    from ..store import sqlite_file
+
+    if settings.secret("store") is not None or settings.library is None:
+        return True  # the default library or the knowledge base's, made and filled as documented
+    database = sqlite_file(settings.library)
+    return database is None or database.is_file() or (database.parent / CONFIG_NAME).is_file()
 
 
 def _library_named(settings: ServeSettings) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ChapterverseError, StoppingError
+from ..errors import ChapterverseError, InputError, StoppingError
 from ..library import IngestResult, Library, Progress
 from ..sources import iter_folder
 
@@ -69,6 +69,8 @@ def ensure_folder(folder: Path) -> bool:
     """Create a missing knowledge-base folder with a README; True when it was created."""
     if folder.is_dir():
         return False
+    if folder.exists():
+        raise InputError(f"{folder}: --rag_kb_path names the knowledge base's folder, and this is not a folder")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / README_NAME).write_text(README_TEXT, encoding="utf-8")
     log.info("RAG: created knowledge-base folder %s", folder)

@@ -1,0 +1,59 @@
+"""What a person meets at the command line (issue 29): one question limit for the CLI and the server, and a Ctrl-C
+during ingest that says what the library kept. Real processes against real library folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from chapterverse.limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
+from chapterverse.server.config import settings_from_mapping
+
+DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
+
+
+def chapterverse(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "chapterverse", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
+
+
+def test_the_cli_and_the_server_share_one_question_limit(tmp_path: Path) -> None:
+    library = tmp_path / "lib"
+    assert chapterverse("ingest", str(DEMO), "--library", str(library)).returncode == 0
+    long_question = "Who kept the lamp " + "very " * (MAX_QUESTION_CHARS // 5)
+    asked = chapterverse("ask", long_question, "--library", str(library))
+    assert asked.returncode == 2
+    assert f"at most {MAX_QUESTION_CHARS:,} are read" in asked.stderr and asked.stdout == ""
+    searched = chapterverse("search", "lamp " * (MAX_QUERY_CHARS // 5 + 1), "--library", str(library))
+    assert searched.returncode == 2 and f"at most {MAX_QUERY_CHARS:,} are read" in searched.stderr
+    settings = settings_from_mapping({"rag_kb_path": tmp_path / "kb"})
+    assert (settings.max_question_chars, settings.max_query_chars) == (MAX_QUESTION_CHARS, MAX_QUERY_CHARS)
+
+
+def test_ctrl_c_during_ingest_says_what_was_kept(tmp_path: Path) -> None:
+    folder = tmp_path / "books"
+    folder.mkdir()
+    text = DEMO.read_text(encoding="utf-8")
+    for n in range(1, 31):  # distinct contents, so that none is a copy of another
+        (folder / f"book-{n:02d}.md").write_text(f"# Copy {n}\n\n{text}", encoding="utf-8")
+    library = tmp_path / "lib"
+    child = subprocess.Popen([sys.executable, "-m", "chapterverse", "ingest", str(folder), "--library", str(library)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stderr is not None
+    first = child.stdout.readline()  # piped: each document's line comes as soon as it is stored
+    assert "(ingested)" in first, first
+    time.sleep(0.2)
+    child.send_signal(signal.SIGINT)
+    out, err = child.communicate(timeout=120)
+    assert child.returncode == 130, err
+    assert "interrupted:" in err and "kept" in err and "Run the same command again" in err
+    listed = chapterverse("docs", "--library", str(library), "--json")
+    kept = json.loads(listed.stdout)["documents"]
+    assert 1 <= len(kept) < 30
+    assert f"{len(kept)} document" in err  # what it says is what the library holds
+    assert chapterverse("check", "--library", str(library)).returncode == 0
