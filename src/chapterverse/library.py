@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +40,12 @@ if TYPE_CHECKING:
     from .retrieval import FusionWeights, Retriever, ScoredChunk
     from .sources import ParsedDocument
 
-__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash"]
+__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash",
+           "USER_METADATA_KEY"]
+
+USER_METADATA_KEY = "kb_metadata"
+"""Document metadata key holding the metadata its user gave it (the knowledge-base API's ``metadata``), kept apart
+from what the library records itself; its values are part of each chunk's context (``chunking.context``)."""
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding."""
@@ -322,7 +327,8 @@ class Library:
         """
         from dataclasses import replace
 
-        texts = [doc.files[c.file_ordinal].text[c.start:c.end] for doc in docs for c in doc.chunks]
+        texts = [_embedded_text(c.context, doc.files[c.file_ordinal].text[c.start:c.end])
+                 for doc in docs for c in doc.chunks]
         keep_batches = any(len(doc.chunks) > _EMBED_STEP for doc in docs)
         vectors = self.embed_passages(texts, progress=progress, label=label, keep_batches=keep_batches)
         embedded = []
@@ -336,11 +342,15 @@ class Library:
                            dynamic: bool = False, ephemeral: bool = False,
                            metadata: dict[str, Any] | None = None) -> NewDocument:
         """``prepare`` without the embedding: its vectors are empty until ``embed_prepared`` fills them (a store
-        refuses the document before then, its chunks and vectors do not match)."""
+        refuses the document before then, its chunks and vectors do not match).
+
+        Each chunk is indexed with its context (``chunking.context``): the words of its source path and of the
+        user's metadata (``metadata[USER_METADATA_KEY]``, a pre-chunked line's fields) beside its headings."""
         import numpy as np
 
         from .analysis import detect_language, index_terms, language_for_code
         from .chunking import build_segments, chunk_document
+        from .chunking.context import context_line
 
         sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
         language = language_for_code(parsed.metadata.get("language")) or detect_language(sample)
@@ -349,20 +359,22 @@ class Library:
         toc_index = _TocIndex.build(toc_entries)
         specs = chunk_document(parsed, chunk_size=self.chunk_size, overlap=self.chunk_overlap)
         prechunks = {p.file_index: p for p in parsed.prechunked or []}
-        heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter share its path
+        described = _user_metadata(metadata)
+        heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter (and context) share their terms
         chunks: list[NewChunk] = []
         for i, spec in enumerate(specs):
             text = parsed.files[spec.file_index].text[spec.start:spec.end]
             pre = prechunks.get(spec.file_index)
             path = toc_index.path_at(spec.file_index, spec.start)
-            key = tuple(path)
+            context = context_line(pre.source if pre else source, described, pre.metadata if pre else None)
+            key = (*path, context)
             if key not in heading_terms:
-                heading_terms[key] = index_terms(" ".join(path), language)
+                heading_terms[key] = index_terms(" ".join(key), language)
             chunks.append(NewChunk(
                 file_ordinal=spec.file_index, start=spec.start, end=spec.end,
                 source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
                 terms=index_terms(text, language), heading_terms=heading_terms[key],
-                title_path=path, metadata=dict(pre.metadata) if pre else {},
+                title_path=path, metadata=dict(pre.metadata) if pre else {}, context=context,
             ))
         segments = [
             NewSegment(seq=s.seq, title_path=s.title_path, start_ordinal=s.start[0], start_offset=s.start[1],
@@ -428,11 +440,15 @@ class Library:
         unchanged_spec = self._embedder is None and self._embedding_model in (None, stored)
         if stored is None or unchanged_spec or stored == self.embedder.name:
             return 0
+        from .chunking.context import context_line
+
         chunks = self.store.chunks()
         if progress:
             progress(f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
                      0, len(chunks))
-        vectors = self._embed_uncached([c.text for c in chunks], progress=progress, label="re-embedding")
+        described = {d.id: _user_metadata(d.metadata) for d in self.store.documents()}
+        texts = [_embedded_text(context_line(c.source, described.get(c.doc_id), c.metadata), c.text) for c in chunks]
+        vectors = self._embed_uncached(texts, progress=progress, label="re-embedding")
         self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
                                            {c.id: v for c, v in zip(chunks, vectors)})
         return len(chunks)
@@ -497,6 +513,17 @@ class Library:
 
         order, report = rerank_order(self.reranker, query, [h.text for h in hits])
         return SearchResult([hits[i] for i in order][:k], report)
+
+
+def _user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The metadata a user gave a document (under :data:`USER_METADATA_KEY`), whose values describe its chunks."""
+    given = (metadata or {}).get(USER_METADATA_KEY)
+    return given if isinstance(given, Mapping) else None
+
+
+def _embedded_text(context: str, text: str) -> str:
+    """What is embedded for a chunk: its context on a line before its text, when it has one."""
+    return f"{context}\n{text}" if context else text
 
 
 def _folder_metadata(folder: Path, source: str) -> dict[str, Any] | None:

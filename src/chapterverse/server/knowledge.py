@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbeddingMismatchError, InputError, NotFoundError, StoppingError
-from ..library import Hit, Library, SearchResult, content_hash
+from ..library import USER_METADATA_KEY, Hit, Library, SearchResult, content_hash
 from ..sources import ParsedDocument, ParsedFile, PreChunk
 from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
@@ -52,8 +52,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-USER_METADATA_KEY = "kb_metadata"
-"""Document metadata key holding the metadata an API caller gave for the whole document."""
 SERVER_KEY = "kb_server"
 """Metadata key of a ``persist: false`` document: the id of the server process that added it."""
 LOCK_NAME = "knowledge-base"

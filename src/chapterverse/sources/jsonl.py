@@ -2,7 +2,8 @@
 
 A line is ``{"text": "...", "source": "...", "chunk_index": 3, ...anything else...}``: ``text`` is
 required, ``source`` defaults to ``"<file name>#line<N>"`` and ``chunk_index`` to ``N`` (N the
-0-based line number), every other field is kept as chunk metadata. Blank lines are skipped.
+0-based line number), every other field is kept as chunk metadata (a ``"metadata"`` object's keys too,
+flattened into it). Blank lines are skipped.
 
 The file is all or nothing: every bad line is collected and reported at once (1-based line
 numbers, as editors show them) in one BadLinesError, so a user fixes the file in one pass.
@@ -41,7 +42,8 @@ def read_jsonl(path: str | Path) -> ParsedDocument:
         source = record.pop("source", f"{path.name}#line{number}")
         chunk_index = record.pop("chunk_index", number)
         text = record.pop("text")
-        chunks.append(PreChunk(file_index=len(files), source=source, chunk_index=chunk_index, metadata=record))
+        chunks.append(PreChunk(file_index=len(files), source=source, chunk_index=chunk_index,
+                               metadata=_flattened(record)))
         files.append(ParsedFile(text, title=source, label=source))
     if bad:
         raise BadLinesError(path, bad)
@@ -88,3 +90,12 @@ def _require_encodable(record: Any) -> None:
         json.dumps(record, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
         raise ValueError(f"unpaired surrogate escape (\\u{ord(exc.object[exc.start]):04x}) cannot be stored") from exc
+
+
+def _flattened(fields: dict[str, Any]) -> dict[str, Any]:
+    """A line's other fields as the chunk's metadata, a ``"metadata"`` object's keys among them (and winning): the
+    one shape ``add/document`` takes and ``/v1/rag/search`` returns, never ``{"metadata": {"metadata": ...}}``."""
+    nested = fields.get("metadata")
+    if not isinstance(nested, dict):
+        return fields
+    return {**{k: v for k, v in fields.items() if k != "metadata"}, **nested}

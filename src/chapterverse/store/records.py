@@ -149,6 +149,9 @@ class NewChunk:
     heading_terms: str = ""
     title_path: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: str = ""
+    """What the chunk's source path and metadata say (``chunking.context``): embedded with its text, not stored
+    as text (its words are in ``heading_terms``)."""
 
 
 @dataclass(slots=True)
