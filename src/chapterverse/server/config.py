@@ -55,7 +55,8 @@ class ServeSettings(BaseModel):
     rag_threshold: float = Field(0.25, ge=0.0, le=1.0, description="Least relevance score (0..1) a chunk needs "
                                                                     "to be injected: 0.25 recall-oriented, 0.40 "
                                                                     "precision-oriented.")
-    rag_language: Literal["es", "it", "en"] = Field("es", description="Language of the injected context header.")
+    rag_language: Literal["auto", "es", "it", "en"] = Field("auto", description="Language of the injected context "
+                                                                          "header; auto: the question's.")
     rag_inject_as: Literal["system", "user"] = Field("system", description="Inject retrieved context as a "
                                                                            "system message or into the user turn.")
     rag_chunk_size: int = Field(512, ge=16, description="Chunk size in tokens.")

@@ -1,6 +1,6 @@
 """Retrieved context for chat requests, and the verified citations of the reply. Pure functions, no I/O.
 
-The context is one block headed in the configured language; each item is
+The context is one block headed in the question's language (or the configured one); each item is
 ``[i] (source=faq.md, score=0.672)`` followed by the chunk's text and its position tag, so the
 model can cite what it was shown. ``inject_as="system"`` adds the block to the leading system
 message (or inserts one at the start): a second system message later in the conversation breaks
@@ -19,11 +19,12 @@ from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from ..analysis import detect_language
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..library import Hit
 from ..positions import Span, defang_tags
 
-__all__ = ["HEADERS", "context_block", "inject_context", "last_user_text", "content_text", "hits_summary",
+__all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text", "hits_summary",
            "ReplyFilter"]
 
 HEADERS: dict[str, str] = {
@@ -53,10 +54,23 @@ def last_user_text(messages: Sequence[Any]) -> tuple[int, str] | None:
     return None
 
 
+_HEADER_FOR = {"spanish": "es", "italian": "it"}
+"""The header language of a question detected in these languages (``analysis.detect_language``); English else."""
+
+
+def header_language(setting: str, question: str) -> str:
+    """The header's language: the one ``--rag_language`` sets, or with ``auto`` (the default) the question's,
+    so an English question to an English knowledge base is not handed a Spanish header."""
+    if setting != "auto":
+        return setting
+    return _HEADER_FOR.get(detect_language(question), "en")
+
+
 def context_block(hits: Sequence[Hit], language: str) -> str:
-    """The block to inject. Retrieved text is defanged exactly as the agent's tools defang it
-    (``positions.defang_tags``): a tag written inside a document must never reach the model looking like one
-    chapterverse appended, or a model repeating it would cite an unrelated passage as verified."""
+    """The block to inject, headed in ``language`` (a key of :data:`HEADERS`). Retrieved text is defanged exactly
+    as the agent's tools defang it (``positions.defang_tags``): a tag written inside a document must never reach
+    the model looking like one chapterverse appended, or a model repeating it would cite an unrelated passage as
+    verified."""
     hits = [_defanged(hit) for hit in hits]
     items = [f"[{i}] (source={hit.chunk.source}, score={hit.score:.3f})\n{hit.text.strip()} {hit.tag}"
              for i, hit in enumerate(hits, start=1)]

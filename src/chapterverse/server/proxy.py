@@ -43,7 +43,15 @@ from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..positions import Span
 from .bodies import require_text_body
 from .errors import ApiError, error_body
-from .injection import ReplyFilter, content_text, context_block, hits_summary, inject_context, last_user_text
+from .injection import (
+    ReplyFilter,
+    content_text,
+    context_block,
+    header_language,
+    hits_summary,
+    inject_context,
+    last_user_text,
+)
 from .limits import check_length
 from .rewrite import carry_query, llm_query
 from .state import ServerState, server_state
@@ -197,7 +205,7 @@ async def inject(state: ServerState, messages: list[Any], index: int, query: str
         log.info("RAG turn %d: nothing above threshold %.2f for %r — forwarded untouched", turn,
                  settings.rag_threshold, _short(query))
         return messages, []
-    block = context_block(hits, settings.rag_language)
+    block = context_block(hits, header_language(settings.rag_language, query))
     injected = inject_context(messages, block, settings.rag_inject_as, index, part_type=part_type)
     log.info("RAG turn %d: injected %d chunks as %s for %r — %s", turn, len(hits), settings.rag_inject_as,
              _short(query), hits_summary(hits))

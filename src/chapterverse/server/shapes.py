@@ -56,7 +56,7 @@ class KbStatus(_Shape):
     device: str
     top_k: int
     threshold: float
-    language: Literal["es", "it", "en"]
+    language: Literal["auto", "es", "it", "en"]
     inject_as: Literal["system", "user"]
     chunk_size: int
     chunk_overlap: int
