@@ -90,7 +90,7 @@ def test_verbose_is_accepted_after_the_command(books: Path) -> None:
         assert result.returncode == 0, result.stderr
         assert "retrying in" in result.stderr and "WARNING: model failed, answering extractively" in result.stderr
     code, output = run("search", "lamp", "--library", str(books), "-v", "-k", "1")
-    assert code == 0 and output.count("(score ") == 1
+    assert code == 0 and output.count("(relevance ") == 1
 
 
 def test_search_hits_say_where_in_the_book_they_are(books: Path) -> None:
@@ -99,16 +99,17 @@ def test_search_hits_say_where_in_the_book_they_are(books: Path) -> None:
     query = ["search", "Marta found a wooden chest", "--k", "3", "--library", str(books), "--doc", "1"]
     code, output = run(*query)
     assert code == 0
-    heads = [line for line in output.splitlines() if line.startswith("[f1-")]
+    heads = [line for line in output.splitlines() if re.match(r"\d\. \[f1-", line)]
     hits = json.loads(run(*query, "--json")[1])["results"]
     assert len(heads) == len(hits) == 3
-    for head, hit in zip(heads, hits):
+    for n, (head, hit) in enumerate(zip(heads, hits), start=1):
         path = json.loads(run("resolve", hit["tag"], "--json", "--library", str(books))[1])["toc_path"]
         assert hit["toc_path"] == path and hit["page"] is None
         assert path[0] == "The Keeper of Gull Rock"  # the book's contents begin with its title: not said twice
-        assert head == f"[{hit['tag']}] The Keeper of Gull Rock — {' › '.join(path[1:])} (score {hit['score']})"
+        assert head == (f"{n}. [{hit['tag']}] The Keeper of Gull Rock — {' › '.join(path[1:])} "
+                        f"(relevance {hit['score']})")
     assert any(line.endswith(" — Chapter 3. What She Found") for line in
-               (head.rsplit(" (score", 1)[0] for head in heads)), heads
+               (head.rsplit(" (relevance", 1)[0] for head in heads)), heads
     code, output = run("search", "paraffin lamp", "--k", "1", "--library", str(books), "--doc", "2", "--json")
     [hit] = json.loads(output)["results"]
     assert (hit["toc_path"], hit["page"]) == (["Chapter One: The Lamp"], "1")
@@ -119,7 +120,7 @@ def test_search_hits_in_a_pdf_name_the_printed_page(books: Path) -> None:
     code, output = run("search", "paraffin lamp", "--k", "1", "--library", str(books), "--doc", "2")
     assert code == 0
     first = output.splitlines()[0]
-    assert re.fullmatch(r"\[f\d+-\d+-\d+\] keeper — Chapter One: The Lamp, p\. 1 \(score 0\.\d+\)", first), first
+    assert re.fullmatch(r"1\. \[f\d+-\d+-\d+\] keeper — Chapter One: The Lamp, p\. 1 \(relevance 0\.\d+\)", first), first
 
 
 def test_remove_names_what_it_removed(hashed: Path) -> None:

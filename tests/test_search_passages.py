@@ -86,7 +86,7 @@ def test_search_command_shows_whole_sentences(chapter: Path, query: str) -> None
 def test_search_command_prints_the_tag_of_the_text_it_shows(chapter: Path) -> None:
     result = CliRunner().invoke(app, ["search", "Rocinante", "--k", "3", "--library", str(chapter)])
     assert result.exit_code == 0, result.output
-    for tag, text in re.findall(r"^\[(f\d+-\d+-\d+)\] .*\(score [\d.]+\)\n(.+)$", result.output, re.M):
+    for tag, text in re.findall(r"^\d+\. \[(f\d+-\d+-\d+)\] .*\(relevance [\d.]+\)\n(.+)$", result.output, re.M):
         resolved = CliRunner().invoke(app, ["resolve", tag, "--json", "--library", str(chapter)])
         assert json.loads(resolved.output)["text"].startswith(text)
 

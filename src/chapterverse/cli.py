@@ -531,8 +531,10 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
            verbose: VerboseOpt = False) -> None:
     """Find passages: hybrid BM25 + embedding search.
 
-    Every hit shows its position tag, where it is in the book (the contents' path) and its relevance score (0..1,
-    the passage's own evidence: the same whatever else the library holds)."""
+    Hits come in ranking order, numbered (BM25, embeddings and relevance fused: what finds answers best). Each
+    shows its position tag, where it is in the book (the contents' path) and its relevance (0..1, the passage's
+    own evidence, the same whatever else the library holds, what --threshold compares): so a passage of lower
+    relevance may rank above one of higher when the other signals favour it."""
     json_out = _wants_json(ctx, json_out)
     _require_text(query, "search query", MAX_QUERY_CHARS)
     _configure_logging(ctx, verbose)
@@ -550,10 +552,10 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
         return
     from rich.text import Text
 
-    for r in results:
+    for rank, r in enumerate(results, start=1):
         where = _place(r["doc_title"], r["toc_path"])
         where += f", p. {r['page']}" if r["page"] else ""
-        stdout.print(Text.assemble((f"[{r['tag']}]", "bold"), f" {where} (score {r['score']})"),
+        stdout.print(Text.assemble(f"{rank}. ", (f"[{r['tag']}]", "bold"), f" {where} (relevance {r['score']})"),
                      highlight=False)
         stdout.print(r["text"], markup=False, highlight=False)
         stdout.print()
