@@ -257,6 +257,8 @@ def test_searching_inside_a_book_opens_the_passage(reader_server: Any, browser_p
     assert all(reader_server.resolve(t)["doc_id"] == keeper for t in tags if t), "only this book's passages"
     tag = tags[0]
     assert tag and "neap tide" in reader_server.resolve(tag)["text"]
+    marked = hits.first.locator("mark.cv-search-term").all_inner_texts()  # the query's words stand out
+    assert {m.lower() for m in marked} >= {"neap", "tide"}, marked
     hits.first.click()
     expect(page).to_have_url(f"{reader_server.base_url}/read/{keeper}#{tag}")
     assert_highlight(page, reader_server, tag)

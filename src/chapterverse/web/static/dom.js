@@ -65,3 +65,21 @@ export function toast(message, { error = false } = {}) {
 export function isPlainClick(event) {
   return event.button === 0 && !event.metaKey && !event.ctrlKey && !event.shiftKey && !event.altKey;
 }
+
+/** `text` as nodes with the query's words (three letters or more, any case) in <mark>s: what the reader scans a
+ *  hit list for. Whole words only, so "art" does not light up inside "heart". */
+export function markedTerms(text, query) {
+  const words = [...new Set(String(query).toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) || [])];
+  if (!words.length) return [text];
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const pattern = new RegExp(`(?<![\\p{L}\\p{N}])(${escaped.join("|")})(?![\\p{L}\\p{N}])`, "giu");
+  const nodes = [];
+  let last = 0;
+  for (const match of text.matchAll(pattern)) {
+    if (match.index > last) nodes.push(text.slice(last, match.index));
+    nodes.push(h("mark", { class: "cv-search-term" }, match[0]));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) nodes.push(text.slice(last));
+  return nodes;
+}

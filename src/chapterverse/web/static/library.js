@@ -5,7 +5,7 @@
 
 import { hitPlace } from "./answer.js";
 import { ApiError, api, pollJob, uploadFile } from "./api.js";
-import { formatBytes, formatDate, h } from "./dom.js";
+import { formatBytes, formatDate, h, markedTerms } from "./dom.js";
 
 const SUMMARY_LABELS = {
   none: "no summary",
@@ -139,7 +139,8 @@ export class Library {
         h("a", { href: `/read/${encodeURIComponent(r.doc_id)}#${r.tag}`, "data-route": true, "data-tag": r.tag,
           class: "cv-search-link" },
         h("span", { class: "cv-search-where" }, hitPlace([r.doc_title, ...(r.toc_path || [])], r.page)),
-        h("span", { class: "cv-search-text" }, [...r.text].length > 280 ? `${[...r.text].slice(0, 280).join("")}…` : r.text),
+        h("span", { class: "cv-search-text" },
+          ...markedTerms([...r.text].length > 280 ? `${[...r.text].slice(0, 280).join("")}…` : r.text, query)),
         h("code", { class: "cv-search-tag" }, `[${r.tag}]`))))
         : [h("li", { class: "cv-empty" }, `No passage matches “${query}”.`)]));
     } catch (err) {

@@ -9,7 +9,7 @@
 import { api } from "./api.js";
 import { TAG_KEY_RE, hitPlace, passageHref } from "./answer.js";
 import { CodePointIndex } from "./codepoints.js";
-import { h, isPlainClick } from "./dom.js";
+import { h, isPlainClick, markedTerms } from "./dom.js";
 
 /** "#f5-10-20" -> {file, start, end}; "#f5-10" -> {file, offset}; "#f5" -> {file}; else null. */
 export function parseHash(hash) {
@@ -235,8 +235,9 @@ export class Reader {
     const made = segments.filter((s) => s.summary);
     if (!made.length) {
       this.summaries.replaceChildren(h("p", { class: "cv-muted" },
-        "No summaries yet: the first question about this book starts them, or run ",
-        h("code", {}, `chapterverse summarize --doc ${this.doc.id}`), "."));
+        "No summaries yet: the first question about this book asked with a chat model starts them (set one under ",
+        "Settings), or run ", h("code", {}, `chapterverse summarize --doc ${this.doc.id}`),
+        ", which without a model makes extractive ones."));
       return;
     }
     const items = made.map((s) => h("details", { class: "cv-summary", "data-cv-summary": s.seq },
@@ -256,7 +257,8 @@ export class Reader {
       this.searchResults.replaceChildren(...(results.length ? results.map((r) => h("li", { class: "cv-search-hit" },
         h("a", { class: "cv-search-link", href: passageHref(this.doc.id, r.tag), "data-tag": r.tag },
           h("span", { class: "cv-search-where" }, hitPlace(r.toc_path && r.toc_path.length ? r.toc_path : [this.doc.title], r.page)),
-          h("span", { class: "cv-search-text" }, [...r.text].length > 160 ? `${[...r.text].slice(0, 160).join("")}…` : r.text))))
+          h("span", { class: "cv-search-text" },
+            ...markedTerms([...r.text].length > 160 ? `${[...r.text].slice(0, 160).join("")}…` : r.text, query)))))
         : [h("li", { class: "cv-muted" }, `No passage matches “${query}”.`)]));
     } catch (err) {
       this.searchResults.replaceChildren(h("li", { class: "cv-error" }, `Search failed: ${err.explanation || err.message}`));
