@@ -26,12 +26,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from ..errors import ChapterverseError
 from .kbdata import KbQuestion, KbSet, kb_set
 
 if TYPE_CHECKING:
+    import httpx
     from fastapi import FastAPI
 
 __all__ = ["GROUPS", "GroupScore", "KbBenchReport", "QuestionRecord", "run_kb_bench", "sample_questions"]
@@ -159,6 +158,8 @@ def run_kb_bench(*, embedding_model: str | None = None, top_k: int = 3, threshol
 def _run(data: KbSet, folder: Path, *, embedding_model: str | None, top_k: int, threshold: float,
          questions: Sequence[KbQuestion], progress: Callable[[str, int, int], None] | None) -> KbBenchReport:
     """The set through a server: one batch upsert, then each question (``_ask``)."""
+    import httpx
+
     from ..server.app import create_app
     from ..server.config import settings_from_mapping
 
