@@ -64,3 +64,23 @@ def test_the_context_line_holds_what_a_user_wrote_about_a_text() -> None:
     assert context_line("moby-dick.epub", None) == ""  # a file name alone says nothing the text does not
     assert context_line("faq/returns.md", {"tags": ["refund", "policy"], "vip": True, "n": 3}) == \
         "faq returns refund policy 3"
+
+
+def test_only_a_knowledge_bases_records_are_described_by_their_source_path(tmp_path: Path) -> None:
+    """A KB folder file's path is named by its user; a book's path under the folder ``ingest`` was given is not:
+    its chunks are indexed and embedded as before (the dev sets' libraries read the same chunks)."""
+    from hashembed import HashingEmbedder
+
+    from chapterverse.library import ORIGIN_KEY, Library
+
+    note = tmp_path / "customer_812" / "order.md"
+    note.parent.mkdir()
+    note.write_text("Order 5531 shipped on Monday.\n", encoding="utf-8")
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    book = library.ingest_file(note, source="customer_812/order.md").document
+    record = library.ingest_file(note, source="orders/customer_812/order.md", metadata={ORIGIN_KEY: "folder"},
+                                 allow_duplicate=True).document
+    headings = {row[1]: row[4] for row in library.store.lexical_rows()}
+    assert "812" not in headings[book.id].split()
+    assert {"812", "order"} <= set(headings[record.id].split())
+    library.close()

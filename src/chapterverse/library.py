@@ -41,7 +41,12 @@ if TYPE_CHECKING:
     from .sources import ParsedDocument
 
 __all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash",
-           "USER_METADATA_KEY"]
+           "ORIGIN_KEY", "USER_METADATA_KEY"]
+
+ORIGIN_KEY = "kb_origin"
+"""Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
+/v1/rag). Their source paths are named by their users (``pedidos/cliente_456/8942``), so their words are part of
+each chunk's context; a book's file name, or the folder path ``ingest`` was given, is not."""
 
 USER_METADATA_KEY = "kb_metadata"
 """Document metadata key holding the metadata its user gave it (the knowledge-base API's ``metadata``), kept apart
@@ -360,13 +365,15 @@ class Library:
         specs = chunk_document(parsed, chunk_size=self.chunk_size, overlap=self.chunk_overlap)
         prechunks = {p.file_index: p for p in parsed.prechunked or []}
         described = _user_metadata(metadata)
+        named_by_user = ORIGIN_KEY in (metadata or {})
         heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter (and context) share their terms
         chunks: list[NewChunk] = []
         for i, spec in enumerate(specs):
             text = parsed.files[spec.file_index].text[spec.start:spec.end]
             pre = prechunks.get(spec.file_index)
             path = toc_index.path_at(spec.file_index, spec.start)
-            context = context_line(pre.source if pre else source, described, pre.metadata if pre else None)
+            context = context_line(pre.source if pre else source if named_by_user else "", described,
+                                   pre.metadata if pre else None)
             key = (*path, context)
             if key not in heading_terms:
                 heading_terms[key] = index_terms(" ".join(key), language)
@@ -440,14 +447,12 @@ class Library:
         unchanged_spec = self._embedder is None and self._embedding_model in (None, stored)
         if stored is None or unchanged_spec or stored == self.embedder.name:
             return 0
-        from .chunking.context import context_line
-
         chunks = self.store.chunks()
         if progress:
             progress(f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
                      0, len(chunks))
-        described = {d.id: _user_metadata(d.metadata) for d in self.store.documents()}
-        texts = [_embedded_text(context_line(c.source, described.get(c.doc_id), c.metadata), c.text) for c in chunks]
+        documents = {d.id: d for d in self.store.documents()}
+        texts = [_embedded_text(_stored_context(c, documents.get(c.doc_id)), c.text) for c in chunks]
         vectors = self._embed_uncached(texts, progress=progress, label="re-embedding")
         self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
                                            {c.id: v for c, v in zip(chunks, vectors)})
@@ -519,6 +524,17 @@ def _user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     """The metadata a user gave a document (under :data:`USER_METADATA_KEY`), whose values describe its chunks."""
     given = (metadata or {}).get(USER_METADATA_KEY)
     return given if isinstance(given, Mapping) else None
+
+
+def _stored_context(chunk: ChunkRecord, doc: DocumentRecord | None) -> str:
+    """A stored chunk's context, as :meth:`Library.prepare_unembedded` made it: pre-chunked lines (whose chunk
+    source differs from the document's, or that carry their own metadata) and knowledge-base records are described
+    by their source path."""
+    from .chunking.context import context_line
+
+    metadata = doc.metadata if doc else {}
+    named_by_user = ORIGIN_KEY in metadata or bool(chunk.metadata) or (doc is not None and chunk.source != doc.source)
+    return context_line(chunk.source if named_by_user else "", _user_metadata(metadata), chunk.metadata)
 
 
 def _embedded_text(context: str, text: str) -> str:

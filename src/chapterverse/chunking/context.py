@@ -7,9 +7,10 @@ context line built here is indexed beside the chunk (the lexical index's weighte
 with it (a line before its text), so a question naming the customer finds the order. It is never part of a
 chunk's text: a citation still names, and shows, exactly the source's own words.
 
-Only what a user wrote about a text counts: a source that is a path (a file name alone says nothing the text
-does not), and the values of the metadata given with the text (the knowledge-base API's ``metadata``, a JSONL
-line's other fields). What the library records for itself (a folder it came from, parser warnings) does not.
+Only what a user wrote about a text counts: the source path of a knowledge base's record or of a pre-chunked
+line (the library decides which, ``Library.prepare_unembedded``; a book's file name says nothing its text does
+not), and the values of the metadata given with the text (the knowledge-base API's ``metadata``, a JSONL line's
+other fields). What the library records for itself (a folder it came from, parser warnings) does not.
 """
 
 from __future__ import annotations

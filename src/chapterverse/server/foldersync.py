@@ -19,15 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ChapterverseError, InputError, StoppingError
-from ..library import IngestResult, Library, Progress
+from ..library import ORIGIN_KEY, IngestResult, Library, Progress
 from ..sources import iter_folder
 
 __all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
 
 log = logging.getLogger(__name__)
 
-ORIGIN_KEY = "kb_origin"
-"""Document metadata key: "folder" (a file of the folder) or "api" (added through /v1/rag)."""
 README_NAME = "README"
 """The scaffold written into a new folder; without an extension, so it is never indexed."""
 README_TEXT = """\
