@@ -598,11 +598,13 @@ def _print_answer(result: AnswerResult) -> None:
 
 
 def _print_citations(result: AnswerResult) -> None:
-    """Each footnote: its number, tag, book and place in the book, then the exact cited text, indented (not in
-    added quote marks, which would double the book's own: ``ship.””``)."""
+    """Each footnote: its number, tag, book and place in the book, then the cited text, indented (not in added
+    quote marks, which would double the book's own: ``ship.””``), its tag-like strings defanged as in the answer."""
+    from .positions import defang_tags
+
     for c in result.citations:
         stdout.print(f"[{c.n}] [{c.tag}] {_place(c.doc_title, c.toc_path)}", markup=False, highlight=False)
-        stdout.print(textwrap.indent(c.text, "    "), markup=False, highlight=False)
+        stdout.print(textwrap.indent(defang_tags(c.text), "    "), markup=False, highlight=False)
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:

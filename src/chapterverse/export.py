@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .positions import defang_tags
 from .store import Store
 
 __all__ = ["chat_markdown", "chat_title"]
@@ -17,7 +18,11 @@ def chat_title(question: str) -> str:
 
 
 def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
-    """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text."""
+    """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text.
+
+    Only the answer's ``citations`` become links; every other tag-like string, in the answer or the quoted text,
+    is defanged (``positions.defang_tags``): a chat stored before answers were defanged may hold a tag its book
+    planted, and Markdown is read by people and tools that would take it for a citation."""
     chat = store.chat(chat_id)
     lines = [f"# {chat.title}", ""]
     base = base_url.rstrip("/")
@@ -30,9 +35,9 @@ def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
         citations = result.get("citations", [])
         for c in citations:
             answer = answer.replace(f"[{c['tag']}]", f"[[{c['n']}]]({base}/read/{c['doc_id']}#{c['tag']})")
-        lines += [answer, ""]
+        lines += [defang_tags(answer), ""]
         for c in citations:
             where = " › ".join(c.get("toc_path") or []) or c.get("doc_title", "")
-            quoted = "\n".join(f"> {line}" for line in c["text"].splitlines() or [""])
+            quoted = "\n".join(f"> {line}" for line in defang_tags(c["text"]).splitlines() or [""])
             lines += [f"[{c['n']}]: [{c['doc_title']} — {where}]({base}/read/{c['doc_id']}#{c['tag']})", quoted, ""]
     return "\n".join(lines).rstrip() + "\n"

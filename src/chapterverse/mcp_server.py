@@ -14,6 +14,7 @@ from .citations import Evidence
 from .errors import ChapterverseError
 from .library import Library
 from .llm.tools import ToolBox
+from .positions import defang_tags
 
 __all__ = ["build_server"]
 
@@ -47,10 +48,12 @@ def build_server(library: Library) -> MCPServer:
     @server.tool(description="The exact text a position tag such as [f5-123-165] names, with its document and "
                              "chapter.")
     def resolve(tag: str) -> dict[str, Any]:
+        """The text defanged as the other tools' is: an assistant reads it, and must not cite a tag it planted."""
         try:
             r = library.resolve(tag)
         except ChapterverseError as exc:
             return {"error": str(exc)}
-        return {"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "text": r.text, "toc_path": r.toc_path}
+        return {"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "text": defang_tags(r.text),
+                "toc_path": r.toc_path}
 
     return server

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .chunking import sentence_spans
-from .positions import Span
+from .positions import Span, defang_tags
 
 if TYPE_CHECKING:
     from .library import Hit, Library
@@ -74,5 +74,5 @@ def search_results(library: Library, hits: Sequence[Hit]) -> list[dict[str, Any]
     pages = library.printed_pages(hits)
     shown = shown_passages(hits, lambda file_id: library.store.file(file_id).text)
     return [{"tag": p.span.key, "doc_id": h.chunk.doc_id, "doc_title": h.doc_title, "toc_path": h.chunk.title_path,
-             "page": pages.get(h.chunk.file_id), "text": p.text, "score": round(h.score, 4)}
+             "page": pages.get(h.chunk.file_id), "text": defang_tags(p.text), "score": round(h.score, 4)}
             for h, p in zip(hits, shown, strict=True)]

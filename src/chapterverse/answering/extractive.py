@@ -19,7 +19,7 @@ import numpy as np
 
 from ..embeddings import Embedder
 from ..library import Hit, Library
-from ..positions import Span
+from ..positions import Span, defang_tags
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
@@ -196,7 +196,7 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
     best = chosen[0]
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
     citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
-    answer = " ".join(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)
+    answer = " ".join(f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations)
     spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
                         answer_spans=spans)
@@ -216,4 +216,4 @@ def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequenc
     if phrase is None:
         return []
     span = Span(candidate.span.file, candidate.span.start + phrase[0], candidate.span.start + phrase[1])
-    return [AnswerSpanOut(tag=span.key, text=candidate.text[phrase[0]:phrase[1]], citation=citation)]
+    return [AnswerSpanOut(tag=span.key, text=defang_tags(candidate.text[phrase[0]:phrase[1]]), citation=citation)]

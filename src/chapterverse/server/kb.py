@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator, BaseModel, Field
 
+from ..positions import defang_tags
 from .bodies import require_text_body
 from .errors import ApiError
 from .limits import MAX_ID, check_length, check_metadata
@@ -228,6 +229,8 @@ def upsert_documents(request: Request, body: UpsertDocumentsRequest, kb: KB) -> 
 
 @router.post("/search", response_model=KbSearch, summary="Chunks relevant to a query, each with its position tag")
 def search(request: Request, body: SearchRequest) -> dict[str, Any]:
+    """Each hit's text with the tag-like strings written inside it defanged (``positions.defang_tags``), as the
+    proxy injects it: a client that pastes results into a prompt must never find a citation the text planted."""
     kb = _kb(request)
     settings = server_state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
@@ -238,7 +241,7 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     results = []
     for hit in hits:
         item = kb.chunk_json(hit.chunk, docs=docs)
-        results.append({"text": hit.text, "source": hit.chunk.source, "score": round(hit.score, 4),
+        results.append({"text": defang_tags(hit.text), "source": hit.chunk.source, "score": round(hit.score, 4),
                         "tag": item["tag"], "index": hit.chunk.id, "chunk_index": hit.chunk.chunk_index,
                         "metadata": item["metadata"], "doc_title": hit.doc_title})
     reply = {"query": body.query, "count": len(results), "results": results}

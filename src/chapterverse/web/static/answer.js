@@ -1,5 +1,6 @@
-// Turns an AnswerResult into DOM: inline tags [f5-123-165] become numbered footnote links, the
-// verifier's findings are marked, and every piece of answer text is a text node (never HTML).
+// Turns an AnswerResult into DOM: inline tags [f5-123-165] that the result's `citations` hold become numbered
+// footnote links, the verifier's findings are marked, and every piece of answer text is a text node (never HTML).
+// A tag-shaped string that no citation holds is text: a book can write one, and only citations are verified.
 
 import { h } from "./dom.js";
 import { PREVIEW_ID } from "./preview.js";
@@ -55,14 +56,15 @@ const MODE_LABELS = {
 };
 
 /**
- * Footnote numbers in order of first appearance in `answer` (the contract's citations[].n),
- * each with its citation when the result carries one.
+ * Footnote numbers of the result's citations, in order of first appearance in `answer` (the contract's
+ * citations[].n), each with its citation. Only a citation makes a footnote, never a tag found in the text alone.
  */
 export function numberTags(answer, citations = []) {
   const byKey = new Map(citations.map((c) => [tagKey(c.tag), c]));
   const numbers = new Map();
   for (const match of answer.matchAll(TAG_RE)) {
-    if (!numbers.has(match[1])) numbers.set(match[1], { n: numbers.size + 1, citation: byKey.get(match[1]) || null });
+    const citation = byKey.get(match[1]);
+    if (citation && !numbers.has(match[1])) numbers.set(match[1], { n: numbers.size + 1, citation });
   }
   return numbers;
 }
@@ -148,9 +150,15 @@ function decorations(answer, result) {
   return { ranges, unplaced };
 }
 
-/** The answer split into text and tag pieces, text also cut wherever a decoration starts or ends. */
-function pieces(answer, ranges) {
-  const tags = [...answer.matchAll(TAG_RE)].map((m) => ({ start: m.index, end: m.index + m[0].length, key: m[1] }));
+/**
+ * The answer split into text and tag pieces, text also cut wherever a decoration starts or ends. A tag piece is a
+ * cited tag (in `numbers`); while `streaming`, before the citations arrive, any other tag is a "pending" piece,
+ * shown as nothing until the finished result says whether it is a citation.
+ */
+function pieces(answer, ranges, numbers, streaming) {
+  const tags = [...answer.matchAll(TAG_RE)]
+    .filter((m) => streaming || numbers.has(m[1]))
+    .map((m) => ({ start: m.index, end: m.index + m[0].length, key: m[1], pending: !numbers.has(m[1]) }));
   // A decoration edge inside a tag moves to the tag's edge, so a footnote is never cut in two.
   for (const r of ranges) {
     for (const t of tags) {
@@ -184,16 +192,17 @@ function pieces(answer, ranges) {
  * The answer text as a fragment: text nodes, footnote links, and spans marking the answer phrase,
  * unsupported sentences / unverified quotes. Returns {fragment, numbers, unplaced}.
  */
-export function answerFragment(result, docId) {
+export function answerFragment(result, docId, streaming = false) {
   const answer = String(result.answer || "");
   const numbers = numberTags(answer, result.citations || []);
   const { ranges, unplaced } = decorations(answer, result);
-  const all = pieces(answer, ranges);
+  const all = pieces(answer, ranges, numbers, streaming);
   const fragment = document.createDocumentFragment();
   let wrapper = null;
   let wrapperKey = "";
   all.forEach((piece, i) => {
     let node;
+    if (piece.kind === "tag" && piece.pending) return;
     if (piece.kind === "tag") {
       node = footnote(piece.key, numbers.get(piece.key), docId);
     } else {
@@ -278,7 +287,7 @@ export function renderResult(box, result, { docId, streaming = false, meta = {} 
   const notFound = !streaming && result.found === false;
   box.classList.toggle("cv-not-found", notFound);
   if (notFound) children.push(h("p", { class: "cv-not-found-label", "data-cv-not-found": true }, "The book does not say"));
-  const { fragment, numbers, unplaced } = answerFragment(result, docId);
+  const { fragment, numbers, unplaced } = answerFragment(result, docId, streaming);
   const text = h("div", { class: "cv-answer-text", "data-cv-answer-text": true });
   text.append(fragment);
   children.push(text);

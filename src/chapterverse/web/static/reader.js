@@ -70,11 +70,15 @@ export function markdownParts(index, start, end) {
   return cut > start ? [[start, cut, false], [cut, end, true]] : [[start, end, true]];
 }
 
-/** A summary's text as nodes: its words as text, each position tag as a link that opens the passage. */
-function summaryNodes(text, docId) {
+/**
+ * A summary's text as nodes: its words as text, each position tag of this book (`fileIds`) as a link that opens the
+ * passage. A summary cites only its own part of the book, so a tag of another file is text, whatever wrote it.
+ */
+function summaryNodes(text, docId, fileIds) {
   const nodes = [];
   let last = 0;
-  for (const m of String(text).matchAll(/\[(f\d+-\d+-\d+)\]/g)) {
+  for (const m of String(text).matchAll(/\[(f(\d+)-\d+-\d+)\]/g)) {
+    if (!fileIds.has(Number(m[2]))) continue;
     nodes.push(text.slice(last, m.index));
     nodes.push(h("a", { class: "cv-summary-tag", href: passageHref(docId, m[1]), "data-tag": m[1],
       title: "Open the passage", "aria-label": `passage ${m[1]}` }, "↗"));
@@ -242,7 +246,7 @@ export class Reader {
     }
     const items = made.map((s) => h("details", { class: "cv-summary", "data-cv-summary": s.seq },
       h("summary", {}, (s.title_path || []).join(" › ") || this.doc.title),
-      h("p", {}, summaryNodes(s.summary, this.doc.id), " ", h("a", {
+      h("p", {}, summaryNodes(s.summary, this.doc.id, new Set(this.files.map((f) => f.id))), " ", h("a", {
         class: "cv-summary-link", href: `/read/${encodeURIComponent(this.doc.id)}#f${s.file}-${s.offset}`,
         "data-file": s.file, "data-offset": s.offset,
       }, "Read this part ›"))));
