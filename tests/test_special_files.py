@@ -24,6 +24,10 @@ import httpx
 import pytest
 from serverutil import free_port, running_server, serve_process, settings_for, wait_for_job
 
+from chapterverse.errors import SourceError
+from chapterverse.sources import files
+from chapterverse.sources.files import Root, open_file
+
 FAQ = "# FAQ\n\nThe refund window is 30 days from the date of purchase.\n"
 SECRET = "# Secret\n\nThe vault combination is 4711 and the cellar key hangs behind the clock.\n"
 GiB = 1024 ** 3
@@ -177,3 +181,78 @@ def test_a_sparse_2_gb_text_is_refused_before_it_is_read(tmp_path: Path) -> None
     assert result.returncode == 2, result.stderr
     assert lines[-1] == f"error: {big}: {2 * GiB} bytes exceeds the {256 * 1024 * 1024}-byte limit for this format"
     assert seconds < 60 and int(peak_kib) < 1024 * 1024, (seconds, int(peak_kib) // 1024)
+
+
+# ----------------------------------------------------------------------- files that lead out of a folder
+
+
+def test_a_hard_link_into_the_knowledge_base_is_refused_unless_allowed(tmp_path: Path) -> None:
+    secret = tmp_path / "private" / "secret.md"
+    secret.parent.mkdir()
+    secret.write_text(SECRET, encoding="utf-8")
+    kb = kb_with_faq(tmp_path)
+    os.link(secret, kb / "h.md")  # ln /tmp/secret.md kb/h.md
+    with running_server(settings_for(tmp_path, rag_enabled=True)) as server, server.client() as client:
+        reloaded = client.post("/v1/rag/reload", json={}).json()
+        listed = sources(client)
+        found = client.post("/v1/rag/search", json={"query": "vault combination cellar key", "threshold": 0}).json()
+        by_path = wait_for_job(client, client.post("/api/documents/path", json={"path": str(kb / "h.md")}).json()["job"])
+        documents = json.dumps(client.get("/api/documents").json())
+    assert listed == {"faq.md"} and "4711" not in json.dumps(found) and "4711" not in documents
+    assert reloaded["errors"]["h.md"].endswith("h.md: has 2 hard links, and another name may lie outside "
+                                               f"{kb}; the server reads such files only with --allow_hardlinks")
+    assert by_path["state"] == "failed" and "has 2 hard links" in by_path["error"], by_path
+    with running_server(settings_for(tmp_path, rag_enabled=True, allow_hardlinks=True)) as server, \
+            server.client() as client:
+        assert sources(client) == {"faq.md", "h.md"}
+
+
+def test_a_folder_swapped_for_a_symlink_after_the_request_reads_nothing_outside(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.md").write_text("# Harbour\n\nThe ferry leaves at noon.\n", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.md").write_text(SECRET, encoding="utf-8")
+    settings = settings_for(tmp_path, library=tmp_path / "library", ingest_roots=[root])
+    gate = threading.Event()
+    with running_server(settings) as server, server.client() as client:
+        server.state.jobs.submit("gate", lambda job: None if gate.wait(30) else None)  # holds the one job worker
+        jobs = [client.post("/api/documents/path", json={"path": str(path)}) for path in (root / "sub" / "a.md",
+                                                                                          root / "sub")]
+        (root / "sub").rename(root / "old")  # the request was checked; now the folder becomes a symlink out
+        (root / "sub").symlink_to(outside, target_is_directory=True)
+        gate.set()
+        done = [wait_for_job(client, reply.json()["job"]) for reply in jobs]
+        documents = json.dumps(client.get("/api/documents").json())
+    assert [reply.status_code for reply in jobs] == [202, 202]
+    assert [job["state"] for job in done] == ["failed", "failed"], done
+    assert all(f"a.md: a symbolic link leads out of {root}" in job["error"] for job in done), done
+    assert "4711" not in documents and "vault" not in documents
+
+
+def test_a_symlink_swapped_in_after_the_name_was_resolved_is_not_followed(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The narrowest window: the folder becomes a symlink after the path was resolved and found inside the root,
+    before the file is opened. The open walks from the root's descriptor with ``O_NOFOLLOW``, so it fails."""
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    (root / "sub" / "a.md").write_text(FAQ, encoding="utf-8")
+    outside.mkdir()
+    (outside / "a.md").write_text(SECRET, encoding="utf-8")
+    resolve = os.path.realpath
+
+    def resolve_then_swap(path: str | os.PathLike[str], *, strict: bool = False) -> str:
+        resolved = resolve(path, strict=strict)
+        if Path(path).name == "a.md":  # the file's name, not the root's
+            (root / "sub").rename(root / "old")
+            (root / "sub").symlink_to(outside, target_is_directory=True)
+        return resolved
+
+    monkeypatch.setattr(files.os.path, "realpath", resolve_then_swap)
+    with pytest.raises(SourceError) as refused:
+        open_file(root / "sub" / "a.md", root=Root(root))
+    monkeypatch.undo()
+    assert refused.value.reason == ("reached through a symbolic link (sub); files under a server's folders are opened "
+                                    "without following links")
+    assert open_file(outside / "a.md").read().decode() == SECRET  # without a root, the same name is followed

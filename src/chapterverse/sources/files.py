@@ -136,7 +136,8 @@ def _open_beneath(path: Path, root: Root) -> int:
     base = root.path.resolve()
     target = Path(os.path.realpath(path))
     if not target.is_relative_to(base) or target == base:
-        raise SourceError(path, f"not a file under {root.path}")
+        raise SourceError(path, f"a symbolic link leads out of {root.path}; files under a server's folders are read "
+                                "only where they lie")
     *folders, name = target.relative_to(base).parts
     fd = _open(path, base, _FOLDER_FLAGS)
     try:
@@ -151,18 +152,16 @@ def _open_beneath(path: Path, root: Root) -> int:
 
 def _open(path: Path, name: str | Path, flags: int, *, beneath: int | None = None) -> int:
     """``os.open(name, flags)`` (relative to the folder descriptor ``beneath``), its OSError as the SourceError
-    about ``path`` that a user can act on."""
+    about ``path`` that a user can act on (the system's words, "No such file or directory", where they say it)."""
     try:
         return os.open(name, flags, dir_fd=beneath)
     except OSError as exc:
-        if exc.errno == errno.ENOENT:
-            raise SourceError(path, "no such file") from exc
         if beneath is not None and _is_link(name, beneath):
             raise SourceError(path, f"reached through a symbolic link ({name}); files under a server's folders are "
                                     "opened without following links") from exc
         if exc.errno == errno.ENXIO:
             raise SourceError(path, "not a regular file (a socket or a device); only regular files are read") from exc
-        raise SourceError(path, f"cannot read file ({exc.strerror or exc})") from exc
+        raise SourceError(path, exc.strerror or str(exc)) from exc
 
 
 def _is_link(name: str | Path, folder: int) -> bool:
