@@ -24,7 +24,7 @@ import httpx
 import pytest
 from serverutil import free_port, running_server, serve_process, settings_for, wait_for_job
 
-from chapterverse.errors import SourceError
+from chapterverse.errors import SourceError, SourceTooLargeError
 from chapterverse.sources import files
 from chapterverse.sources.files import Root, open_file
 
@@ -256,3 +256,18 @@ def test_a_symlink_swapped_in_after_the_name_was_resolved_is_not_followed(tmp_pa
     assert refused.value.reason == ("reached through a symbolic link (sub); files under a server's folders are opened "
                                     "without following links")
     assert open_file(outside / "a.md").read().decode() == SECRET  # without a root, the same name is followed
+
+
+def test_a_file_that_grows_past_its_limit_after_opening_is_refused(tmp_path: Path) -> None:
+    """The size was checked on opening; the read and the hash count what they get, so growing the file after the
+    check does not smuggle more than the limit past it."""
+    grown = tmp_path / "grown.txt"
+    grown.write_bytes(b"x" * 10)
+    with open_file(grown, limit=100) as file:
+        with grown.open("ab") as more:
+            more.write(b"y" * 200)
+        for read in (file.digest, file.read):
+            with pytest.raises(SourceTooLargeError) as refused:
+                read()
+            assert refused.value.reason == ("grew past the 100-byte limit for this format while it was read "
+                                            "(10 bytes when opened)")

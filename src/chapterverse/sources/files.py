@@ -42,6 +42,10 @@ class Root:
     path: Path
     hardlinks: bool = False
 
+    def __post_init__(self) -> None:
+        """Resolved once here (the root itself may be a symlink the administrator chose), not once a file."""
+        object.__setattr__(self, "path", self.path.resolve())
+
 
 class SourceFile:
     """A regular file opened for reading; ``size`` is its ``fstat`` size at opening, within ``limit``."""
@@ -83,8 +87,10 @@ class SourceFile:
         return digest.hexdigest()
 
     def _check_size(self, size: int) -> None:
+        """Past the limit here means grown since opening, where ``size`` was checked."""
         if self.limit is not None and size > self.limit:
-            raise SourceTooLargeError(self.path, f"{size} bytes exceeds the {self.limit}-byte limit for this format")
+            raise SourceTooLargeError(self.path, f"grew past the {self.limit}-byte limit for this format while it was "
+                                                 f"read ({self.size} bytes when opened)")
 
 
 Source = str | Path | SourceFile
@@ -119,7 +125,7 @@ def opened(source: Source, *, limit: int | None = None) -> Iterator[SourceFile]:
         yield file
 
 
-_FILE_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_FILE_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 """``O_NONBLOCK``: opening a FIFO for reading would otherwise wait for a writer forever (it changes nothing for a
 regular file, the only kind read after the ``fstat``)."""
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -133,13 +139,13 @@ def _open_beneath(path: Path, root: Root) -> int:
     name; the open then walks the resolved path with ``O_NOFOLLOW``, so a component swapped for a symlink between
     the two is refused rather than followed.
     """
-    base = root.path.resolve()
-    target = Path(os.path.realpath(path))
-    if not target.is_relative_to(base) or target == base:
+    base = os.path.join(root.path, "")  # strings, not Paths: a sync of unchanged files opens each one
+    target = os.path.realpath(path)
+    if not target.startswith(base):
         raise SourceError(path, f"a symbolic link leads out of {root.path}; files under a server's folders are read "
                                 "only where they lie")
-    *folders, name = target.relative_to(base).parts
-    fd = _open(path, base, _FOLDER_FLAGS)
+    *folders, name = target[len(base):].split(os.sep)
+    fd = _open(path, root.path, _FOLDER_FLAGS)
     try:
         for folder in folders:
             inner = _open(path, folder, _FOLDER_FLAGS | _NOFOLLOW, beneath=fd)
