@@ -54,7 +54,7 @@ def test_unsupported_and_missing_files(tmp_path: Path) -> None:
     (tmp_path / "book.docx").write_bytes(b"PK")
     with pytest.raises(UnsupportedFormatError, match="docx"):
         read_source(tmp_path / "book.docx")
-    with pytest.raises(SourceError, match="no such file"):
+    with pytest.raises(SourceError, match="No such file"):
         read_source(tmp_path / "missing.epub")
     (tmp_path / "folder.md").mkdir()
     with pytest.raises(SourceError, match="directory"):

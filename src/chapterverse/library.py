@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .embeddings import Embedder
     from .rerank import Reranker, RerankReport
     from .retrieval import FusionWeights, Retriever, ScoredChunk
-    from .sources import ParsedDocument
+    from .sources import ParsedDocument, Root
 
 __all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash",
            "ORIGIN_KEY", "USER_METADATA_KEY"]
@@ -60,13 +60,6 @@ _EMBED_STEP = 256
 
 def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _read_bytes(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise SourceError(path, exc.strerror or str(exc)) from exc
 
 
 @dataclass(slots=True)
@@ -246,32 +239,37 @@ class Library:
 
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None,
-                    metadata: dict[str, Any] | None = None, allow_duplicate: bool = False) -> IngestResult:
+                    metadata: dict[str, Any] | None = None, root: Root | None = None,
+                    allow_duplicate: bool = False) -> IngestResult:
         """One file, read and stored only when its content hash changed: the path ``ingest`` and the knowledge
         base's folder sync share. ``metadata`` goes on the stored document: the folder it was ingested with
         (``folder``, so a reader can group the documents of one folder, whose sources are relative to it), or
-        the knowledge base's mark of a folder file. Content held under another source: see :meth:`ingest`."""
-        from .sources import read_source
+        the knowledge base's mark of a folder file. ``root``: a server's folder the file must be opened beneath
+        (``sources.files``). The file is opened once, so what is hashed is what is read. Content held under
+        another source: see :meth:`ingest`."""
+        from .sources import open_source, read_source
 
         path = Path(path)
-        data = _read_bytes(path)
-        return self._ingest_changed(source or path.name, content_hash(data), len(data),
-                                    lambda: read_source(path, password=password), force_rebuild, progress,
-                                    metadata=metadata, allow_duplicate=allow_duplicate)
+        with open_source(path, root=root) as file:
+            return self._ingest_changed(source or path.name, file.digest(), file.size,
+                                        lambda: read_source(file, password=password), force_rebuild, progress,
+                                        metadata=metadata, allow_duplicate=allow_duplicate)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
                     progress: Progress | None = None, allow_duplicate: bool = False) -> IngestResult:
         """A folder of Markdown, TXT and HTML chapter files as one document (``sources.book``), stored under the
         folder's name. Nothing is read again while the files, their bytes and the title are unchanged."""
         from .sources.book import book_files, read_book
+        from .sources.files import open_file
+        from .sources.text import MAX_TEXT_BYTES
 
         folder = Path(folder)
         digest = hashlib.sha256(f"book\0{title or ''}\0".encode())
         size = 0
         for path in book_files(folder):
-            data = _read_bytes(path)
-            size += len(data)
-            digest.update(path.relative_to(folder).as_posix().encode() + b"\0" + hashlib.sha256(data).digest())
+            with open_file(path, limit=MAX_TEXT_BYTES) as file:
+                size += file.size
+                digest.update(f"{path.relative_to(folder).as_posix()}\0".encode() + bytes.fromhex(file.digest()))
         return self._ingest_changed(folder.resolve().name, digest.hexdigest(), size,
                                     lambda: read_book(folder, title=title), force_rebuild, progress,
                                     allow_duplicate=allow_duplicate)

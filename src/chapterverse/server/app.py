@@ -75,7 +75,7 @@ def _open_kb(settings: ServeSettings, embedder: Embedder | None) -> KnowledgeBas
         embedder = load_embedder(spec, device=settings.rag_device, batch_size=settings.rag_embedding_batch_size)
     library = Library(settings.kb_library_dir, embedder=embedder, chunk_size=settings.rag_chunk_size,
                       chunk_overlap=settings.rag_chunk_overlap, store=_open_store(settings, settings.kb_library_dir))
-    kb = KnowledgeBase(library, settings.rag_kb_path)
+    kb = KnowledgeBase(library, settings.rag_kb_path, hardlinks=settings.allow_hardlinks)
     kb.start(force_rebuild=settings.rag_force_rebuild)
     return kb
 

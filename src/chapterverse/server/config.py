@@ -109,6 +109,9 @@ class ServeSettings(BaseModel):
                                                               "read files (comma-separated); default: the "
                                                               "knowledge-base folder with --rag_enabled, else none "
                                                               "(path ingest off).")
+    allow_hardlinks: bool = Field(False, description="Also read files with more than one hard link in the "
+                                                     "knowledge-base folder and under --ingest_roots (off: their "
+                                                     "other name may be a file outside the folder).")
     # -- limits: every request's work is bounded (docs/DEPLOY.md, Security)
     max_body_mb: float = Field(10.0, gt=0, description="Largest request body (uploads excepted: --max_upload_mb), "
                                                        "in MB; larger ones get 413.")

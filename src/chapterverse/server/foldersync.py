@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import ChapterverseError, InputError, StoppingError
 from ..library import ORIGIN_KEY, IngestResult, Library, Progress
-from ..sources import iter_folder
+from ..sources import Root, iter_folder
 
 __all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
 
@@ -80,13 +80,16 @@ class FolderSync:
 
     ``exclusive`` is the knowledge base's write lock (a sync must not interleave with other writes, in this
     server or another on the library); ``progress`` is called as a changed file is read and embedded, and
-    may raise StoppingError to abandon it before anything is written.
+    may raise StoppingError to abandon it before anything is written. Files are opened beneath the folder
+    (``sources.Root``): a FIFO, a file reached through a swapped-in symlink or (unless ``hardlinks``) one with
+    other hard links is one bad file, skipped with its reason, never a sync that hangs or reads outside.
     """
 
     def __init__(self, library: Library, path: str | Path, *, exclusive: Callable[[], AbstractContextManager[None]],
-                 progress: Progress) -> None:
+                 progress: Progress, hardlinks: bool = False) -> None:
         self.library = library
         self.path = Path(path)
+        self.root = Root(self.path, hardlinks=hardlinks)
         self.last_sync: SyncReport | None = None
         self._exclusive = exclusive
         self._progress = progress
@@ -133,7 +136,7 @@ class FolderSync:
         """The file (re-)indexed only when its content hash changed, or ``force_rebuild``; a copy of content
         already indexed under another source is not indexed twice."""
         result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, progress=self._progress,
-                                          metadata={ORIGIN_KEY: "folder"})
+                                          metadata={ORIGIN_KEY: "folder"}, root=self.root)
         if result.changed:
             log.info("RAG: indexed %s", source)
         return result

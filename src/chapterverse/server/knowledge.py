@@ -115,7 +115,7 @@ def drop_orphaned_ephemeral(store: Store) -> int:
 class KnowledgeBase:
     """A folder and a Library kept in step; every method is blocking (call it from a worker thread)."""
 
-    def __init__(self, library: Library, folder: str | Path) -> None:
+    def __init__(self, library: Library, folder: str | Path, *, hardlinks: bool = False) -> None:
         self.library = library
         self.server_id = uuid.uuid4().hex
         """Recorded on this server's ``persist: false`` documents; see ``start``."""
@@ -123,8 +123,9 @@ class KnowledgeBase:
         self._store_locked = False
         self._running: ExitStack | None = None
         self._stopping = threading.Event()
-        self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self._unless_stopping)
-        """The folder's files, synced under this knowledge base's lock."""
+        self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self._unless_stopping,
+                                 hardlinks=hardlinks)
+        """The folder's files, synced under this knowledge base's lock (``hardlinks``: ``--allow_hardlinks``)."""
 
     @property
     def store(self) -> Store:

@@ -34,7 +34,7 @@ from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
 from ..passages import search_results
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
-from ..sources import SUPPORTED_SUFFIXES, iter_folder
+from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
 from ..store import DocumentRecord
 from .bodies import require_text_body
 from .errors import ApiError
@@ -282,16 +282,19 @@ def add_path(request: Request, body: PathRequest) -> dict[str, Any]:
     if not roots:
         raise ApiError(403, "PATH_INGEST_DISABLED", "adding files by server path is off; start the server with "
                                                     "--ingest_roots DIR to allow the files under DIR")
-    path = _allowed_path(body.path, roots)
+    root, path = _allowed_path(body.path, roots)
     if path.is_file():
         _check_suffix(path.name)
-    job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path, job))
+    beneath = Root(root, hardlinks=state.settings.allow_hardlinks)
+    job = state.jobs.submit(f"path {path}", lambda job: _ingest_path(state.reader, path, beneath, job))
     return {"job": job.to_json()}
 
 
-def _allowed_path(given: str, roots: list[Path]) -> Path:
-    """The resolved path when it exists under an ingest root; one 404 otherwise, so that the answer never tells a
-    file outside the roots (or a symlink leading out of them) from a missing one."""
+def _allowed_path(given: str, roots: list[Path]) -> tuple[Path, Path]:
+    """(the ingest root, the resolved path) when the path exists under a root; one 404 otherwise, so that the answer
+    never tells a file outside the roots (or a symlink leading out of them) from a missing one.
+
+    The job opens each file again beneath that root (``sources.Root``): the path may change after this check."""
     path = Path(given).expanduser()
     if not path.is_absolute():
         raise ApiError(400, "BAD_INPUT", f"{given}: give an absolute path")
@@ -299,23 +302,22 @@ def _allowed_path(given: str, roots: list[Path]) -> Path:
         resolved = path.resolve()
     except (OSError, RuntimeError):
         resolved = None
-    if resolved is None or not _under(resolved, roots) or not resolved.exists():
+    root = next((root for root in roots if resolved is not None and resolved.is_relative_to(root)), None)
+    if resolved is None or root is None or not resolved.exists():
         raise ApiError(404, "NOT_FOUND", f"{given}: no such file or folder under this server's ingest roots")
-    return resolved
+    return root, resolved
 
 
-def _under(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
-
-
-def _ingest_path(library: Library, path: Path, job: Job) -> None:
-    """A file, or every readable file of a folder (no symlink out of it); each stored under its absolute path."""
+def _ingest_path(library: Library, path: Path, root: Root, job: Job) -> None:
+    """A file, or every readable file of a folder (no symlink out of it); each stored under its absolute path and
+    opened beneath ``root``, so a folder swapped for a symlink since the request reads nothing outside."""
     files = [f for f, _ in iter_folder(path, contained=True)] if path.is_dir() else [path]
     failures = []
     for n, file in enumerate(files):
         job.progress(f"reading {file.name}", n, len(files))
         try:
-            job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress).document.id)
+            job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress,
+                                                        root=root).document.id)
         except ChapterverseError as exc:
             failures.append(str(exc))
             log.warning("ingest %s failed: %s", file, exc)

@@ -1,7 +1,9 @@
 """Format readers: a path in, a ParsedDocument (or a typed SourceError) out.
 
 ``read_source`` picks the reader by file extension; ``iter_folder`` lists the readable files of a
-folder tree in a stable order, each with the source name it is stored under.
+folder tree in a stable order, each with the source name it is stored under. ``open_source`` opens a file
+for both (``sources.files``): only a regular file within its format's byte limit, beneath a server's
+``Root`` when there is one, so that what is hashed and what is read are the same open file.
 """
 
 from __future__ import annotations
@@ -14,22 +16,26 @@ from pathlib import Path
 from ..errors import SourceError, UnsupportedFormatError
 from .base import ParsedDocument, ParsedFile, PreChunk, TocEntry
 from .epub import read_epub
+from .files import Root, SourceFile, open_file
 from .jsonl import read_jsonl
 from .pdf import read_pdf
-from .text import read_html, read_markdown, read_txt
+from .text import MAX_TEXT_BYTES, read_html, read_markdown, read_txt
 
 __all__ = [
     "ParsedDocument",
     "ParsedFile",
     "PreChunk",
     "TocEntry",
+    "Root",
+    "SourceFile",
     "SUPPORTED_SUFFIXES",
+    "open_source",
     "read_source",
     "iter_folder",
     "unsupported_files",
 ]
 
-_READERS: dict[str, Callable[[Path], ParsedDocument]] = {
+_READERS: dict[str, Callable[[SourceFile], ParsedDocument]] = {
     ".epub": read_epub,
     ".md": read_markdown,
     ".markdown": read_markdown,
@@ -42,28 +48,44 @@ _READERS: dict[str, Callable[[Path], ParsedDocument]] = {
 _TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".html", ".htm", ".xhtml"})
 """Formats whose document is its text alone: without any it could never be found or cited, so it is refused.
 (A PDF or EPUB without text still has pages to look at; a chapter of an ``--as-book`` folder may be empty.)"""
+_BYTE_LIMITS = dict.fromkeys((*_TEXT_SUFFIXES, ".jsonl"), MAX_TEXT_BYTES)
+"""Formats read whole into memory have a size limit, checked before a byte is read; EPUB and PDF are read through
+their stream (with their own limits on what they expand to)."""
 log = logging.getLogger(__name__)
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_READERS, ".pdf"})
 
 
-def read_source(path: str | Path, *, password: str | None = None) -> ParsedDocument:
-    """Read one file by its extension (case-insensitive). ``password`` only matters for PDFs."""
+def open_source(path: str | Path, *, root: Root | None = None) -> SourceFile:
+    """Open a file of a supported type for reading (``sources.files.open_file`` with its format's byte limit);
+    UnsupportedFormatError before anything is opened when its extension is not one."""
     path = Path(path)
+    return open_file(path, root=root, limit=_BYTE_LIMITS.get(_supported_suffix(path)))
+
+
+def read_source(source: str | Path | SourceFile, *, password: str | None = None) -> ParsedDocument:
+    """Read one file by its extension (case-insensitive): a path, or a file from ``open_source``. ``password``
+    only matters for PDFs."""
+    if not isinstance(source, SourceFile):
+        with open_source(source) as file:
+            return read_source(file, password=password)
+    path = source.path
+    suffix = _supported_suffix(path)
+    if suffix == ".pdf":
+        return read_pdf(source, password=password)
+    document = _READERS[suffix](source)
+    if suffix in _TEXT_SUFFIXES and not any(file.has_text for file in document.files):
+        raise SourceError(path, "no text to index (the file is empty, or holds only whitespace or markup)")
+    return document
+
+
+def _supported_suffix(path: Path) -> str:
+    """The file's extension in lower case, or UnsupportedFormatError listing the ones read."""
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         supported = ", ".join(sorted(SUPPORTED_SUFFIXES))
         raise UnsupportedFormatError(path, f"unsupported file type {suffix or '(no extension)'!r}; "
                                            f"supported: {supported}")
-    if path.is_dir():
-        raise SourceError(path, "is a directory; ingest a folder with iter_folder")
-    if not path.is_file():
-        raise SourceError(path, "no such file")
-    if suffix == ".pdf":
-        return read_pdf(path, password=password)
-    document = _READERS[suffix](path)
-    if suffix in _TEXT_SUFFIXES and not any(file.has_text for file in document.files):
-        raise SourceError(path, "no text to index (the file is empty, or holds only whitespace or markup)")
-    return document
+    return suffix
 
 
 def iter_folder(folder: str | Path, *, contained: bool = False) -> Iterator[tuple[Path, str]]:

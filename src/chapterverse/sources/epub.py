@@ -32,6 +32,7 @@ from lxml import etree
 
 from ..errors import EncryptedSourceError, SourceError, SourceTooLargeError
 from .base import ParsedDocument, ParsedFile, TocEntry
+from .files import Source, SourceFile, opened
 from .xhtml import HtmlText, collapsed_text, html_to_text, local_name, parse_xml, xhtml_to_text
 
 __all__ = ["read_epub", "resolve_href", "MAX_UNCOMPRESSED_BYTES", "MAX_COMPRESSION_RATIO"]
@@ -83,10 +84,10 @@ class _Package:
     warnings: list[str] = field(default_factory=list)
 
 
-def read_epub(path: str | Path) -> ParsedDocument:
+def read_epub(source: Source) -> ParsedDocument:
     """Read an EPUB; raise SourceError (or a subclass) when it is not a readable EPUB."""
-    path = Path(path)
-    with _open_archive(path) as archive:
+    with opened(source) as file, _open_archive(file) as archive:
+        path = file.path
         package = _read_package(archive, path)
         files, texts, paths = _read_spine(archive, path, package)
         toc, toc_warnings = _read_toc(archive, package, texts, paths)
@@ -141,11 +142,13 @@ def _name_variants(info: zipfile.ZipInfo) -> Iterator[str]:
         yield unicodedata.normalize("NFC", posixpath.normpath(name.lstrip("/")))
 
 
-def _open_archive(path: Path) -> _Archive:
+def _open_archive(file: SourceFile) -> _Archive:
+    """The opened file as a ZIP archive, read through its stream (``sources.files``), not by its name."""
+    path = file.path
+    if file.size == 0:
+        raise SourceError(path, "empty file (0 bytes), not an EPUB")
     try:
-        if path.stat().st_size == 0:
-            raise SourceError(path, "empty file (0 bytes), not an EPUB")
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(file.stream())
     except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError) as exc:
         raise SourceError(path, f"not a readable ZIP archive, so not an EPUB ({exc})") from exc
     try:

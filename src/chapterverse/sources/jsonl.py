@@ -12,12 +12,12 @@ numbers, as editors show them) in one BadLinesError, so a user fixes the file in
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from ..errors import BadLinesError, SourceError
 from .base import ParsedDocument, ParsedFile, PreChunk
-from .text import read_bytes
+from .files import Source, opened
+from .text import MAX_TEXT_BYTES
 
 __all__ = ["read_jsonl", "MAX_CHUNK_INDEX"]
 
@@ -25,13 +25,15 @@ MAX_CHUNK_INDEX = 2**31 - 1
 """The largest ``chunk_index`` both stores hold (PostgreSQL ``integer``)."""
 
 
-def read_jsonl(path: str | Path) -> ParsedDocument:
+def read_jsonl(given: Source) -> ParsedDocument:
     """Read a pre-chunked JSONL file; BadLinesError lists every invalid line (1-based)."""
-    path = Path(path)
+    with opened(given, limit=MAX_TEXT_BYTES) as file:
+        data = file.read()
+    path = file.path
     files: list[ParsedFile] = []
     chunks: list[PreChunk] = []
     bad: dict[int, str] = {}
-    for number, raw in enumerate(read_bytes(path).split(b"\n")):
+    for number, raw in enumerate(data.split(b"\n")):
         if not raw.strip():
             continue
         try:

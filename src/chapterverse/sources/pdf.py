@@ -29,6 +29,7 @@ from pypdf.generic import Destination
 
 from ..errors import EncryptedSourceError, SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
+from .files import Source, SourceFile, opened
 from .running import mark_running_lines
 
 __all__ = ["read_pdf", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES"]
@@ -52,32 +53,33 @@ class _PasswordRejected(Exception):
     """pdfium says the file is encrypted and the password (or none) does not open it."""
 
 
-def read_pdf(path: str | Path, *, password: str | None = None) -> ParsedDocument:
+def read_pdf(source: Source, *, password: str | None = None) -> ParsedDocument:
     """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable.
 
     Running headers and footers are kept out of each page's body, and printed page numbers label the pages
     of a PDF without labels (``sources.running``)."""
-    return mark_running_lines(_read_pdf(Path(path), password))
+    with opened(source) as file:
+        return mark_running_lines(_read_pdf(file, password))
 
 
-def _read_pdf(path: Path, password: str | None) -> ParsedDocument:
+def _read_pdf(file: SourceFile, password: str | None) -> ParsedDocument:
     try:
-        parsed, failed_pages = _read_with_pdfium(path, password)
+        parsed, failed_pages = _read_with_pdfium(file, password)
     except _PasswordRejected:
-        return _read_encrypted_with_pypdf(path, password)
+        return _read_encrypted_with_pypdf(file, password)
     except _PdfiumFailed as exc:
-        return _read_with_pypdf(path, password, f"pdfium: {exc}")
+        return _read_with_pypdf(file, password, f"pdfium: {exc}")
     if failed_pages:
-        _fill_pages_with_pypdf(path, password, parsed, failed_pages)
+        _fill_pages_with_pypdf(file, password, parsed, failed_pages)
     return parsed
 
 
-def _read_with_pdfium(path: Path, password: str | None) -> tuple[ParsedDocument, dict[int, str]]:
+def _read_with_pdfium(file: SourceFile, password: str | None) -> tuple[ParsedDocument, dict[int, str]]:
     """Everything pdfium does for one file, under the lock."""
     with _PDFIUM_LOCK:
-        document = _open_pdfium(path, password)
+        document = _open_pdfium(file, password)
         try:
-            return _read_pdfium_document(path, document)
+            return _read_pdfium_document(file.path, document)
         finally:
             document.close()
 
@@ -94,10 +96,11 @@ def _saslprep(password: str) -> str:
     return unicodedata.normalize("NFKC", mapped)
 
 
-def _open_pdfium(path: Path, password: str | None) -> pdfium.PdfDocument:
+def _open_pdfium(file: SourceFile, password: str | None) -> pdfium.PdfDocument:
+    """pdfium reads the opened file through its stream (``sources.files``), not by its name."""
     for candidate in _password_candidates(password):
         try:
-            return pdfium.PdfDocument(path, password=candidate)
+            return pdfium.PdfDocument(file.stream(), password=candidate)
         except pdfium.PdfiumError as exc:
             if getattr(exc, "err_code", None) != pdfium_c.FPDF_ERR_PASSWORD:
                 raise _PdfiumFailed(str(exc)) from exc
@@ -180,11 +183,11 @@ def _document(path: Path, files: list[ParsedFile], toc: list[TocEntry], info: di
                           metadata=metadata, warnings=warnings)
 
 
-def _fill_pages_with_pypdf(path: Path, password: str | None, document: ParsedDocument,
+def _fill_pages_with_pypdf(file: SourceFile, password: str | None, document: ParsedDocument,
                            failed: dict[int, str]) -> None:
     """Give pages pdfium could not read to pypdf; a page neither reads stays empty, with a warning."""
     try:
-        reader = pypdf.PdfReader(path, strict=False)
+        reader = pypdf.PdfReader(file.stream(), strict=False)
         if reader.is_encrypted:
             _pypdf_decrypt(reader, password)
     except Exception:  # noqa: BLE001 - see _read_with_pypdf
@@ -204,11 +207,11 @@ def _fill_pages_with_pypdf(path: Path, password: str | None, document: ParsedDoc
         document.warnings.append(f"page {index + 1}: pdfium failed ({why}); read with pypdf")
 
 
-def _read_encrypted_with_pypdf(path: Path, password: str | None) -> ParsedDocument:
+def _read_encrypted_with_pypdf(file: SourceFile, password: str | None) -> ParsedDocument:
     """pdfium refused the password; pypdf opens some files pdfium will not (owner passwords).
     If pypdf cannot either, the answer the user needs is about the password, not about pypdf."""
     try:
-        return _read_with_pypdf(path, password, "pdfium rejected the password")
+        return _read_with_pypdf(file, password, "pdfium rejected the password")
     except SourceError as exc:
         if not password:
             reason = "a password is needed to open it"
@@ -216,14 +219,15 @@ def _read_encrypted_with_pypdf(path: Path, password: str | None) -> ParsedDocume
             reason = "pdfium rejected the password and pypdf needs the optional 'cryptography' package to try it"
         else:
             reason = "the password given does not open it"
-        raise EncryptedSourceError(path, f"encrypted; {reason}") from exc
+        raise EncryptedSourceError(file.path, f"encrypted; {reason}") from exc
 
 
-def _read_with_pypdf(path: Path, password: str | None, why_not_pdfium: str) -> ParsedDocument:
+def _read_with_pypdf(file: SourceFile, password: str | None, why_not_pdfium: str) -> ParsedDocument:
     """The fallback reader. pypdf raises many untyped exceptions on broken files; all of them are
     mapped to SourceError here, the one boundary where pypdf is called."""
+    path = file.path
     try:
-        reader = pypdf.PdfReader(path, strict=False)
+        reader = pypdf.PdfReader(file.stream(), strict=False)
         if reader.is_encrypted and not _pypdf_decrypt(reader, password):
             reason = "the password given does not open it" if password else "a password is needed to open it"
             raise EncryptedSourceError(path, f"encrypted; {reason}")

@@ -10,11 +10,12 @@ import codecs
 import re
 from pathlib import Path
 
-from ..errors import SourceError, SourceTooLargeError
+from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
+from .files import Source, SourceFile, opened
 from .xhtml import Heading, html_to_text, xhtml_to_text
 
-__all__ = ["read_markdown", "read_txt", "read_html", "read_bytes", "decode_text", "markdown_headings", "txt_headings",
+__all__ = ["read_markdown", "read_txt", "read_html", "decode_text", "markdown_headings", "txt_headings",
            "MAX_TEXT_BYTES"]
 
 MAX_TEXT_BYTES = 256 * 1024 * 1024
@@ -38,17 +39,6 @@ _LIST_OR_QUOTE = re.compile(r"^ {0,3}(?:[-*+>]|\d+[.)])(?:\s|$)")
 _TXT_KEYWORD = re.compile(
     r"^(?:[\w’' ]{1,30}:\s*)?(?:(?P<major>part|book|volume|libro|parte|livre|teil)|chapter|canto|section|act|"
     r"scene|prologue|epilogue|preface|introduction|appendix|cap[ií]tulo|chapitre|kapitel)\b", re.IGNORECASE)
-
-
-def read_bytes(path: Path, limit: int = MAX_TEXT_BYTES) -> bytes:
-    """The file's bytes, or SourceError/SourceTooLargeError naming why they cannot be had."""
-    try:
-        size = path.stat().st_size
-        if size > limit:
-            raise SourceTooLargeError(path, f"{size} bytes exceeds the {limit}-byte limit for this format")
-        return path.read_bytes()
-    except OSError as exc:
-        raise SourceError(path, f"cannot read file ({exc.strerror or exc})") from exc
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -76,32 +66,32 @@ def decode_text(data: bytes) -> tuple[str, str]:
     raise AssertionError("latin-1 decodes any bytes")
 
 
-def read_markdown(path: str | Path) -> ParsedDocument:
+def read_markdown(source: Source) -> ParsedDocument:
     """A Markdown file as one file; ATX (``#``) and setext (underlined) headings become the TOC."""
-    path = Path(path)
-    text, warnings = _read_text(path)
-    headings = markdown_headings(text)
-    return _document(path, "markdown", text, headings, warnings)
+    with opened(source, limit=MAX_TEXT_BYTES) as file:
+        text, warnings = _read_text(file)
+    return _document(file.path, "markdown", text, markdown_headings(text), warnings)
 
 
-def read_txt(path: str | Path) -> ParsedDocument:
+def read_txt(source: Source) -> ParsedDocument:
     """A plain-text file as one file; lines that look like headings become the TOC.
 
     The title is the first line when it is short: a plain-text book opens with its title page,
     while its first heading-like line is usually a part or chapter ("INFERNO").
     """
-    path = Path(path)
-    text, warnings = _read_text(path)
-    document = _document(path, "text", text, txt_headings(text), warnings)
+    with opened(source, limit=MAX_TEXT_BYTES) as file:
+        text, warnings = _read_text(file)
+    document = _document(file.path, "text", text, txt_headings(text), warnings)
     first_line = next((line.strip() for line in text.split("\n", 50) if line.strip()), "")
-    document.title = document.files[0].title = first_line if 0 < len(first_line) <= 100 else path.stem
+    document.title = document.files[0].title = first_line if 0 < len(first_line) <= 100 else file.path.stem
     return document
 
 
-def read_html(path: str | Path) -> ParsedDocument:
+def read_html(source: Source) -> ParsedDocument:
     """A standalone HTML/XHTML file as one file; its ``<h1>``..``<h6>`` become the TOC."""
-    path = Path(path)
-    data = read_bytes(path)
+    with opened(source, limit=MAX_TEXT_BYTES) as file:
+        data = file.read()
+    path = file.path
     parsed = (xhtml_to_text if path.suffix.lower() == ".xhtml" else html_to_text)(data, path)
     headings = [heading for heading in parsed.headings if heading.title]
     document = _document(path, "html", parsed.text, headings, [])
@@ -109,14 +99,14 @@ def read_html(path: str | Path) -> ParsedDocument:
     return document
 
 
-def _read_text(path: Path) -> tuple[str, list[str]]:
+def _read_text(file: SourceFile) -> tuple[str, list[str]]:
     """The file's text, or SourceError when it is binary data, which cp1252/latin-1 would otherwise turn into a
     "document" of mojibake titled with NUL characters."""
-    text, encoding = decode_text(read_bytes(path))
+    text, encoding = decode_text(file.read())
     sample = text[:_BINARY_SAMPLE]
     controls = len(_BINARY_CONTROL.findall(sample))
     if controls * _BINARY_SHARE > len(sample):
-        raise SourceError(path, f"binary data, not text: {controls} of its first {len(sample)} characters are "
+        raise SourceError(file.path, f"binary data, not text: {controls} of its first {len(sample)} characters are "
                                 "NUL or other control characters (UTF-16 or UTF-32 text needs its byte-order mark)")
     warnings = [] if encoding == "utf-8" else [f"not valid UTF-8; decoded as {encoding}"]
     return text, warnings
