@@ -476,9 +476,6 @@ class _StoreState:
     def read(cls, store: Store) -> _StoreState:
         return cls(store.generation(), store.max_chunk_id() if isinstance(store, SQLiteStore) else 0)
 
-    def matches(self, snap: _Snapshot) -> bool:
-        return (snap.generation, snap.store_max_id) == (self.generation, self.max_id)
-
 
 class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     """The BM25 index of one store. Thread-safe; see the module docstring for the design.
@@ -579,11 +576,6 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
             if self.is_current():
                 return
             self._view = LexicalView(self._update(self._snapshot()), self.settings)
-
-    def rebuild(self) -> None:
-        """Discard the files and rebuild from the store."""
-        with self._lock, self._consistent(), self._writing():
-            self._view = LexicalView(self._rebuild_from_store(self._snapshot(), "asked"), self.settings)
 
     def _snapshot(self) -> _Snapshot | None:
         return self._view.snapshot if self._view is not None else None

@@ -376,12 +376,6 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             self._snap = self._with_resident(updated)
             self._codes.follow()
 
-    def rebuild(self) -> None:
-        """Discard the files and rebuild from the store."""
-        with self._lock, read_transaction(self.store.db), self._writing():
-            self._snap = self._rebuild_from_store(self._snap, "asked")
-            self._codes.follow()
-
     def _segments_now(self) -> Sequence[_Segment] | None:
         return self._snap.segments if self._snap is not None else None
 
