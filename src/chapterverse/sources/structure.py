@@ -216,7 +216,7 @@ def _candidate(lines: list[_Line], line: _Line) -> _Candidate | None:
         kind = "major" if keyword.group("major") else "scene" if keyword.group("scene") else "chapter"
         rank = {"major": 0, "chapter": 1, "scene": 2}[kind]
         return _Candidate(line.index, ("keyword", kind, title.split()[0].casefold().rstrip(":")), rank,
-                          title_lines=block[1:])
+                          title_lines=[j for j in block[1:] if not _UNDERLINE.match(lines[j].text)])
     if _ALONE_LINE.match(title) and _blank(lines, line.index + 1):
         return _Candidate(line.index, ("keyword", "chapter", "alone"), 1)
     if not _blank(lines, line.index + 1):
