@@ -153,3 +153,20 @@ def test_every_toc_entry_lies_in_the_body(name: str) -> None:
     document = read_source(DATA / name)
     lo, hi = document.files[0].body or (0, len(document.files[0].text))
     assert document.toc and all(lo <= e.offset < hi for e in document.toc)
+
+
+def test_a_contents_section_of_prose_stays_content(tmp_path: Path) -> None:
+    """A knowledge-base page whose "Contents" section says what is in the box is no contents list: all of it is
+    chunked, and only a list of entries (here "- Shipping", "- Returns") is left out."""
+    prose = tmp_path / "faq.md"
+    prose.write_text("# Product FAQ\n\n## Contents\n\nThe box holds a charger and a cable.\n\nKeep the receipt.\n\n"
+                     "## Shipping\n\nWe ship in two days.\n", encoding="utf-8")
+    document = read_source(prose)
+    assert document.files[0].body is None and [e.title for e in document.toc] == ["Product FAQ", "Contents", "Shipping"]
+    assert any("charger" in chunk for chunk in _chunk_texts(document))
+    listed = tmp_path / "faq2.md"
+    listed.write_text("# Product FAQ\n\n## Contents\n\n- Shipping\n- Returns\n\n## Shipping\n\nWe ship in two days.\n\n"
+                      "## Returns\n\nWithin thirty days.\n", encoding="utf-8")
+    document = read_source(listed)
+    assert document.title == "Product FAQ" and [e.title for e in document.toc] == ["Shipping", "Returns"]
+    assert not any("- Returns" in chunk for chunk in _chunk_texts(document))

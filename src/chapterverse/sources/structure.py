@@ -59,7 +59,9 @@ _CONTENTS_TITLE = re.compile(
     r"sommaire|inhalt|inhaltsverzeichnis|indice|contenido|contenidos)"
     rf"(?:\s+(?:of\s+|del?\s+)?(?:{_MAJOR})\s+{_NUMBER})?\s*[.:]?\s*$", re.IGNORECASE)
 _UNDERLINE = re.compile(r"^\s*(?:=+|-+)\s*$")
+_NOT_WORD = re.compile(r"[\W_]+")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
+_LIST_ITEM = re.compile(rf"^(?:[-*+•]\s|(?:\d{{1,3}}|{_ROMAN})[.)]?(?:\s|$)|(?:{_CHAPTER}|{_MAJOR})\b)", re.IGNORECASE)
 _PAGE_NUMBER = re.compile(r"(?:\s*\.{2,}\s*|\s{2,})\d+\s*$")
 _GUTENBERG_START = re.compile(
     r"^[ \t]*(?:\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG[^\n]*|\*END\*THE SMALL PRINT[^\n]*)$",
@@ -356,8 +358,12 @@ def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]
 
 def _norm(text: str) -> str:
     """Casefolded letters and digits, single-spaced: what a contents line and its heading share."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(re.sub(r"[^\w]+", " ", text).replace("_", " ").split())
+    return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def _initial(text: str) -> str:
+    """The first letter or digit of ``text``, casefolded: a cheap test before :func:`_norm`."""
+    return next((ch for ch in text if ch.isalnum()), "").casefold()
 
 
 def _entry(text: str) -> str:
@@ -379,13 +385,22 @@ def _contents(lines: list[_Line], first: int, hi: int) -> tuple[int, int] | None
 
 def _entry_lines(lines: list[_Line], title: int, hi: int) -> list[int]:
     """The lines of the list under a contents title: up to where its first entry comes back as a heading, else up
-    to the first two blank lines."""
+    to the first two blank lines, when they read as a list (a "Contents" section of prose is no list)."""
     first = _next_text(lines, title, 6)
     if first is None or lines[first].offset >= hi:
         return []
     back = _comes_back(lines, first, hi)
     stop = back if back is not None else _gap_end(lines, first, hi)
-    return [j for j in range(first, stop) if lines[j].stripped and not _UNDERLINE.match(lines[j].text)]
+    entries = [j for j in range(first, stop) if lines[j].stripped and not _UNDERLINE.match(lines[j].text)]
+    if back is None and sum(_listed(lines[j].stripped) for j in entries) < 0.8 * len(entries):
+        return []
+    return entries
+
+
+def _listed(text: str) -> bool:
+    """A line that reads as a contents entry on its own: a bullet, a number, a chapter keyword, a page number."""
+    return bool(_LIST_ITEM.match(text) or _KEYWORD_LINE.match(text) or _ALONE_LINE.match(text)
+                or _PAGE_NUMBER.search(text) or re.search(r"\s\d{1,4}$", text))
 
 
 def _comes_back(lines: list[_Line], first: int, hi: int) -> int | None:
@@ -421,15 +436,17 @@ def _with_contents(found: list[Heading], lines: list[_Line], contents: tuple[int
     """``found`` with a heading wherever a contents entry comes back after the list (as one line, or as the two
     lines "Chapter I." / "PETER BREAKS THROUGH"), in order; nothing is added unless half the entries come back."""
     start, end = contents
-    entry_lines = [line for line in lines if start <= line.offset < end and line.stripped][1:]
+    offsets = [line.offset for line in lines]
+    first, after = bisect.bisect_left(offsets, start), bisect.bisect_left(offsets, end)
+    entry_lines = [line for line in lines[first:after] if line.stripped][1:]
     entries = [e for e in (_entry(line.text) for line in entry_lines if not _UNDERLINE.match(line.text)) if e]
+    initials = {entry[0] for entry in entries}
     index: dict[str, list[int]] = defaultdict(list)
-    for line in lines:
-        if line.offset < end or line.offset >= hi or not line.stripped or len(line.stripped) > 120:
+    for line in lines[after:bisect.bisect_left(offsets, hi)]:
+        text = line.text
+        if not text or len(text) > 120 or not _blank(lines, line.index - 1) or _initial(text) not in initials:
             continue
-        if not _blank(lines, line.index - 1):
-            continue
-        index[_norm(line.text)].append(line.index)
+        index[_norm(text)].append(line.index)
         following = _next_text(lines, line.index, 3)
         if following is not None:
             index[_norm(line.text + " " + lines[following].text)].append(line.index)
