@@ -111,10 +111,7 @@ class _Line:
     index: int
     offset: int
     text: str
-
-    @property
-    def stripped(self) -> str:
-        return self.text.strip()
+    stripped: str
 
 
 @dataclass(slots=True)
@@ -170,19 +167,19 @@ def _lines(text: str) -> list[_Line]:
     lines: list[_Line] = []
     position = 0
     for index, line in enumerate(text.split("\n")):
-        lines.append(_Line(index, position, line))
+        lines.append(_Line(index, position, line, line.strip()))
         position += len(line) + 1
     return lines
 
 
 def _blank(lines: list[_Line], index: int) -> bool:
-    return index < 0 or index >= len(lines) or not lines[index].text.strip()
+    return index < 0 or index >= len(lines) or not lines[index].stripped
 
 
 def _next_text(lines: list[_Line], index: int, limit: int = 4) -> int | None:
     """The next non-blank line after ``index`` within ``limit`` lines, skipping a Markdown underline."""
     for j in range(index + 1, min(index + 1 + limit, len(lines))):
-        if lines[j].text.strip() and not _UNDERLINE.match(lines[j].text):
+        if lines[j].stripped and not _UNDERLINE.match(lines[j].text):
             return j
     return None
 
@@ -321,15 +318,15 @@ def _part_titles(candidates: list[_Candidate], lines: list[_Line], consumed: set
     for line in lines:
         if line.index in taken or not lo <= line.offset < hi or not _blank(lines, line.index - 1):
             continue
-        following = _next_text(lines, line.index, 6)
-        if following in starts and _is_caps_title(line.stripped) and _blank(lines, line.index + 1):
+        if not _is_caps_title(line.stripped) or not _blank(lines, line.index + 1):
+            continue
+        if _next_text(lines, line.index, 6) in starts:
             parts.append(_Candidate(line.index, ("caps",), 0))
     return parts if len(parts) >= 2 else []
 
 
 def _is_caps_title(title: str) -> bool:
-    letters = [ch for ch in title if ch.isalpha()]
-    return len(letters) >= 3 and len(title.split()) <= 8 and all(ch.isupper() for ch in letters)
+    return title.isupper() and len(title) <= 80 and len(title.split()) <= 8 and sum(map(str.isalpha, title)) >= 3
 
 
 def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]:
