@@ -108,6 +108,8 @@ class TextStructure:
 
 @dataclass(slots=True)
 class _Line:
+    """A line of the text without its newline, where it starts, and its text stripped (blank when empty)."""
+
     index: int
     offset: int
     text: str
@@ -116,6 +118,9 @@ class _Line:
 
 @dataclass(slots=True)
 class _Candidate:
+    """A line that looks like a heading: its style (lines of one style count up together), its rank (0 a part,
+    1 a chapter, 2 a scene), its number when it is a numeral, and the lines below it that are its title."""
+
     line: int
     style: tuple[str, ...]
     rank: int
