@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
-from .text import read_html, read_markdown, read_txt
+from .text import read_html, read_markdown, read_txt, stem_title
 
 __all__ = ["CHAPTER_READERS", "book_files", "natural_key", "pretty_name", "read_book"]
 
@@ -88,8 +88,9 @@ def read_book(folder: str | Path, *, title: str | None = None) -> ParsedDocument
         entries = chapter.toc or [TocEntry(pretty_name(path.stem), 0, 0, 0)]
         toc += [TocEntry(e.title, len(folders) + e.level, index, e.offset) for e in entries]
         file = chapter.files[0]
-        name = pretty_name(path.stem) if file.title == path.stem else file.title
-        files.append(ParsedFile(file.text, title=name, label=relative.as_posix(), has_text=file.has_text))
+        name = pretty_name(path.stem) if file.title in (path.stem, stem_title(path)) else file.title
+        files.append(ParsedFile(file.text, title=name, label=relative.as_posix(), has_text=file.has_text,
+                                body=file.body))
         formats.add(chapter.format)
         warnings += [f"{relative.as_posix()}: {warning}" for warning in chapter.warnings]
     return ParsedDocument(title=title or pretty_name(folder.resolve().name), format=formats.pop() if len(formats) == 1

@@ -13,10 +13,11 @@ from pathlib import Path
 from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
+from .structure import text_structure
 from .xhtml import Heading, html_to_text, xhtml_to_text
 
 __all__ = ["read_markdown", "read_txt", "read_html", "decode_text", "markdown_headings", "txt_headings",
-           "MAX_TEXT_BYTES"]
+           "stem_title", "MAX_TEXT_BYTES"]
 
 MAX_TEXT_BYTES = 256 * 1024 * 1024
 """A bigger text file is not a book; refusing it early keeps memory bounded."""
@@ -36,9 +37,6 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _LIST_OR_QUOTE = re.compile(r"^ {0,3}(?:[-*+>]|\d+[.)])(?:\s|$)")
-_TXT_KEYWORD = re.compile(
-    r"^(?:[\w’' ]{1,30}:\s*)?(?:(?P<major>part|book|volume|libro|parte|livre|teil)|chapter|canto|section|act|"
-    r"scene|prologue|epilogue|preface|introduction|appendix|cap[ií]tulo|chapitre|kapitel)\b", re.IGNORECASE)
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
@@ -67,24 +65,41 @@ def decode_text(data: bytes) -> tuple[str, str]:
 
 
 def read_markdown(source: Source) -> ParsedDocument:
-    """A Markdown file as one file; ATX (``#``) and setext (underlined) headings become the TOC."""
-    with opened(source, limit=MAX_TEXT_BYTES) as file:
-        text, warnings = _read_text(file)
-    return _document(file.path, "markdown", text, markdown_headings(text), warnings)
+    """A Markdown file as one file; ATX (``#``) and setext (underlined) headings become the TOC.
 
-
-def read_txt(source: Source) -> ParsedDocument:
-    """A plain-text file as one file; lines that look like headings become the TOC.
-
-    The title is the first line when it is short: a plain-text book opens with its title page,
-    while its first heading-like line is usually a part or chapter ("INFERNO").
+    With fewer than two such headings, the headings printed books use in plain text are looked for instead
+    ("STAVE ONE" in capitals); a Gutenberg header, a title page and a contents list are handled as in TXT.
     """
     with opened(source, limit=MAX_TEXT_BYTES) as file:
         text, warnings = _read_text(file)
-    document = _document(file.path, "text", text, txt_headings(text), warnings)
-    first_line = next((line.strip() for line in text.split("\n", 50) if line.strip()), "")
-    document.title = document.files[0].title = first_line if 0 < len(first_line) <= 100 else file.path.stem
+    headings = markdown_headings(text)
+    structure = text_structure(text, headings)
+    document = _document(file.path, "markdown", text, structure.headings, warnings, structure.body)
+    _name(document, structure.title or (headings[0].title if headings else None), structure.author)
     return document
+
+
+def read_txt(source: Source) -> ParsedDocument:
+    """A plain-text file as one file; lines that look like headings become the TOC (:mod:`.structure`).
+
+    The title is the Gutenberg header's, else the first line when it is short: a plain-text book opens with its
+    title page, while its first heading-like line is usually a part or chapter ("INFERNO"). The licence, title
+    page and contents list lie outside the file's ``body``, so they are never chunked.
+    """
+    with opened(source, limit=MAX_TEXT_BYTES) as file:
+        text, warnings = _read_text(file)
+    structure = text_structure(text)
+    document = _document(file.path, "text", text, structure.headings, warnings, structure.body)
+    first_line = next((line.strip() for line in text.split("\n", 50) if line.strip()), "")
+    title = structure.title or (first_line if 0 < len(first_line) <= 100 else stem_title(file.path))
+    _name(document, title, structure.author)
+    return document
+
+
+def stem_title(path: Path) -> str:
+    """The title a file without one gets: its name, underscores as spaces (``Christmas_Carol`` -> ``Christmas
+    Carol``)."""
+    return " ".join(path.stem.replace("_", " ").split()) or path.stem
 
 
 def read_html(source: Source) -> ParsedDocument:
@@ -112,13 +127,22 @@ def _read_text(file: SourceFile) -> tuple[str, list[str]]:
     return text, warnings
 
 
-def _document(path: Path, fmt: str, text: str, headings: list[Heading], warnings: list[str]) -> ParsedDocument:
+def _document(path: Path, fmt: str, text: str, headings: list[Heading], warnings: list[str],
+              body: tuple[int, int] | None = None) -> ParsedDocument:
     """One-file document; TOC levels are shifted so the shallowest heading is level 0."""
     top = min((heading.level for heading in headings), default=0)
     toc = [TocEntry(heading.title, heading.level - top, 0, heading.offset) for heading in headings]
-    title = headings[0].title if headings else path.stem
-    files = [ParsedFile(text, title=title, label=path.name, has_text=bool(text.strip()))]
+    title = headings[0].title if headings else stem_title(path)
+    files = [ParsedFile(text, title=title, label=path.name, has_text=bool(text.strip()), body=body)]
     return ParsedDocument(title=title, format=fmt, files=files, toc=toc, warnings=warnings)
+
+
+def _name(document: ParsedDocument, title: str | None, author: str | None) -> None:
+    """Give the document (and its one file) the title found in its header, and record the author."""
+    if title:
+        document.title = document.files[0].title = title
+    if author:
+        document.metadata["creator"] = author
 
 
 def _lines(text: str) -> list[tuple[int, str]]:
@@ -171,30 +195,7 @@ def _is_setext_title(lines: list[tuple[int, str]], index: int) -> bool:
 
 
 def txt_headings(text: str) -> list[Heading]:
-    """Lines standing alone between blank lines that read like headings.
-
-    Two kinds: keyword lines ("Chapter I", "Canto XII", "Inferno: Canto I", "PART ONE") and short
-    all-caps lines ("INFERNO"). Parts, books and volumes and the all-caps lines are level 0, other
-    keyword lines level 1, so a book of parts and chapters gets two levels. Simple on purpose: a
-    wrong guess costs a TOC entry, never text.
-    """
-    headings: list[Heading] = []
-    lines = _lines(text)
-    for index, (offset, line) in enumerate(lines):
-        title = line.strip()
-        if not title or len(title) > 80:
-            continue
-        isolated = (index == 0 or not lines[index - 1][1].strip()) and (
-            index + 1 == len(lines) or not lines[index + 1][1].strip())
-        if not isolated:
-            continue
-        keyword = _TXT_KEYWORD.match(title)
-        if keyword or _is_caps_title(title):
-            level = 1 if keyword and not keyword.group("major") else 0
-            headings.append(Heading(level, title, offset + line.index(title[0])))
-    return headings
-
-
-def _is_caps_title(title: str) -> bool:
-    letters = [ch for ch in title if ch.isalpha()]
-    return len(letters) >= 3 and len(title.split()) <= 8 and all(ch.isupper() for ch in letters)
+    """The headings of a plain-text book: keyword lines ("Chapter I", "Canto XII", "Inferno: Canto I", "STAVE
+    ONE"), numerals alone that count up like chapters ("II."), lines a contents list names, and a part's title
+    in capitals above its first chapter ("INFERNO"). Parts are level 0, chapters 1."""
+    return text_structure(text).headings

@@ -1,0 +1,535 @@
+"""The structure printed books have in plain text: headings, a contents list, a Gutenberg header and front matter.
+
+A plain-text book marks its chapters the way the printed one did: "CHAPTER I", "STAVE ONE", "Canto XII",
+"Capítulo primero. Que trata...", a Roman numeral alone on a line ("II." of Virgil's Eclogues), "[ 1 ]", or
+only by a contents list at the front whose lines come back later as headings. :func:`text_structure` finds
+those headings, the book's title and author in a Project Gutenberg header, and the span of the text that is
+the book (:attr:`TextStructure.body`): the licence before and after it, the title page, the contents list and
+a transcriber's note at either end lie outside, so they are never chunked, searched or cited, while the
+canonical text keeps every character and every position stays exact.
+
+Conservative on purpose: a wrong heading cuts a chapter in two, so a numeral alone counts only in a run of
+three or more that counts up (restarting at one for each part) with chapters' worth of text between them, a
+keyword needs a number or a separator after it, and a line in capitals is a heading only when the contents list
+names it or it stands right above a chapter heading as the part's title ("INFERNO" before "Canto I").
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import unicodedata
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from .xhtml import Heading
+
+__all__ = ["TextStructure", "text_structure", "gutenberg_header"]
+
+_ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
+_NUMBER_WORDS = (
+    "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|"
+    "eighteen|nineteen|twenty|thirty|forty|fifty|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|"
+    "eleventh|twelfth|last|final|uno|dos|tres|cuatro|cinco|seis|siete|ocho|nueve|diez|primero|primera|segundo|"
+    "segunda|tercero|tercera|cuarto|cuarta|quinto|quinta|sexto|sexta|s[ée]ptimo|octavo|noveno|d[ée]cimo|"
+    "[úu]ltimo|premier|premi[èe]re|deuxi[èe]me|second|troisi[èe]me|quatri[èe]me|cinqui[èe]me|un|deux|trois|quatre|"
+    "cinq|erstes|erster|zweites|zweiter|drittes|dritter|viertes|vierter|f[üu]nftes|eins|zwei|drei|vier|f[üu]nf|"
+    "primus|secundus|tertius"
+)
+_MAJOR = r"part|book|volume|libro|parte|livre|partie|tome|tomo|teil|buch|liber"
+_CHAPTER = (r"chapter|stave|canto|act|letter|eclogue|ecloga|cap[ií]tulo|chapitre|kapitel|capitolo|acto|acte|"
+            r"aufzug|akt|story|adventure")
+_SCENE = r"scene|sc[èe]ne|escena|szene|scena"
+_ALONE = (r"prologue|epilogue|preface|introduction|appendix|foreword|afterword|conclusion|pr[óo]logo|"
+          r"ep[íi]logo|introducci[óo]n|ap[ée]ndice|pr[ée]face|[ée]pilogue|vorwort|einleitung|nachwort|prolog|epilog")
+_NUMBER = rf"(?:\d{{1,3}}|{_ROMAN}|(?:the\s+)?(?:{_NUMBER_WORDS}))\b"
+_KEYWORD_LINE = re.compile(
+    rf"^(?:[\w’' ]{{1,30}}:\s*)?(?:(?P<major>{_MAJOR})|(?P<scene>{_SCENE})|(?P<chapter>{_CHAPTER}))\s+{_NUMBER}\.?"
+    rf"(?:\s*(?:[.:,;—–]|-{{1,2}})\s*(?P<title>\S.*)?|\s+(?P<caps>[^a-z]+)|\s*)$", re.IGNORECASE)
+"""A keyword and a number, then nothing, a separator and maybe a title, or a title in capitals: "STAVE ONE",
+"Chapter 1. Loomings.", "Book the First--Recalled to Life", "Inferno: Canto I". "Chapter 5 of the report" is
+prose (a lower-case word straight after the number)."""
+_ALONE_LINE = re.compile(rf"^(?:{_ALONE})\b\.?(?:\s*(?:[.:—–]|-{{1,2}})\s*\S.*)?$", re.IGNORECASE)
+_NUMERAL_LINE = re.compile(rf"^(?P<pre>[\[(—–\-_*§=~# ]*)(?P<n>{_ROMAN}|\d{{1,3}})(?P<post>[.\])—–\-_*:=~ ]*)$")
+"""A numeral alone, maybe dressed: "II.", "[ 1 ]", "— III —", "12"."""
+_NUMBERED_LINE = re.compile(rf"^(?P<n>{_ROMAN}|\d{{1,3}})\.\s+(?P<title>\S.{{0,75}})$")
+"""A numeral, a full stop and a title: "I. A SCANDAL IN BOHEMIA", "1. Into the Primitive"."""
+_CONTENTS_TITLE = re.compile(
+    r"^\s*(?:#+\s*)?(?:table\s+of\s+contents|contents|[íi]ndice(?:\s+general)?|sumario|table\s+des\s+mati[èe]res|"
+    r"sommaire|inhalt|inhaltsverzeichnis|indice|contenido|contenidos)"
+    rf"(?:\s+(?:of\s+|del?\s+)?(?:{_MAJOR})\s+{_NUMBER})?\s*[.:]?\s*$", re.IGNORECASE)
+_UNDERLINE = re.compile(r"^\s*(?:=+|-+)\s*$")
+_NOT_WORD = re.compile(r"[\W_]+")
+_BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
+_LIST_ITEM = re.compile(rf"^(?:[-*+•]\s|(?:\d{{1,3}}|{_ROMAN})[.)]?(?:\s|$)|(?:{_CHAPTER}|{_MAJOR})\b)", re.IGNORECASE)
+_PAGE_NUMBER = re.compile(r"(?:\s*\.{2,}\s*|\s{2,})\d+\s*$")
+_GUTENBERG_START = re.compile(
+    r"^[ \t]*(?:\*{3}\s*START OF (?:THE|THIS) PROJECT GUTENBERG[^\n]*|\*END\*THE SMALL PRINT[^\n]*)$",
+    re.IGNORECASE | re.MULTILINE)
+_GUTENBERG_END = re.compile(
+    r"^[ \t]*(?:\*{3}\s*END OF (?:THE|THIS) PROJECT GUTENBERG|End of (?:the )?Project Gutenberg)",
+    re.IGNORECASE | re.MULTILINE)
+_GUTENBERG_FIRST_LINE = re.compile(
+    r"^\W*(?:The\s+)?Project\s+Gutenberg(?:'s|’s)?\s+e-?(?:Book|Text)\s*(?:#\d+\s*)?(?:of\s+|:\s*)(?P<title>.+?)"
+    r"(?:,\s+by\s+(?P<author>.+?))?\s*$", re.IGNORECASE)
+_HEADER_FIELD = re.compile(r"^(?P<key>Title|Author):[ \t]*(?P<value>\S.*)$", re.MULTILINE)
+_TRANSCRIBER = re.compile(
+    r"^\W{0,3}(?:transcriber['’]?s?\s+notes?|nota\s+del\s+transcriptor|note\s+du\s+transcripteur|"
+    r"anmerkung(?:en)?\s+des\s+transkribenten)\b", re.IGNORECASE | re.MULTILINE)
+
+_FRONT_CHARS = 1_500
+"""Text before the contents list or the first heading of at most this many characters is a title page (with an
+edition note or a dedication), not the book; an author's preface is longer and is kept."""
+_MIN_RUN, _MIN_GAP = 3, 800
+"""A numeral-only heading style needs at least three headings, four in five of them 800 characters or more
+apart: a numbered list, a date or a verse number counts up too but never spaces out like chapters."""
+_MAX_HEADING_LINES, _MAX_TITLE_LINES = 3, 5
+"""A keyword heading may run over three lines ("Capítulo primero. Que trata de la condición y ejercicio del
+famoso hidalgo" / "don Quijote de la Mancha"); a longer block is a paragraph that starts with the keyword,
+unless its first line is the keyword and number alone ("CHAPTER XXIII." over a title of up to four lines)."""
+_END_MARKS = frozenset({"the end", "end", "fin", "la fine", "fine", "ende", "finis", "fim"})
+"""The mark after a book's last line: a heading by its look, never a chapter."""
+_BACK_NOTE_CHARS = 5_000
+_MAX_CONTENTS_LINES = 1_000
+"""A contents list is looked for this many lines on; where its first entry comes back is looked for as far."""
+
+
+@dataclass(slots=True)
+class TextStructure:
+    """What :func:`text_structure` found: headings (level 0 the outermost), the book's span and its header."""
+
+    headings: list[Heading]
+    body: tuple[int, int] | None = None
+    title: str | None = None
+    author: str | None = None
+    contents: tuple[int, int] | None = None
+    """The contents list at the front, [start, end), when there is one."""
+
+
+@dataclass(slots=True)
+class _Line:
+    """A line of the text without its newline, where it starts, and its text stripped (blank when empty)."""
+
+    index: int
+    offset: int
+    text: str
+    stripped: str
+
+
+@dataclass(slots=True)
+class _Candidate:
+    """A line that looks like a heading: its style (lines of one style count up together), its rank (0 a part,
+    1 a chapter, 2 a scene), its number when it is a numeral, and the lines below it that are its title."""
+
+    line: int
+    style: tuple[str, ...]
+    rank: int
+    number: int | None = None
+    title_lines: list[int] = field(default_factory=list)
+
+
+def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
+    """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines."""
+    start = _GUTENBERG_START.search(text)
+    if start is None:
+        return None, None, None
+    header = text[:start.start()]
+    fields = {m.group("key").lower(): m.group("value").strip() for m in _HEADER_FIELD.finditer(header)}
+    first = _GUTENBERG_FIRST_LINE.match(header.lstrip("\ufeff").split("\n", 1)[0])
+    title = fields.get("title") or (first.group("title").strip() if first else None)
+    author = fields.get("author") or (first.group("author") if first and first.group("author") else None)
+    end = _GUTENBERG_END.search(text, start.end())
+    return title, author, (start.end(), end.start() if end else len(text))
+
+
+def text_structure(text: str, headings: list[Heading] | None = None) -> TextStructure:
+    """The structure of a plain-text (or Markdown) book.
+
+    ``headings``: the ones the markup gives (Markdown's ``#`` and underlined lines); when there are fewer than
+    two and plain text shows as many (a Markdown file whose chapters are "STAVE ONE" lines), those are taken.
+    """
+    lines = _lines(text)
+    title, author, span = gutenberg_header(text)
+    lo, hi = span or (0, len(text))
+    first = bisect.bisect_left([line.offset for line in lines], lo)
+    contents = _contents(lines, first, hi)
+    after = contents[1] if contents else lo
+    found = _plain_headings(lines, after, hi)
+    if headings is not None and (len(headings) >= 2 or len(headings) > len(found)):
+        found = [heading for heading in headings if lo <= heading.offset < hi]
+    if contents is not None:
+        found = _with_contents(found, lines, contents, hi)
+    found = [heading for heading in found if heading.offset >= after and _norm(heading.title) not in _END_MARKS]
+    body = _body(text, found, lo, hi, contents)
+    found = [heading for heading in found if body[0] <= heading.offset < body[1]]
+    top = min((heading.level for heading in found), default=0)
+    found = [Heading(heading.level - top, heading.title, heading.offset) for heading in found]
+    changed = span is not None or body != (0, len(text))
+    return TextStructure(found, body if changed else None, title, author, contents)
+
+
+def _lines(text: str) -> list[_Line]:
+    lines: list[_Line] = []
+    position = 0
+    for index, line in enumerate(text.split("\n")):
+        lines.append(_Line(index, position, line, line.strip()))
+        position += len(line) + 1
+    return lines
+
+
+def _blank(lines: list[_Line], index: int) -> bool:
+    return index < 0 or index >= len(lines) or not lines[index].stripped
+
+
+def _next_text(lines: list[_Line], index: int, limit: int = 4) -> int | None:
+    """The next non-blank line after ``index`` within ``limit`` lines, skipping a Markdown underline."""
+    for j in range(index + 1, min(index + 1 + limit, len(lines))):
+        if lines[j].stripped and not _UNDERLINE.match(lines[j].text):
+            return j
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------------
+# headings by their look
+
+
+def _plain_headings(lines: list[_Line], lo: int, hi: int) -> list[Heading]:
+    """Keyword, numeral and part-title headings in [lo, hi), levelled by kind."""
+    candidates: list[_Candidate] = []
+    for line in lines:
+        if not lo <= line.offset < hi:
+            continue
+        candidate = _candidate(lines, line)
+        if candidate is not None:
+            candidates.append(candidate)
+    candidates = _plausible(candidates, lines)
+    consumed = _attach_titles(candidates, lines)
+    candidates += _part_titles(candidates, lines, consumed, lo, hi)
+    return _levelled(candidates, lines)
+
+
+def _candidate(lines: list[_Line], line: _Line) -> _Candidate | None:
+    title = line.stripped
+    if not title or len(title) > 100 or not _blank(lines, line.index - 1):
+        return None
+    keyword = _KEYWORD_LINE.match(title)
+    if keyword:
+        block = _block(lines, line.index)
+        if len(block) > (_MAX_TITLE_LINES if _bare(title) else _MAX_HEADING_LINES):
+            return None  # the first line of a paragraph ("BOOK I. (FOLIO), CHAPTER I. (SPERM WHALE).--This whale")
+        kind = "major" if keyword.group("major") else "scene" if keyword.group("scene") else "chapter"
+        rank = {"major": 0, "chapter": 1, "scene": 2}[kind]
+        return _Candidate(line.index, ("keyword", kind, title.split()[0].casefold().rstrip(":")), rank,
+                          title_lines=[j for j in block[1:] if not _UNDERLINE.match(lines[j].text)])
+    if _ALONE_LINE.match(title) and _blank(lines, line.index + 1):
+        return _Candidate(line.index, ("keyword", "chapter", "alone"), 1)
+    if not _blank(lines, line.index + 1):
+        return None
+    numeral = _NUMERAL_LINE.match(title)
+    if numeral:
+        number = _value(numeral.group("n"))
+        shape = (numeral.group("pre").strip(), "roman" if numeral.group("n").isalpha() else "digit",
+                 numeral.group("post").strip())
+        return _Candidate(line.index, ("numeral", *shape), 1, number)
+    numbered = _NUMBERED_LINE.match(title)
+    if numbered and not numbered.group("title").rstrip().endswith((",", ";")):
+        kind = "roman" if numbered.group("n").isalpha() else "digit"
+        return _Candidate(line.index, ("numbered", kind), 1, _value(numbered.group("n")))
+    return None
+
+
+def _block(lines: list[_Line], index: int) -> list[int]:
+    """The lines from ``index`` to the next blank line, or one more than a heading may have."""
+    block = [index]
+    while len(block) <= _MAX_TITLE_LINES and not _blank(lines, block[-1] + 1):
+        block.append(block[-1] + 1)
+    return block
+
+
+def _value(numeral: str) -> int:
+    if numeral.isdigit():
+        return int(numeral)
+    values = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100, "D": 500, "M": 1000}
+    total = 0
+    for a, b in zip(numeral, numeral[1:] + " "):
+        total += -values[a] if b != " " and values[a] < values[b] else values[a]
+    return total
+
+
+def _plausible(candidates: list[_Candidate], lines: list[_Line]) -> list[_Candidate]:
+    """Numeral styles kept only when they count like chapters (see ``_MIN_RUN``); keyword headings all kept."""
+    by_style: dict[tuple[str, ...], list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        by_style[candidate.style].append(candidate)
+    kept: set[tuple[str, ...]] = set()
+    for style, group in by_style.items():
+        if style[0] == "keyword" or _counts_up(group, lines):
+            kept.add(style)
+    return [candidate for candidate in candidates if candidate.style in kept]
+
+
+def _counts_up(group: list[_Candidate], lines: list[_Line]) -> bool:
+    numbers = [candidate.number or 0 for candidate in group]
+    if len(group) < _MIN_RUN or numbers[0] != 1:
+        return False
+    steps = sum(1 for a, b in zip(numbers, numbers[1:]) if b in (a + 1, 1))
+    gaps = sorted(lines[b.line].offset - lines[a.line].offset for a, b in zip(group, group[1:]))
+    return steps >= 0.8 * (len(group) - 1) and gaps[len(gaps) // 5] >= _MIN_GAP
+
+
+def _attach_titles(candidates: list[_Candidate], lines: list[_Line]) -> set[int]:
+    """A heading without its own title takes the short line below it as one ("CHAPTER I" / "JONATHAN HARKER'S
+    JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken."""
+    heading_lines = {candidate.line for candidate in candidates}
+    consumed: set[int] = set()
+    for candidate in candidates:
+        text = lines[candidate.line].stripped
+        if candidate.title_lines or candidate.style[0] == "numbered" or (
+                candidate.style[0] == "keyword" and not _bare(text)):
+            continue
+        following = _next_text(lines, candidate.line)
+        if following is None or following in heading_lines or not _blank(lines, following + 1):
+            continue
+        if _looks_like_title(lines[following].stripped):
+            candidate.title_lines.append(following)
+            consumed.add(following)
+    return consumed
+
+
+def _bare(text: str) -> bool:
+    """True for a keyword heading that is a keyword and number alone ("CHAPTER I", "Chapter 1.", "STAVE ONE")."""
+    keyword = _KEYWORD_LINE.match(text)
+    return keyword is None or not (keyword.group("title") or keyword.group("caps"))
+
+
+def _looks_like_title(text: str) -> bool:
+    """A short line in capitals or in title case, not the first sentence of a chapter ("It was night.")."""
+    if not 0 < len(text) <= 70 or text.endswith((",", ";", ":")) or not text[0].isalpha() and text[0] not in "_(":
+        return False
+    letters = [ch for ch in text if ch.isalpha()]
+    if letters and all(ch.isupper() for ch in letters):
+        return True
+    words = [w for w in re.findall(r"\w+", text) if len(w) >= 4]
+    return bool(words) and sum(w[0].isupper() for w in words) >= 0.6 * len(words)
+
+
+def _part_titles(candidates: list[_Candidate], lines: list[_Line], consumed: set[int], lo: int,
+                 hi: int) -> list[_Candidate]:
+    """Lines in capitals standing right above a chapter heading: the title of the part it opens ("INFERNO").
+    Two at least: one alone is the title page's last line ("DRACULA", the author's name) above chapter one."""
+    starts = {candidate.line for candidate in candidates if candidate.rank >= 1}
+    taken = {candidate.line for candidate in candidates} | consumed
+    parts: list[_Candidate] = []
+    for line in lines:
+        if line.index in taken or not lo <= line.offset < hi or not _blank(lines, line.index - 1):
+            continue
+        if not _is_caps_title(line.stripped) or not _blank(lines, line.index + 1):
+            continue
+        if _next_text(lines, line.index, 6) in starts:
+            parts.append(_Candidate(line.index, ("caps",), 0))
+    return parts if len(parts) >= 2 else []
+
+
+def _is_caps_title(title: str) -> bool:
+    return title.isupper() and len(title) <= 80 and len(title.split()) <= 8 and sum(map(str.isalpha, title)) >= 3
+
+
+def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]:
+    """Headings in reading order. Parts are level 0, chapters 1, scenes 2; numeral styles without a keyword go
+    under the keyword chapters when there are any, each style under the ones that began before it ("— I —" parts
+    above "[ 1 ]" episodes, "I. A SCANDAL IN BOHEMIA" above its "I." sections)."""
+    firsts: dict[tuple[str, ...], int] = {}
+    for candidate in sorted(candidates, key=lambda c: c.line):
+        if candidate.style[0] in ("numeral", "numbered"):
+            firsts.setdefault(candidate.style, candidate.line)
+    has_chapters = any(c.style[0] == "keyword" and c.rank == 1 for c in candidates)
+    base = 2 if has_chapters else 1
+    ranks = {style: base + n for n, style in enumerate(sorted(firsts, key=firsts.__getitem__))}
+    headings = []
+    for candidate in sorted(candidates, key=lambda c: c.line):
+        line = lines[candidate.line]
+        title = " ".join([line.stripped, *(lines[i].stripped for i in candidate.title_lines)])
+        level = ranks.get(candidate.style, candidate.rank)
+        headings.append(Heading(level, title, line.offset + line.text.index(line.stripped[0])))
+    return headings
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the contents list
+
+
+def _norm(text: str) -> str:
+    """Casefolded letters and digits, single-spaced: what a contents line and its heading share."""
+    return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+
+
+def _initial(text: str) -> str:
+    """The first letter or digit of ``text``, casefolded: a cheap test before :func:`_norm`."""
+    return next((ch for ch in text if ch.isalnum()), "").casefold()
+
+
+def _entry(text: str) -> str:
+    return _norm(_PAGE_NUMBER.sub("", _BULLET.sub("", text, count=1)))
+
+
+def _contents(lines: list[_Line], first: int, hi: int) -> tuple[int, int] | None:
+    """[start, end) of the contents list: a "Contents" line in the front third of the book and the short lines
+    under it, up to where its first entry comes back as a heading or, failing that, two blank lines."""
+    limit = min(len(lines), first + max(400, (bisect.bisect_left([l.offset for l in lines], hi) - first) // 3))
+    for index in range(first, limit):
+        if not _CONTENTS_TITLE.match(lines[index].text):
+            continue
+        entries = _entry_lines(lines, index, hi)
+        if len(entries) >= 2:
+            return lines[index].offset, lines[entries[-1]].offset + len(lines[entries[-1]].text)
+    return None
+
+
+def _entry_lines(lines: list[_Line], title: int, hi: int) -> list[int]:
+    """The lines of the list under a contents title: up to where its first entry comes back as a heading, else up
+    to the first two blank lines, when they read as a list (a "Contents" section of prose is no list)."""
+    first = _next_text(lines, title, 6)
+    if first is None or lines[first].offset >= hi:
+        return []
+    back = _comes_back(lines, first, hi)
+    stop = back if back is not None else _gap_end(lines, first, hi)
+    entries = [j for j in range(first, stop) if lines[j].stripped and not _UNDERLINE.match(lines[j].text)]
+    if back is None and sum(_listed(lines[j].stripped) for j in entries) < 0.8 * len(entries):
+        return []
+    return entries
+
+
+def _listed(text: str) -> bool:
+    """A line that reads as a contents entry on its own: a bullet, a number, a chapter keyword, a page number."""
+    return bool(_LIST_ITEM.match(text) or _KEYWORD_LINE.match(text) or _ALONE_LINE.match(text)
+                or _PAGE_NUMBER.search(text) or re.search(r"\s\d{1,4}$", text))
+
+
+def _comes_back(lines: list[_Line], first: int, hi: int) -> int | None:
+    """The line, after the list, where its first entry is printed again as a heading (one line or two)."""
+    entry = _entry(lines[first].text)
+    for j in range(first + 1, min(len(lines), first + _MAX_CONTENTS_LINES)):
+        line = lines[j]
+        if line.offset >= hi:
+            return None
+        if not line.stripped or not _blank(lines, j - 1):
+            continue
+        following = _next_text(lines, j, 2)
+        joined = _entry(f"{line.text} {lines[following].text}") if following is not None else ""
+        if entry in (_entry(line.text), joined):
+            return j
+    return None
+
+
+def _gap_end(lines: list[_Line], first: int, hi: int) -> int:
+    """The line after the list's last entry: before two blank lines, a line of prose or the 1,000th line."""
+    blanks = 0
+    for j in range(first, min(len(lines), first + _MAX_CONTENTS_LINES)):
+        line = lines[j]
+        if line.offset >= hi or len(line.stripped) > 200:
+            return j
+        blanks = blanks + 1 if not line.stripped else 0
+        if blanks >= 2:
+            return j
+    return min(len(lines), first + _MAX_CONTENTS_LINES)
+
+
+def _with_contents(found: list[Heading], lines: list[_Line], contents: tuple[int, int], hi: int) -> list[Heading]:
+    """``found`` with a heading wherever a contents entry comes back after the list (as one line, or as the two
+    lines "Chapter I." / "PETER BREAKS THROUGH"), in order; nothing is added unless half the entries come back."""
+    start, end = contents
+    offsets = [line.offset for line in lines]
+    first, after = bisect.bisect_left(offsets, start), bisect.bisect_left(offsets, end)
+    entry_lines = [line for line in lines[first:after] if line.stripped][1:]
+    entries = [e for e in (_entry(line.text) for line in entry_lines if not _UNDERLINE.match(line.text)) if e]
+    initials = {entry[0] for entry in entries}
+    index: dict[str, list[int]] = defaultdict(list)
+    for line in lines[after:bisect.bisect_left(offsets, hi)]:
+        text = line.text
+        if not text or len(text) > 120 or not _blank(lines, line.index - 1) or _initial(text) not in initials:
+            continue
+        index[_norm(text)].append(line.index)
+        following = _next_text(lines, line.index, 3)
+        if following is not None:
+            index[_norm(line.text + " " + lines[following].text)].append(line.index)
+    matched: list[int] = []
+    last = -1
+    for entry in entries:
+        hits = index.get(entry, [])
+        position = bisect.bisect_right(hits, last)
+        if position < len(hits):
+            last = hits[position]
+            matched.append(last)
+    if len(matched) < max(2, len(entries) // 2):
+        return found
+    at = {heading.offset for heading in found}
+    starts = [heading.offset for heading in found]
+    added = []
+    for line_index in matched:
+        line = lines[line_index]
+        offset = line.offset + line.text.index(line.stripped[0])
+        if offset in at:
+            continue
+        following = _next_text(lines, line_index, 3)
+        title = line.stripped
+        if following is not None and _norm(title) not in entries:
+            title = f"{title} {lines[following].stripped}"
+        neighbour = bisect.bisect_left(starts, offset)
+        level = found[min(neighbour, len(found) - 1)].level if found else 0
+        added.append(Heading(level, title, offset))
+    return sorted(found + added, key=lambda heading: heading.offset)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the book's span
+
+
+def _body(text: str, headings: list[Heading], lo: int, hi: int, contents: tuple[int, int] | None) -> tuple[int, int]:
+    """[lo, hi) narrowed past the front matter and a transcriber's note at the end.
+
+    The front: the title page (and an edition note or dedication) with the contents list after it, when what
+    precedes the list is short; with no list, in a Gutenberg text (``lo > 0``), a short title page before the
+    first heading (elsewhere that is a short first section: "# Notes" / "Two lines." / "## Part one"). A longer
+    text before the list is a preface, and the book starts there."""
+    start = lo
+    first_heading = headings[0].offset if headings else None
+    if contents is not None and _short(text, lo, contents[0]):
+        start = _next_line(text, contents[1])
+    elif contents is None and first_heading is not None and len(headings) >= 2 and lo > 0:
+        head_end = _title_heading_end(text, headings, lo)
+        if _short(text, head_end, first_heading if head_end == lo else headings[1].offset):
+            start = first_heading if head_end == lo else headings[1].offset
+    note = _TRANSCRIBER.search(text, start, hi)
+    if note is not None and (first_heading is None or note.start() < first_heading) and _short(text, start,
+                                                                                                note.start()):
+        start = max(start, _paragraph_end(text, note.start(), hi))
+    end = hi
+    last_note = None
+    for match in _TRANSCRIBER.finditer(text, start, hi):
+        last_note = match
+    if last_note is not None and hi - last_note.start() <= _BACK_NOTE_CHARS and last_note.start() > start:
+        end = last_note.start()
+    return start, max(start, end)
+
+
+def _title_heading_end(text: str, headings: list[Heading], lo: int) -> int:
+    """``lo``, or past the first heading when it opens the text (a Markdown ``# Title``) and a second follows."""
+    if len(headings) >= 2 and not text[lo:headings[0].offset].strip():
+        return text.find("\n", headings[0].offset) + 1 or len(text)
+    return lo
+
+
+def _short(text: str, a: int, b: int) -> bool:
+    return b >= a and len("".join(text[a:b].split())) <= _FRONT_CHARS
+
+
+def _next_line(text: str, offset: int) -> int:
+    newline = text.find("\n", offset)
+    return len(text) if newline < 0 else newline + 1
+
+
+def _paragraph_end(text: str, offset: int, hi: int) -> int:
+    """The end of the block starting at ``offset``: the next two blank lines, or a closing bracket's line."""
+    gap = re.compile(r"\n[ \t]*\n[ \t]*\n")
+    match = gap.search(text, offset, hi)
+    return match.end() if match else hi
