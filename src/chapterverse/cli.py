@@ -270,21 +270,13 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
     """The library the options name (the sub-command's, else the global ones). Only ``create`` (ingest) may
     make a new one: any other command on a folder that holds no library (neither its database nor a
     config.json the user put there) is an input error, not an empty library left under a mistyped path."""
-    from .config import CONFIG_NAME, default_home
-    from .library import Library
-    from .store import open_store, sqlite_file
+    from .library import open_library
 
     given = _globals(ctx)
     library = library or given.library
     store = store or given.store or os.environ.get("CHAPTERVERSE_STORE_URL") or None
     with _errors():
-        database = sqlite_file(store or library or default_home())
-        if not create and database is not None and not database.is_file():
-            if store is not None or not (database.parent / CONFIG_NAME).is_file():
-                raise InputError(f"{database.parent if store is None else database}: no library here "
-                                 "(`chapterverse ingest FILE` makes one)")
-        backend = open_store(store) if store else None
-        return Library(library, embedding_model=embedding_model, store=backend)
+        return open_library(library, create=create, store=store, embedding_model=embedding_model)
 
 
 def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,

@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .retrieval import FusionWeights, Retriever, ScoredChunk
     from .sources import ParsedDocument, Root
 
-__all__ = ["Library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress", "content_hash",
-           "ORIGIN_KEY", "USER_METADATA_KEY"]
+__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress",
+           "content_hash", "ORIGIN_KEY", "USER_METADATA_KEY"]
 
 ORIGIN_KEY = "kb_origin"
 """Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
@@ -516,6 +516,22 @@ class Library:
 
         order, report = rerank_order(self.reranker, query, [h.text for h in hits])
         return SearchResult([hits[i] for i in order][:k], report)
+
+
+def open_library(location: str | Path | None = None, *, create: bool = False, store: str | None = None,
+                 embedding_model: str | None = None) -> Library:
+    """The library at ``location`` (a folder; default :func:`config.default_home`), or in the PostgreSQL database
+    ``store`` names. Only ``create`` makes a new one: a folder that holds no library (neither its database nor a
+    config.json put there) is an InputError, not an empty library left under a mistyped path."""
+    from .config import CONFIG_NAME
+    from .store import open_store, sqlite_file
+
+    database = sqlite_file(store or location or default_home())
+    if not create and database is not None and not database.is_file():
+        if store is not None or not (database.parent / CONFIG_NAME).is_file():
+            raise InputError(f"{database.parent if store is None else database}: no library here "
+                             "(`chapterverse ingest FILE` makes one)")
+    return Library(location, embedding_model=embedding_model, store=open_store(store) if store else None)
 
 
 def _user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
