@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -83,8 +84,8 @@ SOAK_REQUESTS = 200_000
 SOAK_CONNECTIONS = 4
 """Keep-alive connections, one client thread each: on two cores more only queue in the server's thread pool."""
 SOAK_DEADLINE_S = 1_500
-"""The soak's bound: 200,000 searches took 9-10 minutes here with the machine's other load at 6-7 (about 360
-requests/s), fewer on an idle one."""
+"""The soak's bound: 200,000 searches took 703 s here (284 requests/s) with the two cores' load average at 11.7,
+other work's included."""
 QUERIES = ["who lights the lamp", "when do the apples ripen", "what does the market sell"]
 
 
@@ -147,18 +148,20 @@ def _search_for_long(port: int, requests: int, deadline: float) -> tuple[int, Co
     asks = [_search_request(port, query) for query in QUERIES]
 
     def client(share: int) -> None:
-        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn, conn.makefile("rb") as reader:
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            seen: Counter[int] = Counter()
-            try:
+        seen: Counter[int] = Counter()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=60) as conn, conn.makefile("rb") as reader:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 for n in range(share):
                     if n % 1_000 == 0 and time.monotonic() > deadline:
                         break
                     conn.sendall(asks[n % len(asks)])
                     seen[_read_response(reader)[0]] += 1
-            finally:
-                with lock:
-                    statuses.update(seen)
+        except OSError:
+            pass  # the server went away: the test says how and when
+        finally:
+            with lock:
+                statuses.update(seen)
 
     shares = [requests // SOAK_CONNECTIONS + (i < requests % SOAK_CONNECTIONS) for i in range(SOAK_CONNECTIONS)]
     with ThreadPoolExecutor(SOAK_CONNECTIONS) as pool:
@@ -183,8 +186,10 @@ def test_a_server_answers_200000_searches_without_exiting(tmp_path: Path) -> Non
         alive = server.poll() is None
         print(f"\n{answered:,} searches in {seconds:.0f} s: {answered / seconds:.0f} requests/s over "
               f"{SOAK_CONNECTIONS} connections, statuses {dict(statuses)}, load average {os.getloadavg()[0]:.1f}")
+        written = log.read_text(errors="replace")
+        fatal = written.find("Fatal Python error")
         assert alive, f"the server exited ({server.returncode}) after {answered:,} searches:\n" + \
-            log.read_text(errors="replace")[-3_000:]
+            written[fatal if fatal >= 0 else -3_000:][:3_000]
         assert answered == SOAK_REQUESTS, f"only {answered:,} searches in {seconds:.0f} s"
         assert statuses == {200: SOAK_REQUESTS}
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
@@ -246,3 +251,15 @@ def test_sigterm_during_a_write_answers_503_stopping(tmp_path: Path) -> None:
         assert library.store.count_chunks() == 0
     finally:
         library.close()
+
+
+def test_a_keep_alive_connection_is_not_held_up_by_delayed_acks(tmp_path: Path) -> None:
+    """Every connection has TCP_NODELAY: with Nagle on (the listening socket made with proto 0, before issue
+    28), a response written as headers then body waited for the client's delayed ACK, about 40 ms a request."""
+    with _hashing_server(tmp_path) as (_, port, _), httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
+        took = []
+        for _ in range(40):
+            start = time.perf_counter()
+            assert client.post("/v1/rag/search", json={"query": "who lights the lamp"}).status_code == 200
+            took.append(time.perf_counter() - start)
+    assert statistics.median(took) < 0.030, f"median {statistics.median(took) * 1000:.0f} ms a search"
