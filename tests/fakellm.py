@@ -15,6 +15,9 @@ Also served: ``POST /v1/responses`` (the Responses API: the same replies as one 
 stream events), ``GET /v1/models`` and ``POST /v1/embeddings`` (hash-seeded unit vectors, float or
 base64, so the official SDK's default base64 encoding works).
 
+An upstream that echoes the key it was sent: wherever ``AUTHORIZATION`` appears in what the fake writes (a
+reply's text, a JSON or SSE body, a model's name), the request's ``Authorization`` header is written instead.
+
 This is a helper module, not a test file; tests import it (``from fakellm import FakeLLM, Reply``)
 and make their own fixtures.
 """
@@ -37,7 +40,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, Self
 
-__all__ = ["Call", "FakeLLM", "RecordedRequest", "Reply", "fake_embedding", "fake_llm"]
+__all__ = ["AUTHORIZATION", "Call", "FakeLLM", "RecordedRequest", "Reply", "fake_embedding", "fake_llm"]
+
+AUTHORIZATION = "<<authorization>>"
+"""Written back as the request's Authorization header (``Bearer <key>``): an upstream that echoes its key."""
 
 ReplyKind = Literal["text", "error", "hang", "drop", "sse", "json"]
 
@@ -554,8 +560,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     # -- wire
 
+    def _echoed(self, payload: bytes) -> bytes:
+        """``payload`` with AUTHORIZATION replaced by the request's Authorization header."""
+        return payload.replace(AUTHORIZATION.encode(), self.headers.get("Authorization", "").encode())
+
     def _send_json(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> None:
-        payload = body.encode() if isinstance(body, str) else json.dumps(body).encode()
+        payload = self._echoed(body.encode() if isinstance(body, str) else json.dumps(body).encode())
         self.send_response(status)
         self.send_header("Content-Type", "text/plain" if isinstance(body, str) else "application/json")
         self.send_header("Content-Length", str(len(payload)))
@@ -577,6 +587,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
         self._write_chunk(f"data: {data}\n\n".encode())
 
     def _write_chunk(self, payload: bytes) -> None:
+        payload = self._echoed(payload)
         self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
         self.wfile.flush()
 

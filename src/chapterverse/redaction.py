@@ -9,12 +9,18 @@ What counts as a secret:
   password), wherever it appears: an upstream that echoes the key in its error body must not get
   it into our log through an exception message.
 
+An upstream model's successful answers are relayed, not written by us: :func:`mask_secrets` (whole bodies)
+and :class:`SecretMasker` (streams) mask only the registered values there, so that an upstream echoing the
+``Authorization`` header it was sent cannot hand its key to a client, while URLs and words that merely look
+like secrets in the model's text reach the client as written.
+
 :func:`install_log_scrubber` applies :func:`scrub` to every log record of the process at the moment
 it is made (message, arguments and traceback), so no handler, however configured, can write a secret.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import threading
@@ -22,7 +28,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["MASK", "redact_url", "scrub", "register_secret", "register_url_secrets", "install_log_scrubber"]
+__all__ = ["MASK", "redact_url", "scrub", "register_secret", "register_url_secrets", "install_log_scrubber",
+           "mask_secrets", "SecretMasker"]
 
 MASK = "***"
 _MIN_SECRET = 4
@@ -88,6 +95,52 @@ def scrub(text: str) -> str:
     for secret in known:
         text = text.replace(secret, MASK)
     return text
+
+
+def mask_secrets(data: bytes) -> bytes:
+    """``data`` with every registered secret masked, as written and as a JSON string writes it (``\\/``,
+    ``\\"``, ``\\uXXXX``): what a relayed answer may carry of the key the upstream was sent."""
+    for form in _secret_forms():
+        data = data.replace(form, _MASK_BYTES)
+    return data
+
+
+_MASK_BYTES = MASK.encode()
+
+
+def _secret_forms() -> list[bytes]:
+    """The registered secrets as bytes, each as written and JSON-escaped, longest first (so that a secret
+    that contains another is masked whole)."""
+    with _lock:
+        known = list(_secrets)
+    forms: set[bytes] = set()
+    for secret in known:
+        escaped = json.dumps(secret)[1:-1]
+        forms.update(form.encode() for form in (secret, escaped, escaped.replace("/", "\\/")))
+    return sorted(forms, key=len, reverse=True)
+
+
+class SecretMasker:
+    """:func:`mask_secrets` over a byte stream cut anywhere (an upstream's SSE). A secret never spans a line
+    break (it is a header value), so only the unfinished last line is held back: every complete line, and so
+    every SSE event, goes out as soon as it arrives. With no secret registered nothing is held."""
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        data = self._held + data
+        if not _secrets:
+            self._held = b""
+            return data
+        cut = data.rfind(b"\n") + 1
+        self._held = data[cut:]
+        return mask_secrets(data[:cut])
+
+    def flush(self) -> bytes:
+        """The held-back end of the stream, masked."""
+        held, self._held = self._held, b""
+        return mask_secrets(held)
 
 
 def install_log_scrubber() -> None:

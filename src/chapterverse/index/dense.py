@@ -188,7 +188,13 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
 
 def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``codes @ query`` as float32 (exact: at most 512 * 127 * 127 in magnitude), split over the cores like a
-    float32 scan of the same bytes (SimSIMD releases the GIL)."""
+    float32 scan of the same bytes (SimSIMD releases the GIL).
+
+    Each part asks SimSIMD for a new result and copies it into place, never ``cdist(..., out=...)``: simsimd
+    6.5.16 returns ``None`` from that call without taking a reference to it, so every call drops one of
+    ``None``'s references, and on Python 3.11 (where ``None`` is not immortal) a process aborts with
+    ``none_dealloc`` after about as many scans as ``None`` had references (62 k in a started server; issue
+    28). The copy costs 2-10 % of this pass, 1-100 us (``scripts/code_scan_copy.py``)."""
     out = np.empty((1, len(codes)), np.float32)
     tuning = scan_tuning()
     parts = 1 if codes.nbytes <= SMALL_SCAN_BYTES else max(1, min(tuning.threads, len(codes) // MIN_PART_ROWS))
@@ -196,7 +202,7 @@ def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     query_row = query[None, :]
 
     def scan(lo: int, hi: int) -> None:
-        simsimd.cdist(query_row, codes[lo:hi], metric="dot", out=out[:, lo:hi], out_dtype="float32")
+        out[:, lo:hi] = simsimd.cdist(query_row, codes[lo:hi], metric="dot", out_dtype="float32")
 
     pending = [_helper(tuning.threads).submit(scan, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
     scan(bounds[-2], bounds[-1])

@@ -169,10 +169,15 @@ class KnowledgeBase:
             self.close()
             raise
 
-    def close(self) -> None:
-        """This server stops: embeddings under way end at their next batch (``_unless_stopping``), and its
-        ``persist: false`` documents become orphans, dropped at the next server's start."""
+    def abandon_writes(self) -> None:
+        """Embeddings under way end at their next batch, before their write (``_unless_stopping``), and so do
+        those started from now on: the server is stopping."""
         self._stopping.set()
+
+    def close(self) -> None:
+        """This server stops: embeddings under way end at their next batch (``abandon_writes``), and its
+        ``persist: false`` documents become orphans, dropped at the next server's start."""
+        self.abandon_writes()
         if self._running is not None:
             self._running.close()
             self._running = None

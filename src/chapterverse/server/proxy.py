@@ -8,7 +8,9 @@ Unknown request fields (``chat_template_kwargs``, ``stream_options``, ...) pass 
 are; only ``messages`` (when injecting) and ``model`` (when ``--llm_model`` is set) change.
 The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``.
 An upstream error is answered with a fixed message and a status (``_upstream_error``), never with the
-upstream's body: a hosted endpoint's 401 may echo the key it was sent.
+upstream's body: a hosted endpoint's 401 may echo the key it was sent. A successful answer is relayed with every
+configured secret masked (``relayed``, ``redaction.SecretMasker`` for streams): an upstream may echo the key in a
+model list, in a reply's text or in an error event inside a 200 stream.
 
 Retrieval reads at most ``--max_query_chars`` of the last user message (the message itself is forwarded
 whole); when it read less, the answer says so in ``X-Chapterverse-Query-Truncated``.
@@ -27,8 +29,9 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import math
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -41,6 +44,7 @@ from ..errors import ChapterverseError, TagError
 from ..library import Hit
 from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..positions import Span
+from ..redaction import SecretMasker, mask_secrets
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import (
@@ -57,7 +61,8 @@ from .rewrite import carry_query, llm_query
 from .state import ServerState, server_state
 from .upstream import Upstream
 
-__all__ = ["router", "SSERelay", "inject", "retrieval_query"]
+__all__ = ["router", "SSERelay", "inject", "retrieval_query", "relayed", "relayed_json", "relayed_stream",
+           "request_json"]
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
@@ -75,13 +80,35 @@ def _not_finite(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON number")
 
 
-async def _json_body(request: Request) -> dict[str, Any]:
+class _NumberOutOfRange(ValueError):
+    """A JSON number too large for a double."""
+
+
+def _finite(number: str) -> float:
+    """``json.loads`` hook: ``1e999`` is valid JSON, but as a double it is infinite, which no upstream request
+    may carry (the request's JSON could not be written: a 500, before issue 28)."""
+    value = float(number)
+    if not math.isfinite(value):
+        shown = number if len(number) <= 40 else f"{number[:37]}..."
+        raise _NumberOutOfRange(f"the number {shown} is too large (beyond a double's range, about 1.8e308)")
+    return value
+
+
+async def request_json(request: Request) -> Any:
+    """The request's body as JSON: 400 ``BAD_INPUT`` when it is not JSON (NaN and Infinity included) or is
+    nested too deeply; 422 ``BAD_INPUT`` when it is JSON with a number beyond a double's range."""
     try:
-        body = json.loads(await request.body(), parse_constant=_not_finite)
+        return json.loads(await request.body(), parse_constant=_not_finite, parse_float=_finite)
     except RecursionError as exc:
         raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
+    except _NumberOutOfRange as exc:
+        raise ApiError(422, "BAD_INPUT", str(exc)) from exc
     except ValueError as exc:
         raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    body = await request_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise ApiError(400, "BAD_INPUT", "expected a chat completion request with a messages list")
     return body
@@ -119,6 +146,34 @@ def _upstream_error(status: int, upstream: Upstream) -> ApiError:
                     f"the upstream model answered HTTP {status}; see the server's log")
 
 
+def relayed(content: bytes, status: int, media_type: str) -> Response:
+    """An upstream's answer as the client gets it: every configured secret masked (``redaction.mask_secrets``)."""
+    return Response(mask_secrets(content), status_code=status, media_type=media_type)
+
+
+def relayed_json(data: Any, status: int = 200) -> Response:
+    return relayed(bytes(JSONResponse(data).body), status, "application/json")
+
+
+def relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
+    """An SSE stream made of an upstream's answer, every configured secret masked as its lines go out."""
+
+    async def masked() -> AsyncIterator[bytes]:
+        masker = SecretMasker()
+        try:
+            async for piece in pieces:
+                out = masker.feed(piece)
+                if out:
+                    yield out
+            tail = masker.flush()
+            if tail:
+                yield tail
+        finally:
+            await pieces.aclose()
+
+    return StreamingResponse(masked(), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
 # ---------------------------------------------------------------------------------------------- models
 
 
@@ -137,8 +192,7 @@ async def models(request: Request) -> Response:
         raise _upstream_failure(exc, upstream) from exc
     if reply.status_code >= 400:
         raise _upstream_error(reply.status_code, upstream)
-    return Response(reply.content, status_code=reply.status_code,
-                    media_type=reply.headers.get("content-type", "application/json"))
+    return relayed(reply.content, reply.status_code, reply.headers.get("content-type", "application/json"))
 
 
 # ------------------------------------------------------------------------------------ chat completions
@@ -253,11 +307,11 @@ async def _relay_once(state: ServerState, body: dict[str, Any], upstream: Upstre
         raise _upstream_error(reply.status_code, upstream)
     media_type = reply.headers.get("content-type", "application/json")
     if reply_filter is None:
-        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+        return relayed(reply.content, reply.status_code, media_type)
     try:
         data = reply.json()
     except ValueError:
-        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+        return relayed(reply.content, reply.status_code, media_type)
     for position, choice in enumerate(data.get("choices") or []):
         message = choice.get("message") if isinstance(choice, dict) else None
         if isinstance(message, dict) and isinstance(message.get("content"), str):
@@ -266,7 +320,7 @@ async def _relay_once(state: ServerState, body: dict[str, Any], upstream: Upstre
     citations = reply_filter.citations()
     data["citations"] = citations
     _log_citations(turn, reply_filter, citations)
-    return JSONResponse(data, status_code=reply.status_code)
+    return relayed_json(data, reply.status_code)
 
 
 async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upstream,
@@ -282,7 +336,7 @@ async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upst
         raise _upstream_error(reply.status_code, upstream)
     relay = SSERelay(reply_filter) if reply_filter is not None else None
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncGenerator[bytes, None]:
         try:
             if relay is None:
                 async for raw in reply.aiter_raw():
@@ -302,7 +356,7 @@ async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upst
         finally:
             await reply.aclose()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=_SSE_HEADERS)
+    return relayed_stream(events())
 
 
 class SSERelay:
@@ -441,7 +495,8 @@ async def _tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstre
                 yield f"data: {json.dumps(error_body('ANSWER_FAILED', str(exc), openai=True))}\n\n"
             yield "data: [DONE]\n\n"
 
-        return StreamingResponse(stream(), media_type="text/event-stream", headers=_SSE_HEADERS)
+        masked = (mask_secrets(event.encode()) for event in stream())  # each event is whole: nothing to hold back
+        return StreamingResponse(masked, media_type="text/event-stream", headers=_SSE_HEADERS)
 
     def collect() -> dict[str, Any]:
         parts, result = [], None
@@ -459,4 +514,4 @@ async def _tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstre
                           "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)},
                 "citations": citations(result) if result is not None else []}
 
-    return JSONResponse(await run_in_threadpool(collect))
+    return relayed_json(await run_in_threadpool(collect))

@@ -19,29 +19,31 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, Depends, Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import Response
 
 from ..library import Hit
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, last_user_text
 from .proxy import (
-    _SSE_HEADERS,
     TRUNCATED_HEADER,
     _headers,
     _log_citations,
-    _not_finite,
     _resolver,
     _turns,
     _upstream,
     _upstream_error,
     _upstream_failure,
     inject,
+    relayed,
+    relayed_json,
+    relayed_stream,
+    request_json,
     retrieval_query,
 )
 from .state import ServerState, server_state
@@ -55,12 +57,7 @@ router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
 
 async def _body(request: Request) -> dict[str, Any]:
     """The request as JSON, with an ``input`` that is a string or a list of items."""
-    try:
-        body = json.loads(await request.body(), parse_constant=_not_finite)
-    except RecursionError as exc:
-        raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
-    except ValueError as exc:
-        raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
+    body = await request_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("input"), (str, list)):
         raise ApiError(400, "BAD_INPUT", "expected a Responses API request with an input string or list")
     return body
@@ -111,20 +108,20 @@ async def _relay_once(state: ServerState, body: dict[str, Any], upstream: Upstre
         raise _upstream_error(reply.status_code, upstream)
     media_type = reply.headers.get("content-type", "application/json")
     if reply_filter is None:
-        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+        return relayed(reply.content, reply.status_code, media_type)
     try:
         data = reply.json()
     except ValueError:
-        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+        return relayed(reply.content, reply.status_code, media_type)
     if not isinstance(data, dict):
-        return Response(reply.content, status_code=reply.status_code, media_type=media_type)
+        return relayed(reply.content, reply.status_code, media_type)
     texts: dict[tuple[int, int], str] = {}
     for key, part in _text_parts(data):
         part["text"] = reply_filter.whole(part["text"])
         texts[key] = part["text"]
     _finish_response(data, texts, reply_filter)
     _log_citations(turn, reply_filter, data["citations"])
-    return JSONResponse(data, status_code=reply.status_code)
+    return relayed_json(data, reply.status_code)
 
 
 def _text_parts(response: dict[str, Any]) -> list[tuple[tuple[int, int], dict[str, Any]]]:
@@ -163,7 +160,7 @@ async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upst
         raise _upstream_error(reply.status_code, upstream)
     relay = ResponsesRelay(reply_filter) if reply_filter is not None else None
 
-    async def events() -> AsyncIterator[bytes]:
+    async def events() -> AsyncGenerator[bytes, None]:
         try:
             if relay is None:
                 async for raw in reply.aiter_raw():
@@ -184,7 +181,7 @@ async def _relay_stream(state: ServerState, body: dict[str, Any], upstream: Upst
         finally:
             await reply.aclose()
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=_SSE_HEADERS)
+    return relayed_stream(events())
 
 
 class ResponsesRelay:

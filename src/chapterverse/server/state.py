@@ -36,6 +36,12 @@ class ServerState:
     http: httpx.AsyncClient = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
 
+    def abandon_work(self) -> None:
+        """The server is stopping and requests in flight had their grace period: the knowledge base's
+        embeddings end at their next batch, and their requests answer 503 STOPPING (``server.stopping``)."""
+        if self.kb is not None:
+            self.kb.abandon_writes()
+
     def close(self) -> None:
         """Let go of what this server holds in a library other servers may share (see ``KnowledgeBase.close``)."""
         if self.kb is not None:

@@ -1,0 +1,47 @@
+"""How ``chapterverse serve`` stops (SIGTERM, Ctrl-C): requests in flight get :data:`GRACE_S`; then the
+knowledge base's embeddings are abandoned at their next batch, before their write, so that each such request
+answers 503 ``STOPPING`` itself; only a request still running :data:`ABANDON_S` later is cancelled.
+
+uvicorn alone cancels every request still running when its grace period ends and only then runs the app's
+shutdown, which is what abandons the embeddings: the cancelled write's thread ran on, and its client got
+uvicorn's plain-text ``500 Internal Server Error`` instead of the documented 503 (issue 28).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+
+__all__ = ["GRACE_S", "ABANDON_S", "StoppingServer", "config"]
+
+GRACE_S = 5
+"""Seconds a stopping server waits for requests in flight before abandoning the work of those still running."""
+ABANDON_S = 5
+"""Seconds after that for abandoned work to answer (an embedding ends at its next batch of 256 texts) before
+uvicorn cancels what still runs (a stream from a slow model, the parse of one huge file)."""
+
+
+def config(app: Any, *, host: str, port: int, log_level: str) -> uvicorn.Config:
+    """uvicorn's config for a :class:`StoppingServer`: no access log, and its stop."""
+    return uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,
+                          timeout_graceful_shutdown=GRACE_S + ABANDON_S)
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, calling ``abandon`` once requests in flight have had :data:`GRACE_S` to finish; its
+    config's ``timeout_graceful_shutdown`` is GRACE_S + ABANDON_S (:func:`config`)."""
+
+    def __init__(self, config: uvicorn.Config, abandon: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._abandon = abandon
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        timer = asyncio.get_running_loop().call_later(GRACE_S, self._abandon)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            timer.cancel()
