@@ -151,6 +151,7 @@ def test_document_round_trips_exactly(store: Any) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", doc.created_at)
     assert store.documents() == [doc] and store.documents_by_source("unicode.md") == [doc]
     assert store.documents_by_source("other") == [] and store.titles([doc_id, doc_id]) == {doc_id: doc.title}
+    assert store.documents_by_content(doc.content_hash) == [doc] and store.documents_by_content("0" * 64) == []
     assert store.languages() == ["english"]
 
     listed = store.files(doc_id)
