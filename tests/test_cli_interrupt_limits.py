@@ -39,8 +39,8 @@ def test_ctrl_c_during_ingest_says_what_was_kept(tmp_path: Path) -> None:
     folder = tmp_path / "books"
     folder.mkdir()
     text = DEMO.read_text(encoding="utf-8")
-    for n in range(1, 31):  # distinct contents, so that none is a copy of another
-        (folder / f"book-{n:02d}.md").write_text(f"# Copy {n}\n\n{text}", encoding="utf-8")
+    for n in range(1, 31):  # every chunk its own text: none is a copy, and none is embedded from the cache
+        (folder / f"book-{n:02d}.md").write_text(f"# Copy {n}\n\n{text.replace('.', f' ({n}).')}", encoding="utf-8")
     library = tmp_path / "lib"
     child = subprocess.Popen([sys.executable, "-m", "chapterverse", "ingest", str(folder), "--library", str(library)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
