@@ -11,8 +11,12 @@
   SQuAD-it odd 0.820 -> 0.843). Its weights belong to the embedder they were fit with; a library with
   another embedder is ranked by the sentence model alone.
 - *Confidence model*: a logistic model over :data:`CONFIDENCE_FEATURES` (how well the best sentence scored,
-  how much of the question the evidence knows) fit on answerable questions against questions asked of a
-  document that does not answer them, so ``confidence`` is a probability and 0.5 is where ``found`` flips.
+  how much of the question the evidence knows) whose label is "the answer the reader shows holds the gold
+  answer", fit on answerable questions and on questions the document does not answer: of another document,
+  of its own document with the answering section removed, and of long documents made of many stories, so a
+  book whose every page shares the question's words does not read as sure. Two thresholds fit with it split
+  its probability into the three answer states: at least ``answer_threshold`` answers, at least
+  ``unsure_threshold`` shows the passages that may help, below that "Not found".
 
 Both are refit with ``chapterverse bench fit-answers`` (see docs/BENCHMARKS.md), which rewrites the JSON.
 """
@@ -99,6 +103,11 @@ class ReaderModel:
     max_chars: int = 600
     provenance: str = ""
     meaning: MeaningModel | None = None
+    answer_threshold: float = 0.5
+    """The confidence from which the reader answers."""
+    unsure_threshold: float = 0.5
+    """The confidence from which, below :attr:`answer_threshold`, the reader shows passages that may help
+    instead of "Not found"."""
 
     def meaning_for(self, embedder: str, dim: int) -> MeaningModel | None:
         """The meaning model when it was fit on this embedder's vectors, else None."""
@@ -118,7 +127,9 @@ class ReaderModel:
                          "bias": round(self.sentence_bias, 5)},
             "confidence": {"features": list(CONFIDENCE_FEATURES),
                            "weights": [round(float(w), 5) for w in self.confidence_weights],
-                           "bias": round(self.confidence_bias, 5)},
+                           "bias": round(self.confidence_bias, 5),
+                           "answer_threshold": round(self.answer_threshold, 4),
+                           "unsure_threshold": round(self.unsure_threshold, 4)},
             "compose": {"keep_ratio": self.keep_ratio, "max_sentences": self.max_sentences,
                         "max_chars": self.max_chars},
             "provenance": self.provenance,
@@ -141,6 +152,8 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
         confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
         max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
         provenance=str(raw.get("provenance", "")),
+        answer_threshold=float(raw["confidence"]["answer_threshold"]),
+        unsure_threshold=float(raw["confidence"]["unsure_threshold"]),
         meaning=_meaning_from_json(raw["meaning"], path) if "meaning" in raw else None)
 
 
