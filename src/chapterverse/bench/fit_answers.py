@@ -160,7 +160,7 @@ class FitPlan:
     squad_limit: int = 1500
     in_domain_limit: int = 1500
     """FairytaleQA questions asked of their story without the answering sections (an eighth of this from
-    XX
+    each SQuAD half, without the answer's paragraph)."""
     long_limit: int = 1500
     """FairytaleQA questions asked of long documents of :attr:`per_document` stories (and as many absent)."""
     per_document: int = 8
