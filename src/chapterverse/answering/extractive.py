@@ -198,7 +198,7 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
     if confidence < model.answer_threshold:
         citations = [_citation(library, n, reading.candidates[i])
                      for n, i in enumerate(helpful_passages(reading, model), start=1)]
-        answer = " ".join([UNSURE_PREFIX, *(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)])
+        answer = "\n".join([UNSURE_PREFIX, *(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)])
         return AnswerResult(answer=answer, found=False, mode="extractive", citations=citations,
                             confidence=confidence, state="unsure")
     chosen = shown_sentences(reading, model)

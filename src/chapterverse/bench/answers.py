@@ -66,11 +66,7 @@ __all__ = [
     "split_articles",
     "ARTICLE_HALVES",
     "score_records",
-    "CONFIDENTLY",
 ]
-
-CONFIDENTLY = 0.9
-"""An answer shown with at least this confidence reads as sure: a wrong one there is "confidently wrong"."""
 
 SCOPES = ("document", "library")
 """A question is asked of its own document, or (SQuAD) of the whole library."""
@@ -409,12 +405,6 @@ class AnswerRecord:
     passages_gold: bool = False
     """An unsure answer's passages hold a gold answer: they would have helped."""
 
-    @property
-    def confidently_wrong(self) -> bool:
-        """Answered, wrong, and shown as sure (confidence >= 0.9): the worst thing a reader can do."""
-        return (self.found and not self.question.absent and not self.holds_gold
-                and (self.confidence or 0.0) >= CONFIDENTLY)
-
     def to_json(self) -> dict[str, Any]:
         return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
                 "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
@@ -475,8 +465,6 @@ class ScopeScore:
     """Share of the shown answers to answerable questions with an emphasised answer phrase."""
     phrase_matches_gold: float | None = None
     """Of those phrases, the share that agrees with a gold answer (:func:`phrase_matches_gold`)."""
-    confidently_wrong: float = 0.0
-    """Share of answerable questions answered wrong with confidence >= :data:`CONFIDENTLY`."""
     unsure: float = 0.0
     """Share of answerable questions answered "unsure" (passages that may help, not an answer)."""
     unsure_passages_gold: float | None = None
@@ -494,7 +482,7 @@ class ScopeScore:
                 "sentences_median": self.sentences_median, "ms_p50": _round(self.ms_p50, 1),
                 "ms_p99": _round(self.ms_p99, 1), "phrase_marked": _round(self.phrase_marked),
                 "phrase_matches_gold": _round(self.phrase_matches_gold),
-                "confidently_wrong": _round(self.confidently_wrong), "unsure": _round(self.unsure),
+                "unsure": _round(self.unsure),
                 "unsure_passages_gold": _round(self.unsure_passages_gold), "absent_unsure": _round(self.absent_unsure)}
 
 
@@ -539,7 +527,6 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         phrase_marked=_share([bool(r.phrases) for r in answered]),
         phrase_matches_gold=_share([phrase_matches_gold(r.phrases[0], r.question.answers) for r in marked])
         if marked else None,
-        confidently_wrong=_share([r.confidently_wrong for r in answerable]),
         unsure=_share([r.state == "unsure" for r in answerable]),
         unsure_passages_gold=_share([r.passages_gold for r in unsure]) if unsure else None,
         absent_unsure=_share([r.state == "unsure" for r in absent]) if absent else None,

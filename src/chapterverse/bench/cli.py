@@ -270,7 +270,6 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("absent refused", lambda s: "-" if s.absent_refused is None else f"{s.absent_refused:.3f}"),
         ("answer chars mean / median", lambda s: f"{s.answer_chars_mean:.0f} / {s.answer_chars_median:.0f}"),
         ("sentences median", lambda s: f"{s.sentences_median:g}"),
-        ("answered wrong, confidence >= 0.9", lambda s: f"{s.confidently_wrong:.3f}"),
         ("unsure (passages shown)", lambda s: f"{s.unsure:.3f}"),
         ("  their passages hold gold",
          lambda s: "-" if s.unsure_passages_gold is None else f"{s.unsure_passages_gold:.3f}"),

@@ -40,7 +40,6 @@ from ..answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, R
 from ..embeddings import Embedder
 from ..library import Library
 from .answers import (
-    CONFIDENTLY,
     AnswerQuestion,
     AnswerSet,
     absent_questions,
@@ -68,6 +67,8 @@ TARGET_ABSENT_REFUSED = 0.95
 questions of every kind, and leaves at most :data:`TARGET_CONFIDENTLY_WRONG` of the answerable ones answered
 wrong at confidence >= 0.9."""
 TARGET_CONFIDENTLY_WRONG = 0.02
+CONFIDENTLY = 0.9
+"""An answer shown with at least this confidence reads as sure: a wrong one there is "confidently wrong"."""
 TARGET_HELPFUL_SHOWN = 0.95
 """The unsure threshold is the highest that still shows passages (answered or unsure) for this share of the
 answerable training questions whose candidate sentences hold the gold answer: below it, "Not found"."""
