@@ -152,9 +152,21 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
         confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
         max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
         provenance=str(raw.get("provenance", "")),
-        answer_threshold=float(raw["confidence"]["answer_threshold"]),
-        unsure_threshold=float(raw["confidence"]["unsure_threshold"]),
+        **_thresholds(raw["confidence"], path),
         meaning=_meaning_from_json(raw["meaning"], path) if "meaning" in raw else None)
+
+
+def _thresholds(section: dict[str, Any], path: Path) -> dict[str, float]:
+    """The confidence model's two thresholds, 0 <= unsure <= answer <= 1: a confidence fit without them
+    (before issue 27) means something else, so its file is refused rather than read with a guess."""
+    try:
+        answer, unsure = float(section["answer_threshold"]), float(section["unsure_threshold"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: the confidence model has no answer and unsure thresholds; refit it with "
+                         f"`chapterverse bench fit-answers`") from exc
+    if not 0.0 <= unsure <= answer <= 1.0:
+        raise ValueError(f"{path}: thresholds must satisfy 0 <= unsure ({unsure}) <= answer ({answer}) <= 1")
+    return {"answer_threshold": answer, "unsure_threshold": unsure}
 
 
 def _meaning_from_json(raw: dict[str, Any], path: Path) -> MeaningModel:
