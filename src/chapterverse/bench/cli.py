@@ -284,6 +284,50 @@ def _print_answer_report(report: AnswerReport) -> None:
     stdout.print(table)
 
 
+@bench_app.command("fit-thresholds")
+def fit_thresholds_command(
+    questions: Annotated[Path, typer.Option(
+        "--questions", help='Question file (JSON lines, as bench answers --questions) of long books, with absent '
+                            'questions.')],
+    library: Annotated[Path, typer.Option("--library", help="Where the set's library is kept (reused).")] = Path(
+        "bench-libraries"),
+    absent_refused: Annotated[float, typer.Option(
+        "--absent-refused", min=0.5, max=1.0, help="Share of the absent questions the answer threshold must "
+                                                   "refuse.")] = 0.9,
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged thresholds.")] = False,
+) -> None:
+    """Pick the answer threshold of the packaged confidence model on a question file: the lowest (at least
+    0.5) that refuses --absent-refused of its absent questions and answers at most 2 % of its answerable ones
+    wrong at confidence >= 0.9; the unsure threshold is kept (at most the answer threshold)."""
+    from dataclasses import replace
+
+    from ..answering.model import load_reader_model
+    from .fit_answers import pick_thresholds, threshold_figures, threshold_readings, write_weights
+
+    try:
+        answer_set = load_question_file(questions)
+        model = load_reader_model()
+        read = threshold_readings(answer_set, library / answer_set.name, model)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    kinds = [f"{answer_set.name}:{'answerable' if a else 'absent'}" for a in read["answerable"]]
+    answer, _ = pick_thresholds(read["confidence"], read["right"], read["answerable"], read["helpful"], kinds,
+                                absent_refused=absent_refused)
+    first_fit = model.provenance.split(THRESHOLD_MARK)[0]
+    model = replace(model, answer_threshold=answer, unsure_threshold=min(model.unsure_threshold, answer),
+                    provenance=f"{first_fit}{THRESHOLD_MARK}bench fit-thresholds --questions {questions.name} "
+                               f"--absent-refused {absent_refused}")
+    figures = threshold_figures(read["confidence"], read["right"], read["answerable"], read["helpful"], kinds, model)
+    stdout.print(json.dumps({k: round(v, 4) for k, v in figures.items()}), markup=False, highlight=False)
+    if write:
+        write_weights(model)
+
+
+THRESHOLD_MARK = "; answer threshold picked by "
+"""Joins a fit's provenance and that of the threshold picked on a question file after it."""
+
+
 def _fit_sets(squad: list[Path] | None, cross: list[str] | None,
               financebench: Path | None) -> list[tuple[BenchSet, str]]:
     """The sets a fit runs on, each with the folder of its library (a cross-lingual pair shares its articles')."""

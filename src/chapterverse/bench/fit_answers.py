@@ -34,7 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..answering.extractive import Reading, choose_sentences, confidence_features, first_introduction, read_evidence
+from ..answering.extractive import (Reading, choose_sentences, confidence_features, first_introduction, read_evidence,
+                                    shown_sentences)
 from ..answering.features import FEATURES
 from ..answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, ReaderModel, meaning_inputs
 from ..embeddings import Embedder
@@ -52,8 +53,8 @@ from .answers import (
 )
 from .long_books import long_documents, without_evidence
 
-__all__ = ["TrainingData", "collect", "fit_reader", "fit_confidence", "pick_thresholds", "FitPlan", "MemoEmbedder",
-           "training_sets", "write_weights", "describe"]
+__all__ = ["TrainingData", "collect", "fit_reader", "fit_confidence", "pick_thresholds", "threshold_figures",
+           "threshold_readings", "FitPlan", "MemoEmbedder", "training_sets", "write_weights", "describe"]
 
 MEDIAN_CHARS_CAP = 450
 """Composition may not buy correctness with length: the median training answer stays under this."""
@@ -322,6 +323,29 @@ def fit_confidence(data: TrainingData, model: ReaderModel) -> tuple[ReaderModel,
     return model, threshold_figures(confidence, right, answerable, helpful, kinds, model)
 
 
+def threshold_readings(answer_set: AnswerSet, directory: Path, model: ReaderModel) -> dict[str, np.ndarray]:
+    """Every question of ``answer_set`` read as ``ask`` reads it (its own document, the packaged number of
+    embedded candidates): ``confidence``, ``right`` (the answer ``model`` would show holds gold, whatever the
+    thresholds), ``answerable`` and ``helpful`` (a candidate sentence holds gold), for
+    ``bench fit-thresholds``."""
+    library, doc_ids = open_answer_library(answer_set, directory)
+    rows: list[tuple[float, bool, bool, bool]] = []
+    for question in answer_set.questions:
+        reading = read_evidence(library, question.text, doc_ids=[doc_ids[question.source]], model=model)
+        if not reading.candidates:
+            rows.append((0.0, False, not question.absent, False))
+            continue
+        confidence = model.confidence(confidence_features(reading, model.sentence_scores(reading.features)))
+        shown = " ".join(reading.candidates[i].text for i in shown_sentences(reading, model))
+        rows.append((confidence, holds_gold(shown, question.answers), not question.absent,
+                     any(holds_gold(c.text, question.answers) for c in reading.candidates)))
+    library.close()
+    columns = list(zip(*rows)) if rows else [(), (), (), ()]
+    return {"confidence": np.array(columns[0], dtype=np.float64),
+            **{name: np.array(column, dtype=bool) for name, column in zip(("right", "answerable", "helpful"),
+                                                                           columns[1:])}}
+
+
 def _shown(model: ReaderModel, data: TrainingData, i: int) -> list[int]:
     """:func:`answering.extractive.shown_sentences` of question ``i`` from the stored inputs."""
     return choose_sentences(_ranking(model, data, i), data.lengths[i].tolist(), model,
@@ -332,7 +356,7 @@ _GRID = np.round(np.arange(0.05, 0.995, 0.005), 3)
 
 
 def pick_thresholds(confidence: np.ndarray, right: np.ndarray, answerable: np.ndarray, helpful: np.ndarray,
-                    kinds: Sequence[str]) -> tuple[float, float]:
+                    kinds: Sequence[str], absent_refused: float = TARGET_ABSENT_REFUSED) -> tuple[float, float]:
     """(answer threshold, unsure threshold) on training questions (see :data:`TARGET_ABSENT_REFUSED` and
     :data:`TARGET_HELPFUL_SHOWN`). The answer threshold is at least 0.5: below it the shown answer is more
     likely wrong than right, whatever the targets allow."""
@@ -340,7 +364,7 @@ def pick_thresholds(confidence: np.ndarray, right: np.ndarray, answerable: np.nd
     kind_of = np.array(kinds)
 
     def meets(t: float) -> bool:
-        refused = all(np.mean(confidence[kind_of == k] < t) >= TARGET_ABSENT_REFUSED for k in absent_kinds)
+        refused = all(np.mean(confidence[kind_of == k] < t) >= absent_refused for k in absent_kinds)
         sure_wrong = np.mean(answerable & ~right & (confidence >= max(t, CONFIDENTLY)))
         return refused and bool(sure_wrong <= TARGET_CONFIDENTLY_WRONG)
 
