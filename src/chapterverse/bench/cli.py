@@ -49,6 +49,8 @@ another language, or --financebench DIR (questions.jsonl + pdfs/).
 
 * fit-answers: --qa DIR, the QA folder (fairytaleqa, squad-it, squad-es).
 
+* fit-thresholds: --questions FILE (as answers --questions) of long books, with absent questions.
+
 * latency: an existing --library and --squad files whose questions are asked.
 
 * scale: the shared books and xquad/xquad.en.dev.json (found through $CHAPTERVERSE_SHARED, else ../shared).
