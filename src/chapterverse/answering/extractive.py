@@ -196,16 +196,12 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence,
                             state="not_found")
     if confidence < model.answer_threshold:
-        citations = [_citation(library, n, reading.candidates[i])
-                     for n, i in enumerate(helpful_passages(reading, model), start=1)]
-        answer = "\n".join([UNSURE_PREFIX, *(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)])
-        return AnswerResult(answer=answer, found=False, mode="extractive", citations=citations,
-                            confidence=confidence, state="unsure")
+        return _unsure(library, reading, model, confidence)
     chosen = shown_sentences(reading, model)
     best = chosen[0]
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
     citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
-    answer = " ".join(f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations)
+    answer = " ".join(_tagged(citations))
     spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
                         answer_spans=spans, state="answered")
@@ -226,6 +222,20 @@ def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
         if len(chosen) == UNSURE_PASSAGES:
             break
     return list(chosen.values())
+
+
+def _unsure(library: Library, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
+    """No answer the reader would stand by, but evidence about the question: the passages that may help,
+    a line each, cited (``found`` false, so nothing reads them as the answer)."""
+    citations = [_citation(library, n, reading.candidates[i])
+                 for n, i in enumerate(helpful_passages(reading, model), start=1)]
+    return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
+                        citations=citations, confidence=confidence, state="unsure")
+
+
+def _tagged(citations: Sequence[CitationOut]) -> list[str]:
+    """Each cited sentence followed by its own tag: the text of an answer, or of unsure passages."""
+    return [f"{c.text}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
 def _citation(library: Library, n: int, candidate: Candidate) -> CitationOut:
