@@ -33,7 +33,7 @@ from chapterverse.errors import InputError
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",
            "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99",
-           "phrase_marked", "phrase_matches_gold"}
+           "phrase_marked", "phrase_matches_gold", "unsure", "unsure_passages_gold", "absent_unsure"}
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -213,6 +213,7 @@ def test_bench_answers_over_the_demo_book(tmp_path: Path, demo_library: Path) ->
     asked = [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
     assert [r["question"] for r in asked] == [line["question"] for line in lines]
     assert all(not r["holds_gold"] or r["found"] for r in asked)
+    assert [r["found"] for r in asked] == [r["state"] == "answered" for r in asked]
     assert all("[f" not in r["answer"] for r in asked)  # scored and measured without citation tags
 
 

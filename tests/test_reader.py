@@ -7,6 +7,7 @@ slipped through before.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -72,10 +73,13 @@ def test_plain_prose_is_an_answer_candidate() -> None:
     assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years", question, LANGS, frozenset())
 
 
-def test_the_demo_question_is_answered_with_the_chest(demo: Library) -> None:
+def test_the_demo_question_shows_the_chest_first(demo: Library) -> None:
+    """The book says "found a wooden chest" of a keeper it never calls "the lighthouse keeper": since issue 27
+    the reader is unsure of that paraphrase (confidence 0.42, the answer threshold 0.58) and shows the chest
+    sentence first among the passages that may help."""
     result = extractive_answer(demo, "What did the lighthouse keeper find in the storm?")
-    assert result.found and result.confidence is not None and result.confidence >= 0.5
-    assert holds_gold(result.answer, ["a wooden chest"])
+    assert result.state in ("answered", "unsure") and result.confidence is not None
+    assert holds_gold(result.citations[0].text, ["a wooden chest"])
     assert 1 <= len(result.citations) <= 3
 
 
@@ -111,7 +115,9 @@ def test_only_the_best_candidates_are_embedded_and_the_rest_keep_their_passages_
 ])
 def test_the_answer_phrase_is_the_name_date_or_number_asked_for(demo: Library, question: str,
                                                                  phrase: str | None) -> None:
-    result = extractive_answer(demo, question)
+    """The phrase of the answer the reader would show, whatever the thresholds (two of these are unsure)."""
+    answering = replace(load_reader_model(), answer_threshold=0.0, unsure_threshold=0.0)
+    result = extractive_answer(demo, question, model=answering)
     assert result.found
     assert [span.text for span in result.answer_spans] == ([phrase] if phrase else [])
 
@@ -133,4 +139,5 @@ def test_every_shown_sentence_and_answer_phrase_is_an_exact_span(demo: Library) 
 def test_questions_the_book_does_not_answer_are_refused(demo: Library, question: str) -> None:
     result = extractive_answer(demo, question)
     assert not result.found and result.citations == [] and result.answer.startswith("Not found")
+    assert result.state == "not_found"
     assert result.confidence is not None and result.confidence < 0.5

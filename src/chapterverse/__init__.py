@@ -9,7 +9,7 @@ The public Python API, what the CLI and the server are built on::
     for hit in library.search("white whale", k=3):
         print(hit.tag, hit.doc_title, hit.text[:80])
     answer = chapterverse.ask(library, "Who is Queequeg?")
-    print(answer.found, answer.answer)                 # every sentence shown is the book's, with its tag
+    print(answer.state, answer.answer)   # answered, unsure (passages that may help) or not_found; every sentence cited
     for citation in answer.citations:
         print(citation.tag, library.resolve(citation.tag).text)
 

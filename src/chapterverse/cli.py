@@ -651,7 +651,7 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
         result = _answer(lib, question, doc, provider, [], stream=False)
     if json_out:
         payload = result.to_json()
-        keys = ["answer", "found", "mode", "citations", "notice"]
+        keys = ["answer", "found", "state", "mode", "citations", "notice"]
         if result.mode == "extractive":
             keys += ["confidence", "answer_spans"]
         if result.mode == "llm":

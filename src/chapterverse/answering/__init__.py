@@ -6,6 +6,7 @@ retrieved passages) -> :mod:`.features` -> :mod:`.model` (learned ranking and ca
 """
 
 from .extractive import extractive_answer
-from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
+from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, AnswerState, CitationOut
 
-__all__ = ["AnswerResult", "AnswerSpanOut", "CitationOut", "NOT_FOUND_PREFIX", "extractive_answer"]
+__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
+           "extractive_answer"]

@@ -5,8 +5,9 @@ it is verified by construction. The reader takes the sentences around the best p
 (:mod:`.sentences`), describes each by :data:`.features.FEATURES`, ranks them with the learned sentence
 model (re-ranked by the meaning model where it was fit on the library's embedder) and shows the best
 one to three in reading order (:mod:`.model`). Whether to answer at all is the
-confidence model's calibrated probability that the shown sentences answer the question; below 0.5 the
-answer says "Not found" and shows nothing as the source's words.
+confidence model's calibrated probability that the sentences it would show hold the answer: from the
+model's answer threshold it answers; below it, down to the unsure threshold, it says it found no direct
+answer and shows the best passages that may help (cited, ``found`` false); below that, "Not found".
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ from .features import (FEATURES, evidence_words, missing_names, missing_words, q
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
 from .question import Question, read_question
-from .result import NOT_FOUND_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
+from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
 from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
-           "first_introduction", "stand_in_similarity"]
+           "first_introduction", "stand_in_similarity", "shown_sentences", "helpful_passages"]
 
 PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""
@@ -37,6 +38,8 @@ EMBEDDED_SENTENCES = 16
 """Candidate sentences given their own vector. On the dev sets (FairytaleQA val, XQuAD-en, SQuAD-it: about
 20-30 candidates a question) the three best sentences are the same as when every candidate is embedded,
 down to 8; the rest keep their passage's cosine as the estimate of their own."""
+UNSURE_PASSAGES = 3
+"""Passages shown when the reader is unsure: the best-ranked sentence of each of this many retrieved passages."""
 
 
 @dataclass(slots=True)
@@ -186,20 +189,54 @@ def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int]
                            embedded=embedded)
     not_found = f"{NOT_FOUND_PREFIX} {scope_title or 'this library'}."
     if not reading.candidates:
-        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0)
+        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0, state="not_found")
     scores = model.sentence_scores(reading.features)
     confidence = round(model.confidence(confidence_features(reading, scores)), 4)
-    if confidence < 0.5:
-        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence)
-    chosen = choose_sentences(reading.ranking_scores(model), [len(c.text) for c in reading.candidates], model,
-                              introduction=first_introduction(reading))
+    if confidence < model.unsure_threshold:
+        return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence,
+                            state="not_found")
+    if confidence < model.answer_threshold:
+        return _unsure(library, reading, model, confidence)
+    chosen = shown_sentences(reading, model)
     best = chosen[0]
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
     citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
-    answer = " ".join(f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations)
+    answer = " ".join(_tagged(citations))
     spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
-                        answer_spans=spans)
+                        answer_spans=spans, state="answered")
+
+
+def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:
+    """The candidates an answer shows, best first (what the confidence model judges; reading non-empty)."""
+    return choose_sentences(reading.ranking_scores(model), [len(c.text) for c in reading.candidates], model,
+                            introduction=first_introduction(reading))
+
+
+def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
+    """When unsure: the best-ranked sentence of each of the :data:`UNSURE_PASSAGES` best-ranking retrieved
+    passages, best first. One a passage, so that the reader is pointed at different places of the book."""
+    chosen: dict[int, int] = {}
+    for i in np.argsort(-reading.ranking_scores(model), kind="stable").tolist():
+        chosen.setdefault(reading.candidates[i].rank, int(i))
+        if len(chosen) == UNSURE_PASSAGES:
+            break
+    return list(chosen.values())
+
+
+def _unsure(library: Library, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
+    """No answer the reader would stand by, but evidence about the question: the passages that may help,
+    a line each, cited (``found`` false, so nothing reads them as the answer)."""
+    citations = [_citation(library, n, reading.candidates[i])
+                 for n, i in enumerate(helpful_passages(reading, model), start=1)]
+    return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
+                        citations=citations, confidence=confidence, state="unsure")
+
+
+def _tagged(citations: Sequence[CitationOut]) -> list[str]:
+    """Each cited sentence followed by its own tag: the text of an answer, or of unsure passages. A tag-like
+    string the book wrote itself is defanged (``positions.defang_tags``): only the tags appended here cite."""
+    return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
 def _citation(library: Library, n: int, candidate: Candidate) -> CitationOut:

@@ -11,8 +11,12 @@
   SQuAD-it odd 0.820 -> 0.843). Its weights belong to the embedder they were fit with; a library with
   another embedder is ranked by the sentence model alone.
 - *Confidence model*: a logistic model over :data:`CONFIDENCE_FEATURES` (how well the best sentence scored,
-  how much of the question the evidence knows) fit on answerable questions against questions asked of a
-  document that does not answer them, so ``confidence`` is a probability and 0.5 is where ``found`` flips.
+  how much of the question the evidence knows) whose label is "the answer the reader shows holds the gold
+  answer", fit on answerable questions and on questions the document does not answer: of another document,
+  of its own document with the answering section removed, and of long documents made of many stories, so a
+  book whose every page shares the question's words does not read as sure. Two thresholds fit with it split
+  its probability into the three answer states: at least ``answer_threshold`` answers, at least
+  ``unsure_threshold`` shows the passages that may help, below that "Not found".
 
 Both are refit with ``chapterverse bench fit-answers`` (see docs/BENCHMARKS.md), which rewrites the JSON.
 """
@@ -99,6 +103,11 @@ class ReaderModel:
     max_chars: int = 600
     provenance: str = ""
     meaning: MeaningModel | None = None
+    answer_threshold: float = 0.5
+    """The confidence from which the reader answers."""
+    unsure_threshold: float = 0.5
+    """The confidence from which, below :attr:`answer_threshold`, the reader shows passages that may help
+    instead of "Not found"."""
 
     def meaning_for(self, embedder: str, dim: int) -> MeaningModel | None:
         """The meaning model when it was fit on this embedder's vectors, else None."""
@@ -118,7 +127,9 @@ class ReaderModel:
                          "bias": round(self.sentence_bias, 5)},
             "confidence": {"features": list(CONFIDENCE_FEATURES),
                            "weights": [round(float(w), 5) for w in self.confidence_weights],
-                           "bias": round(self.confidence_bias, 5)},
+                           "bias": round(self.confidence_bias, 5),
+                           "answer_threshold": round(self.answer_threshold, 4),
+                           "unsure_threshold": round(self.unsure_threshold, 4)},
             "compose": {"keep_ratio": self.keep_ratio, "max_sentences": self.max_sentences,
                         "max_chars": self.max_chars},
             "provenance": self.provenance,
@@ -141,7 +152,21 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
         confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
         max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
         provenance=str(raw.get("provenance", "")),
+        **_thresholds(raw["confidence"], path),
         meaning=_meaning_from_json(raw["meaning"], path) if "meaning" in raw else None)
+
+
+def _thresholds(section: dict[str, Any], path: Path) -> dict[str, float]:
+    """The confidence model's two thresholds, 0 <= unsure <= answer <= 1: a confidence fit without them
+    (before issue 27) means something else, so its file is refused rather than read with a guess."""
+    try:
+        answer, unsure = float(section["answer_threshold"]), float(section["unsure_threshold"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: the confidence model has no answer and unsure thresholds; refit it with "
+                         f"`chapterverse bench fit-answers`") from exc
+    if not 0.0 <= unsure <= answer <= 1.0:
+        raise ValueError(f"{path}: thresholds must satisfy 0 <= unsure ({unsure}) <= answer ({answer}) <= 1")
+    return {"answer_threshold": answer, "unsure_threshold": unsure}
 
 
 def _meaning_from_json(raw: dict[str, Any], path: Path) -> MeaningModel:

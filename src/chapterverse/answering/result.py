@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["AnswerResult", "AnswerSpanOut", "CitationOut", "NOT_FOUND_PREFIX"]
+__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX"]
 
 NOT_FOUND_PREFIX = "Not found in"
+UNSURE_PREFIX = "No direct answer found; passages that may help:"
+
+AnswerState = Literal["answered", "unsure", "not_found"]
+"""*answered*: the answer with its citations; *unsure*: no answer the reader would stand by, but passages
+that may help (cited, ``found`` false); *not_found*: nothing relevant ("Not found in ...")."""
 
 
 @dataclass(slots=True)
@@ -49,9 +54,16 @@ class AnswerResult:
     usage: dict[str, int] = field(default_factory=dict)
     metadata: dict[str, Any] = field(default_factory=dict)
     confidence: float | None = None
-    """Extractive answers: the calibrated probability that the shown sentences answer the question (0..1);
-    ``found`` is ``confidence >= 0.5``. None where a model wrote the answer."""
+    """Extractive answers: the calibrated probability that the answer the reader would show holds the
+    answer (0..1), which sets :attr:`state`. None where a model wrote the answer."""
     answer_spans: list[AnswerSpanOut] = field(default_factory=list)
+    state: AnswerState | None = None
+    """answered / unsure / not_found; left None it follows ``found`` (a model's answer is never unsure).
+    ``found`` is true only for answered."""
+
+    def __post_init__(self) -> None:
+        if self.state is None:
+            self.state = "answered" if self.found else "not_found"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -400,13 +400,18 @@ class AnswerRecord:
     """The answer phrases the reader marked (``answer_spans``), when the answer path marks them."""
     gold_in_document: bool = False
     """A gold answer occurs word for word in the document: what any extractive answer can hold at best."""
+    state: str = ""
+    """answered / unsure / not_found (:attr:`AnswerResult.state`)."""
+    passages_gold: bool = False
+    """An unsure answer's passages hold a gold answer: they would have helped."""
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
                 "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
                 "found": self.found, "answer": self.answer, "holds_gold": self.holds_gold,
                 "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
-                "confidence": self.confidence, "phrases": self.phrases, "gold_in_document": self.gold_in_document}
+                "confidence": self.confidence, "phrases": self.phrases, "gold_in_document": self.gold_in_document,
+                "state": self.state, "passages_gold": self.passages_gold}
 
 
 def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
@@ -420,7 +425,9 @@ def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms
         cited_gold=result.found and holds_gold(cited, question.answers),
         sentences=len(sentence_spans(shown)), ms=ms,
         confidence=float(confidence) if confidence is not None else None,
-        phrases=[str(getattr(span, "text", span)) for span in getattr(result, "answer_spans", None) or []])
+        phrases=[str(getattr(span, "text", span)) for span in getattr(result, "answer_spans", None) or []],
+        state=str(getattr(result, "state", None) or ("answered" if result.found else "not_found")),
+        passages_gold=getattr(result, "state", None) == "unsure" and holds_gold(cited, question.answers))
 
 
 def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: int | None,
@@ -458,6 +465,12 @@ class ScopeScore:
     """Share of the shown answers to answerable questions with an emphasised answer phrase."""
     phrase_matches_gold: float | None = None
     """Of those phrases, the share that agrees with a gold answer (:func:`phrase_matches_gold`)."""
+    unsure: float = 0.0
+    """Share of answerable questions answered "unsure" (passages that may help, not an answer)."""
+    unsure_passages_gold: float | None = None
+    """Of those, the share whose passages hold a gold answer."""
+    absent_unsure: float | None = None
+    """Share of absent questions answered "unsure" (refused, but with passages)."""
 
     def to_json(self) -> dict[str, Any]:
         return {"questions": self.questions, "absent": self.absent, "answered": _round(self.answered),
@@ -468,7 +481,9 @@ class ScopeScore:
                 "answer_chars_median": _round(self.answer_chars_median, 1),
                 "sentences_median": self.sentences_median, "ms_p50": _round(self.ms_p50, 1),
                 "ms_p99": _round(self.ms_p99, 1), "phrase_marked": _round(self.phrase_marked),
-                "phrase_matches_gold": _round(self.phrase_matches_gold)}
+                "phrase_matches_gold": _round(self.phrase_matches_gold),
+                "unsure": _round(self.unsure),
+                "unsure_passages_gold": _round(self.unsure_passages_gold), "absent_unsure": _round(self.absent_unsure)}
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -495,6 +510,7 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
     lengths = [len(r.answer) for r in shown]
     answered = [r for r in answerable if r.found]
     marked = [r for r in answered if r.phrases]
+    unsure = [r for r in answerable if r.state == "unsure"]
     return ScopeScore(
         questions=len(answerable), absent=len(absent),
         answered=_share([r.found for r in answerable]),
@@ -511,6 +527,9 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         phrase_marked=_share([bool(r.phrases) for r in answered]),
         phrase_matches_gold=_share([phrase_matches_gold(r.phrases[0], r.question.answers) for r in marked])
         if marked else None,
+        unsure=_share([r.state == "unsure" for r in answerable]),
+        unsure_passages_gold=_share([r.passages_gold for r in unsure]) if unsure else None,
+        absent_unsure=_share([r.state == "unsure" for r in absent]) if absent else None,
     )
 
 
@@ -534,12 +553,11 @@ class AnswerReport:
 
 def _plan(answer_set: AnswerSet, limit: int | None, seed: int) -> list[tuple[AnswerQuestion, str]]:
     """(question, scope) pairs to ask: sampled answerable questions in their document and, for library-scope
-    sets, in the whole library; then the absent questions, drawn or the set's own (sampled alike)."""
+    sets, in the whole library; then the absent questions: drawn ones (when the set draws them) and the
+    set's own (sampled alike)."""
     answerable = sample_questions([q for q in answer_set.questions if not q.absent], limit, seed)
-    if answer_set.draws_absent:
-        absent = absent_questions(answer_set, seed, answerable)
-    else:
-        absent = sample_questions([q for q in answer_set.questions if q.absent], limit, seed)
+    absent = absent_questions(answer_set, seed, answerable) if answer_set.draws_absent else []
+    absent += sample_questions([q for q in answer_set.questions if q.absent], limit, seed)
     plan = [(q, "document") for q in answerable] + [(q, "document") for q in absent]
     if answer_set.library_scope:
         plan += [(q, "library") for q in answerable]

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..errors import ChapterverseError, InputError
 from ..library import Library
+from . import long_books
 from .answers import (
     ARTICLE_HALVES,
     AnswerReport,
@@ -48,6 +49,8 @@ another language, or --financebench DIR (questions.jsonl + pdfs/).
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
 
 * fit-answers: --qa DIR, the QA folder (fairytaleqa, squad-it, squad-es).
+
+* fit-thresholds: --questions FILE (as answers --questions) of long books, with absent questions.
 
 * latency: an existing --library and --squad files whose questions are asked.
 
@@ -201,6 +204,12 @@ def answers(
     limit: Annotated[int | None, typer.Option(
         "--limit", min=1, help="Ask N answerable questions drawn with --seed (and as many absent ones).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample and of the absent questions.")] = 0,
+    long_documents: Annotated[int | None, typer.Option(
+        "--long-documents", min=2, help="Join every N documents of the set into one long document (issue 27).")
+    ] = None,
+    in_domain_absent: Annotated[bool, typer.Option(
+        "--in-domain-absent", help="Also ask sampled questions of their own document with the paragraphs holding "
+                                   "the answer removed, as absent questions (FairytaleQA, SQuAD).")] = False,
     library: Annotated[Path | None, typer.Option(
         "--library", help="Keep the set's library here (a subdirectory per set); default: the data dir's "
                           "bench-answers/, keyed by the set's content.")] = None,
@@ -219,6 +228,10 @@ def answers(
         if split not in ("train", "val"):
             raise InputError(f"--split must be train or val, not {split!r}")
         answer_set = _answer_set(squad, fairytaleqa, split, questions, articles)
+        if long_documents is not None:
+            answer_set = long_books.long_documents(answer_set, long_documents)
+        if in_domain_absent:
+            answer_set = long_books.combined(answer_set, long_books.without_evidence(answer_set, limit, seed))
         provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
         location = (library.expanduser() / answer_set.name if library is not None
                     else default_library_dir(answer_set, embedding_model))
@@ -262,6 +275,10 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("absent refused", lambda s: "-" if s.absent_refused is None else f"{s.absent_refused:.3f}"),
         ("answer chars mean / median", lambda s: f"{s.answer_chars_mean:.0f} / {s.answer_chars_median:.0f}"),
         ("sentences median", lambda s: f"{s.sentences_median:g}"),
+        ("unsure (passages shown)", lambda s: f"{s.unsure:.3f}"),
+        ("  their passages hold gold",
+         lambda s: "-" if s.unsure_passages_gold is None else f"{s.unsure_passages_gold:.3f}"),
+        ("absent answered unsure", lambda s: "-" if s.absent_unsure is None else f"{s.absent_unsure:.3f}"),
         ("answer phrase marked", lambda s: f"{s.phrase_marked:.3f}"),
         ("marked phrase matches gold",
          lambda s: "-" if s.phrase_matches_gold is None else f"{s.phrase_matches_gold:.3f}"),
@@ -270,6 +287,50 @@ def _print_answer_report(report: AnswerReport) -> None:
     for label, cell in rows:
         table.add_row(label, *(cell(score) for score in report.scopes.values()))
     stdout.print(table)
+
+
+@bench_app.command("fit-thresholds")
+def fit_thresholds_command(
+    questions: Annotated[Path, typer.Option(
+        "--questions", help='Question file (JSON lines, as bench answers --questions) of long books, with absent '
+                            'questions.')],
+    library: Annotated[Path, typer.Option("--library", help="Where the set's library is kept (reused).")] = Path(
+        "bench-libraries"),
+    absent_refused: Annotated[float, typer.Option(
+        "--absent-refused", min=0.5, max=1.0, help="Share of the absent questions the answer threshold must "
+                                                   "refuse.")] = 0.9,
+    write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged thresholds.")] = False,
+) -> None:
+    """Pick the answer threshold of the packaged confidence model on a question file: the lowest (at least
+    0.5) that refuses --absent-refused of its absent questions and answers at most 2 % of its answerable ones
+    wrong at confidence >= 0.9; the unsure threshold is kept (at most the answer threshold)."""
+    from dataclasses import replace
+
+    from ..answering.model import load_reader_model
+    from .fit_answers import pick_thresholds, threshold_figures, threshold_readings, write_weights
+
+    try:
+        answer_set = load_question_file(questions)
+        model = load_reader_model()
+        read = threshold_readings(answer_set, library / answer_set.name, model)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    kinds = [f"{answer_set.name}:{'answerable' if a else 'absent'}" for a in read["answerable"]]
+    answer, _ = pick_thresholds(read["confidence"], read["right"], read["answerable"], read["helpful"], kinds,
+                                absent_refused=absent_refused)
+    first_fit = model.provenance.split(THRESHOLD_MARK)[0]
+    model = replace(model, answer_threshold=answer, unsure_threshold=min(model.unsure_threshold, answer),
+                    provenance=f"{first_fit}{THRESHOLD_MARK}bench fit-thresholds --questions {questions.name} "
+                               f"--absent-refused {absent_refused}")
+    figures = threshold_figures(read["confidence"], read["right"], read["answerable"], read["helpful"], kinds, model)
+    stdout.print(json.dumps({k: round(v, 4) for k, v in figures.items()}), markup=False, highlight=False)
+    if write:
+        write_weights(model)
+
+
+THRESHOLD_MARK = "; answer threshold picked by "
+"""Joins a fit's provenance and that of the threshold picked on a question file after it."""
 
 
 def _fit_sets(squad: list[Path] | None, cross: list[str] | None,
@@ -616,6 +677,10 @@ def cli_startup(
     stdout.print(startup_table(report))
 
 
+REFIT_MARK = "; confidence and thresholds refit by "
+"""Joins the provenance of the fit a --confidence-only refit kept and the refit's own."""
+
+
 @bench_app.command("fit-answers")
 def fit_answers_command(
     qa: Annotated[Path, typer.Option("--qa", help="The QA dev sets folder (../shared/data/qa).")] = Path(
@@ -626,22 +691,47 @@ def fit_answers_command(
                                                    help="FairytaleQA train questions to learn from (default: all 6,412).")] = 10_000,
     squad_limit: Annotated[int, typer.Option("--squad-limit", min=1,
                                              help="Questions of each SQuAD half (it, es) to learn from.")] = 1500,
+    in_domain_limit: Annotated[int, typer.Option(
+        "--in-domain-limit", min=1, help="FairytaleQA train questions asked of their story without the answering "
+                                         "sections (an eighth as many of each SQuAD half, without the answer's "
+                                         "paragraph).")] = 1500,
+    long_limit: Annotated[int, typer.Option(
+        "--long-limit", min=1, help="FairytaleQA train questions asked of long documents (and as many absent).")
+    ] = 1500,
+    per_document: Annotated[int, typer.Option(
+        "--long-documents", min=2, help="Stories joined into each long document.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
+    confidence_only: Annotated[bool, typer.Option(
+        "--confidence-only", help="Keep the packaged sentence, meaning and composition models; refit the "
+                                  "confidence model and its two thresholds.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged answering/reader_weights.json.")] = False,
 ) -> None:
-    """Fit the extractive reader (sentence ranking, confidence, composition) on dev questions; print the weights
-    and the training figures, and with --write replace the packaged ones."""
-    from .fit_answers import TrainingData, collect, describe, fit_reader, training_sets, write_weights
+    """Fit the extractive reader (sentence ranking, composition, confidence and its answer and unsure
+    thresholds) on dev questions; print the weights and the training figures, and with --write replace the
+    packaged ones."""
+    from dataclasses import replace
 
+    from ..answering.model import load_reader_model
+    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_reader, training_sets,
+                              write_weights)
+
+    plan = FitPlan(fairytaleqa_limit, squad_limit, in_domain_limit, long_limit, per_document, seed)
     data = TrainingData()
     progress = _progress(stderr.is_terminal)
-    for name, load in training_sets(qa):
-        limit = fairytaleqa_limit if name.startswith("fairytaleqa") else squad_limit
-        collect(load(), library / name, limit, seed, data, progress=progress)
+    started = time.perf_counter()
+    for name, load, limit in training_sets(qa, plan):
+        collect(load(), library / name, limit, seed, data, progress=progress, kind=name)
     provenance = (f"bench fit-answers --fairytaleqa-limit {fairytaleqa_limit} --squad-limit {squad_limit} "
-                  f"--seed {seed}: {sum(data.answerable)} answerable and {len(data.answerable) - sum(data.answerable)} "
-                  f"absent questions")
-    model, figures = fit_reader(data, provenance)
+                  f"--in-domain-limit {in_domain_limit} --long-limit {long_limit} --long-documents {per_document} "
+                  f"--seed {seed}{' --confidence-only' if confidence_only else ''}: {sum(data.answerable)} "
+                  f"answerable and {len(data.answerable) - sum(data.answerable)} absent questions")
+    if confidence_only:
+        base = load_reader_model()
+        first_fit = base.provenance.split(REFIT_MARK)[0]
+        model, figures = fit_confidence(data, replace(base, provenance=f"{first_fit}{REFIT_MARK}{provenance}"))
+    else:
+        model, figures = fit_reader(data, provenance)
+    figures["seconds"] = time.perf_counter() - started
     stdout.print(describe(model), markup=False, highlight=False)
     stdout.print(json.dumps({k: round(v, 4) for k, v in figures.items()}), markup=False, highlight=False)
     if write:

@@ -388,8 +388,11 @@ class AnswerResultShape(_Stored):
     usage: dict[str, int] = {}
     metadata: dict[str, Any] = {}
     confidence: float | None = Field(None, description="Extractive answers: probability the shown sentences "
-                                                       "answer the question; null for a model's answer.")
+                                                       "hold the answer; null for a model's answer.")
     answer_spans: list[AnswerSpanShape] = []
+    state: Literal["answered", "unsure", "not_found"] | None = Field(
+        None, description="answered; unsure (no answer, but the cited passages may help; found is false); "
+                          "not_found. Null only in chats stored before the field existed.")
 
 
 class ReaderMessage(_Shape):

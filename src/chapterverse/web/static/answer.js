@@ -284,9 +284,17 @@ export function renderResult(box, result, { docId, streaming = false, meta = {} 
       streaming ? h("span", { class: "cv-typing", "aria-hidden": "true" }, "answering…") : null));
     if (notice) children.push(h("p", { class: "cv-notice", role: "note", "data-cv-notice": true }, notice));
   }
-  const notFound = !streaming && result.found === false;
+  // Three states (AnswerResult.state): answered; unsure (no answer, but cited passages that may help: a note,
+  // not an answer); not found. Results stored before the field existed have only `found`.
+  const unsure = !streaming && result.state === "unsure";
+  const notFound = !streaming && result.found === false && !unsure;
   box.classList.toggle("cv-not-found", notFound);
+  box.classList.toggle("cv-unsure", unsure);
   if (notFound) children.push(h("p", { class: "cv-not-found-label", "data-cv-not-found": true }, "The book does not say"));
+  if (unsure) {
+    children.push(h("p", { class: "cv-unsure-label", role: "note", "data-cv-unsure": true },
+      "Not an answer: the reader is unsure, these passages may help"));
+  }
   const { fragment, numbers, unplaced } = answerFragment(result, docId, streaming);
   const text = h("div", { class: "cv-answer-text", "data-cv-answer-text": true });
   text.append(fragment);
