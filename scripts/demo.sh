@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --product
 export CHAPTERVERSE_HOME="${CHAPTERVERSE_HOME:-$PWD/.demo-library}"
 .venv/bin/chapterverse ingest src/chapterverse/demo/
-.venv/bin/chapterverse ask "${1:-What did the lighthouse keeper find in the storm?}"
+.venv/bin/chapterverse ask "${1:-What was in the chest Marta found after the storm?}"
