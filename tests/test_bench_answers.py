@@ -129,7 +129,7 @@ def test_question_file_lines_and_their_errors(tmp_path: Path) -> None:
 
 def test_question_file_splits_keep_their_half_and_reject_other_names(tmp_path: Path) -> None:
     (tmp_path / "book.md").write_text("# Book\n\nSome text.\n", encoding="utf-8")
-    lines = [{"document": "book.md", "question": "One?", "answers": ["text"], "split": "train"},
+    lines: list[dict[str, Any]] = [{"document": "book.md", "question": "One?", "answers": ["text"], "split": "train"},
              {"document": "book.md", "question": "Two?", "absent": True, "split": "test"},
              {"document": "book.md", "question": "Three?", "answers": ["Some"], "split": "test"},
              {"document": "book.md", "question": "Four?", "answers": ["Book"]}]
