@@ -43,8 +43,9 @@ BENCH_DATA = """What each one needs (the data sets are under ../shared/data/qa a
 * retrieval: --squad FILE (SQuAD v1.1 JSON, e.g. xquad/xquad.en.dev.json), optionally --questions FILE in
 another language, or --financebench DIR (questions.jsonl + pdfs/).
 
-* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines);
---llm-base-url and --llm-model to measure a model.
+* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines, e.g.
+tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $CHAPTERVERSE_SHARED, else
+../shared); --llm-base-url and --llm-model to measure a model.
 
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
 
@@ -224,7 +225,8 @@ def answers(
         "--records", help="Also write one JSON line per question asked (answer, found, holds gold, ms).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """What users see: answer holds gold, false refusals, absent refused, answer length and ms, as `ask` answers."""
+    """What users see, as `ask` answers: answer holds gold, false refusals, absent refused, confidently wrong,
+    answer length and ms, and how often answers are right by confidence (the reliability table)."""
     try:
         answer_set = _answer_set(squad, fairytaleqa, split, questions, articles)
         provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
