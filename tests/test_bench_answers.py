@@ -13,6 +13,7 @@ from fakellm import Reply, fake_llm
 from typer.testing import CliRunner
 
 from chapterverse.bench.answers import (
+    RELIABILITY_BINS,
     AnswerQuestion,
     AnswerRecord,
     AnswerSet,
@@ -23,6 +24,7 @@ from chapterverse.bench.answers import (
     load_question_file,
     load_squad_answers,
     normalise,
+    reliability_table,
     sample_questions,
     score_records,
 )
@@ -33,7 +35,8 @@ from chapterverse.errors import InputError
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",
            "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99",
-           "phrase_marked", "phrase_matches_gold", "unsure", "unsure_passages_gold", "absent_unsure"}
+           "phrase_marked", "phrase_matches_gold", "unsure", "unsure_passages_gold", "absent_unsure",
+           "confidently_wrong", "reliability"}
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -125,6 +128,57 @@ def test_question_file_lines_and_their_errors(tmp_path: Path) -> None:
             load_question_file(bad)
 
 
+def test_question_file_splits_keep_their_half_and_reject_other_names(tmp_path: Path) -> None:
+    (tmp_path / "book.md").write_text("# Book\n\nSome text.\n", encoding="utf-8")
+    lines: list[dict[str, Any]] = [{"document": "book.md", "question": "One?", "answers": ["text"], "split": "train"},
+             {"document": "book.md", "question": "Two?", "absent": True, "split": "test"},
+             {"document": "book.md", "question": "Three?", "answers": ["Some"], "split": "test"},
+             {"document": "book.md", "question": "Four?", "answers": ["Book"]}]
+    path = tmp_path / "halves.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    whole = load_question_file(path)
+    assert [q.split for q in whole.questions] == ["train", "test", "test", None] and whole.split is None
+    test = load_question_file(path, "test")
+    assert [q.text for q in test.questions] == ["Two?", "Three?"] and test.split == "test"
+    assert [q.text for q in load_question_file(path, "train").questions] == ["One?"]
+    with pytest.raises(InputError, match="split must be one of train, test"):
+        load_question_file(path, "val")
+    path.write_text(json.dumps(lines[0] | {"split": "dev"}) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="halves.jsonl:1: 'split' must be one of train, test"):
+        load_question_file(path)
+    path.write_text(json.dumps(lines[1]) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no questions in split 'train'"):
+        load_question_file(path, "train")
+
+
+def test_shared_documents_resolve_under_the_shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shared = tmp_path / "elsewhere"
+    (shared / "data" / "books").mkdir(parents=True)
+    (shared / "data" / "books" / "tale.md").write_text("# Tale\n\nA fox.\n", encoding="utf-8")
+    path = tmp_path / "q.jsonl"
+    path.write_text(json.dumps({"document": "shared:data/books/tale.md", "question": "Who?", "answers": ["fox"]})
+                    + "\n", encoding="utf-8")
+    monkeypatch.setenv("CHAPTERVERSE_SHARED", str(shared))
+    [document] = load_question_file(path).documents
+    assert document.path == (shared / "data" / "books" / "tale.md").resolve()
+    monkeypatch.setenv("CHAPTERVERSE_SHARED", str(tmp_path / "nowhere"))
+    with pytest.raises(InputError, match="q.jsonl:1: .*shared data folder.*nowhere.*CHAPTERVERSE_SHARED"):
+        load_question_file(path)
+    monkeypatch.setenv("CHAPTERVERSE_SHARED", str(shared))
+    path.write_text(json.dumps({"document": "shared:data/books/gone.md", "question": "Who?", "absent": True})
+                    + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="q.jsonl:1: document .*gone.md is not a file"):
+        load_question_file(path)
+
+
+def test_shared_folder_defaults_to_shared_beside_the_repository(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule tests/conftest.py follows, so question files and tests find the same folder."""
+    from chapterverse.bench.answers import shared_folder
+
+    monkeypatch.delenv("CHAPTERVERSE_SHARED", raising=False)
+    assert shared_folder() == Path(__file__).resolve().parents[1].parent / "shared"
+
+
 # ------------------------------------------------------------------------------------------------ sampling, scoring
 
 
@@ -182,6 +236,40 @@ def test_marked_phrases_are_scored_against_gold_only_where_the_reader_marked_one
     assert not phrase_matches_gold("Admiralty", ["Admiral"])
 
 
+def _confident(question: AnswerQuestion, found: bool, right: bool, confidence: float | None) -> AnswerRecord:
+    return AnswerRecord(question, "document", found, "..." if found else "Not found.", right, right, 1, 1,
+                        confidence=confidence)
+
+
+def test_confidently_wrong_counts_sure_wrong_answers_to_answerable_questions() -> None:
+    gold = AnswerQuestion("a", "Who?", "d", ("Marta",))
+    absent = AnswerQuestion("b", "Why?", "d")
+    score = score_records([_confident(gold, True, False, 0.95),   # sure and wrong
+                           _confident(gold, True, False, 0.9),    # the threshold counts as sure
+                           _confident(gold, True, True, 0.99),    # sure and right
+                           _confident(gold, True, False, 0.5),    # wrong, but not shown as sure
+                           _confident(gold, False, False, 0.97),  # refused: nothing misleads
+                           _confident(gold, True, False, None),   # no confidence reported
+                           _confident(absent, True, False, 0.99)])  # absent: in the reliability table only
+    assert score.questions == 6 and score.confidently_wrong == pytest.approx(2 / 6)
+
+
+def test_reliability_table_bins_shown_answers_and_counts_answered_absent_questions_as_wrong() -> None:
+    gold = AnswerQuestion("a", "Who?", "d", ("Marta",))
+    absent = AnswerQuestion("b", "Why?", "d")
+    records = [_confident(gold, True, True, 0.2), _confident(gold, True, False, 0.49),
+               _confident(gold, True, True, 0.5), _confident(gold, True, True, 0.95),
+               _confident(absent, True, False, 0.95), _confident(gold, True, True, 1.0),
+               _confident(gold, True, True, 0.99), _confident(gold, False, False, 0.3),
+               _confident(gold, True, True, None)]
+    table = reliability_table(records)
+    assert [(b.low, b.high) for b in table] == list(RELIABILITY_BINS)
+    assert [b.answers for b in table] == [2, 1, 0, 2, 2]  # refusals and answers without confidence are left out
+    assert [b.right for b in table] == [0.5, 1.0, None, 0.5, 1.0]
+    assert score_records(records).reliability == table
+    assert reliability_table([_confident(gold, True, True, None)])[0].answers == 0
+
+
 # ------------------------------------------------------------------------------------------------ the CLI
 
 
@@ -215,6 +303,31 @@ def test_bench_answers_over_the_demo_book(tmp_path: Path, demo_library: Path) ->
     assert all(not r["holds_gold"] or r["found"] for r in asked)
     assert [r["found"] for r in asked] == [r["state"] == "answered" for r in asked]
     assert all("[f" not in r["answer"] for r in asked)  # scored and measured without citation tags
+
+
+def test_bench_answers_asks_one_half_of_a_question_file_and_prints_the_reliability_table(
+        tmp_path: Path, demo_library: Path) -> None:
+    questions = tmp_path / "halves.jsonl"
+    lines = [{"document": str(DEMO), "question": "What was inside the chest?", "answers": ["the logbook"],
+              "split": "test"},
+             {"document": str(DEMO), "question": "How tall was the tower?", "answers": ["forty-two feet"],
+              "split": "train"},
+             {"document": str(DEMO), "question": "Who won the 1998 football world cup?", "absent": True,
+              "split": "test"}]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    records = tmp_path / "records.jsonl"
+    result = CliRunner().invoke(app, ["bench", "answers", "--questions", str(questions), "--split", "test",
+                                      "--library", str(demo_library), "--records", str(records)])
+    assert result.exit_code == 0, result.output
+    asked = [json.loads(line) for line in records.read_text(encoding="utf-8").splitlines()]
+    assert [(r["question"], r["split"]) for r in asked] == [(lines[0]["question"], "test"),
+                                                            (lines[2]["question"], "test")]
+    assert "halves, split test" in result.output and "confidently wrong (>= 0.9)" in result.output
+    shown = [r for r in asked if r["found"]]
+    if shown:  # the reader answered something: its confidence is in the table
+        assert "reliability (document)" in result.output and "[0.99, 1]" in result.output
+    wrong = CliRunner().invoke(app, ["bench", "answers", "--questions", str(questions), "--split", "val"])
+    assert wrong.exit_code == 2 and "train, test or all" in wrong.output
 
 
 def test_bench_answers_model_path_uses_the_same_definitions(tmp_path: Path, demo_library: Path) -> None:

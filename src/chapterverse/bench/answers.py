@@ -21,6 +21,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import statistics
@@ -54,6 +55,13 @@ __all__ = [
     "load_squad_answers",
     "load_fairytaleqa",
     "load_question_file",
+    "QUESTION_SPLITS",
+    "shared_folder",
+    "SHARED_PREFIX",
+    "CONFIDENT",
+    "RELIABILITY_BINS",
+    "ReliabilityBin",
+    "reliability_table",
     "set_digest",
     "default_library_dir",
     "open_answer_library",
@@ -86,6 +94,9 @@ class AnswerQuestion:
     evidence: tuple[tuple[int, int], ...] = ()
     """Gold character ranges in the document's first file when the set knows them (SQuAD answer spans,
     FairytaleQA sections): for fitting a reader, not used in scoring."""
+    split: str | None = None
+    """``train`` or ``test`` when the question file assigns it: a reader is fit on one half and judged on the
+    other, so a question never serves both."""
 
     @property
     def absent(self) -> bool:
@@ -101,6 +112,8 @@ class AnswerSet:
     """Also ask each answerable question of the whole library (SQuAD: many articles, one answer)."""
     draws_absent: bool = False
     """Absent questions are drawn from other documents' questions (the set has none of its own)."""
+    split: str | None = None
+    """The half of a question file this set keeps (``train`` or ``test``); None for all of it."""
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -217,13 +230,31 @@ def _fairytale_questions(path: Path, source: str, sections: dict[str, tuple[int,
     return questions
 
 
-def load_question_file(path: str | Path) -> AnswerSet:
-    """JSON lines ``{"document": PATH, "question": ..., "answers": [...]}`` or ``{..., "absent": true}``.
+QUESTION_SPLITS = ("train", "test")
+"""The halves a question file's lines may name in ``split``."""
 
-    PATH is absolute or relative to the file's folder and names one file, ingested as ``chapterverse
-    ingest`` would. Every malformed line is an InputError naming the file, the line and the reason.
+SHARED_PREFIX = "shared:"
+"""A question file's document path that starts with this names a file under the shared data folder."""
+
+
+def shared_folder() -> Path:
+    """The shared data folder: ``CHAPTERVERSE_SHARED``, else ``shared`` beside the repository root (the rule
+    tests/conftest.py follows), so one question file names shared books on every checkout."""
+    configured = os.environ.get("CHAPTERVERSE_SHARED")
+    return Path(configured) if configured else Path(__file__).resolve().parents[3].parent / "shared"
+
+
+def load_question_file(path: str | Path, split: str | None = None) -> AnswerSet:
+    """JSON lines ``{"document": PATH, "question": ..., "answers": [...]}`` or ``{..., "absent": true}``,
+    each optionally with ``"split": "train" | "test"``.
+
+    PATH is absolute, relative to the file's folder, or ``shared:REL`` (REL under :func:`shared_folder`), and
+    names one file, ingested as ``chapterverse ingest`` would. ``split`` keeps only the lines of that half
+    (None: all lines). Every malformed line is an InputError naming the file, the line and the reason.
     """
     path = Path(path)
+    if split is not None and split not in QUESTION_SPLITS:
+        raise InputError(f"split must be one of {', '.join(QUESTION_SPLITS)}, not {split!r}")
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
@@ -233,17 +264,19 @@ def load_question_file(path: str | Path) -> AnswerSet:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        document, text, answers = _question_line(line, f"{path}:{number}", path.parent)
+        document, text, answers, half = _question_line(line, f"{path}:{number}", path.parent)
+        if split is not None and half != split:
+            continue
         source = str(document)
         documents.setdefault(source, BenchDocument(source, path=document))
-        questions.append(AnswerQuestion(f"{path.stem}:{number}", text, source, answers))
+        questions.append(AnswerQuestion(f"{path.stem}:{number}", text, source, answers, split=half))
     if not questions:
-        raise InputError(f"{path}: no questions")
-    return AnswerSet(path.stem, list(documents.values()), questions)
+        raise InputError(f"{path}: no questions" + (f" in split {split!r}" if split is not None else ""))
+    return AnswerSet(path.stem, list(documents.values()), questions, split=split)
 
 
-def _question_line(line: str, where: str, folder: Path) -> tuple[Path, str, tuple[str, ...]]:
-    """One line as (the document's resolved path, question, gold answers: none for an absent question)."""
+def _question_line(line: str, where: str, folder: Path) -> tuple[Path, str, tuple[str, ...], str | None]:
+    """One line as (the document's resolved path, question, gold answers: none for an absent question, split)."""
     try:
         row = json.loads(line)
     except ValueError as exc:
@@ -251,22 +284,37 @@ def _question_line(line: str, where: str, folder: Path) -> tuple[Path, str, tupl
     if not isinstance(row, dict):
         raise InputError(f"{where}: not a JSON object")
     document, text, answers, absent = row.get("document"), row.get("question"), row.get("answers"), row.get("absent")
+    split = row.get("split")
     if not isinstance(document, str) or not document.strip():
         raise InputError(f"{where}: 'document' must name a file")
     if not isinstance(text, str) or not text.strip():
         raise InputError(f"{where}: 'question' must be a non-empty string")
     if absent not in (None, True, False):
         raise InputError(f"{where}: 'absent' must be true or false")
+    if split is not None and split not in QUESTION_SPLITS:
+        raise InputError(f"{where}: 'split' must be one of {', '.join(QUESTION_SPLITS)}")
     if absent is True:
         if answers:
             raise InputError(f"{where}: an absent question has no 'answers'")
         answers = []
     elif not isinstance(answers, list) or not answers or not all(isinstance(a, str) and a.strip() for a in answers):
         raise InputError(f"{where}: 'answers' must be a non-empty list of non-empty strings (or give \"absent\": true)")
-    resolved = (folder / document).expanduser().resolve()
+    return _document_path(document, where, folder), text.strip(), tuple(a.strip() for a in answers), split
+
+
+def _document_path(document: str, where: str, folder: Path) -> Path:
+    """The file a line names: ``shared:`` paths under the shared folder, others relative to the question file."""
+    if document.startswith(SHARED_PREFIX):
+        shared = shared_folder()
+        if not shared.is_dir():
+            raise InputError(f"{where}: document {document} is in the shared data folder, and there is none at "
+                             f"{shared} (set CHAPTERVERSE_SHARED to it)")
+        resolved = (shared / document.removeprefix(SHARED_PREFIX)).resolve()
+    else:
+        resolved = (folder / document).expanduser().resolve()
     if not resolved.is_file():
         raise InputError(f"{where}: document {resolved} is not a file")
-    return resolved, text.strip(), tuple(a.strip() for a in answers)
+    return resolved
 
 
 # ------------------------------------------------------------------------------------------------ library
@@ -410,6 +458,7 @@ class AnswerRecord:
                 "question": self.question.text, "gold": list(self.question.answers), "absent": self.question.absent,
                 "found": self.found, "answer": self.answer, "holds_gold": self.holds_gold,
                 "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
+                "split": self.question.split,
                 "confidence": self.confidence, "phrases": self.phrases, "gold_in_document": self.gold_in_document,
                 "state": self.state, "passages_gold": self.passages_gold}
 
@@ -438,6 +487,46 @@ def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: i
 
 
 # ------------------------------------------------------------------------------------------------ scoring
+
+
+CONFIDENT = 0.9
+"""An answer shown with at least this confidence reads as sure to a user; when it is wrong it misleads."""
+
+RELIABILITY_BINS = ((0.0, 0.5), (0.5, 0.7), (0.7, 0.9), (0.9, 0.99), (0.99, 1.0))
+"""Confidence ranges of the reliability table, each [low, high) and the last [0.99, 1]: finer near 1, where a
+reader that learnt on short texts puts most of its answers to long books."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReliabilityBin:
+    """The shown answers whose confidence fell in [low, high) and the share of them that hold gold."""
+
+    low: float
+    high: float
+    answers: int
+    right: float | None
+    """None when no answer fell in the bin."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"low": self.low, "high": self.high, "answers": self.answers, "right": _round(self.right)}
+
+
+def reliability_table(records: Sequence[AnswerRecord]) -> list[ReliabilityBin]:
+    """The shown answers with a confidence, binned by :data:`RELIABILITY_BINS`: how often each level is right.
+
+    An absent question that was answered counts as a wrong answer, so the table says how far a user can
+    trust an answer shown at that confidence. A reliable reader's table rises with confidence. Answers
+    without a confidence (the model path) are left out; with none, every bin is empty.
+    """
+    shown = [r for r in records if r.found and r.confidence is not None]
+    bins: list[ReliabilityBin] = []
+    for low, high in RELIABILITY_BINS:
+        last = high == RELIABILITY_BINS[-1][1]
+        inside = [r for r in shown if r.confidence is not None
+                  and low <= r.confidence and (r.confidence < high or (last and r.confidence <= high))]
+        right = [r.holds_gold and not r.question.absent for r in inside]
+        bins.append(ReliabilityBin(low, high, len(inside), _share(right) if inside else None))
+    return bins
 
 
 @dataclass(slots=True)
@@ -471,6 +560,11 @@ class ScopeScore:
     """Of those, the share whose passages hold a gold answer."""
     absent_unsure: float | None = None
     """Share of absent questions answered "unsure" (refused, but with passages)."""
+    confidently_wrong: float = 0.0
+    """Share of answerable questions answered wrong (the answer does not hold gold) with confidence at least
+    :data:`CONFIDENT`: the answers that mislead most."""
+    reliability: list[ReliabilityBin] = field(default_factory=list)
+    """:func:`reliability_table` of the scope's shown answers."""
 
     def to_json(self) -> dict[str, Any]:
         return {"questions": self.questions, "absent": self.absent, "answered": _round(self.answered),
@@ -483,7 +577,9 @@ class ScopeScore:
                 "ms_p99": _round(self.ms_p99, 1), "phrase_marked": _round(self.phrase_marked),
                 "phrase_matches_gold": _round(self.phrase_matches_gold),
                 "unsure": _round(self.unsure),
-                "unsure_passages_gold": _round(self.unsure_passages_gold), "absent_unsure": _round(self.absent_unsure)}
+                "unsure_passages_gold": _round(self.unsure_passages_gold), "absent_unsure": _round(self.absent_unsure),
+                "confidently_wrong": _round(self.confidently_wrong),
+                "reliability": [b.to_json() for b in self.reliability]}
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -530,6 +626,9 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         unsure=_share([r.state == "unsure" for r in answerable]),
         unsure_passages_gold=_share([r.passages_gold for r in unsure]) if unsure else None,
         absent_unsure=_share([r.state == "unsure" for r in absent]) if absent else None,
+        confidently_wrong=_share([r.found and not r.holds_gold and (r.confidence or 0.0) >= CONFIDENT
+                                  for r in answerable]),
+        reliability=reliability_table(records),
     )
 
 
@@ -544,10 +643,12 @@ class AnswerReport:
     scopes: dict[str, ScopeScore]
     records: list[AnswerRecord] = field(default_factory=list)
     library_seconds: float = 0.0
+    split: str | None = None
+    """The half of a question file asked (None: all of it)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"set": self.name, "mode": self.mode, "documents": self.documents, "seed": self.seed,
-                "limit": self.limit, "library_seconds": round(self.library_seconds, 1),
+        return {"set": self.name, "split": self.split, "mode": self.mode, "documents": self.documents,
+                "seed": self.seed, "limit": self.limit, "library_seconds": round(self.library_seconds, 1),
                 "scopes": {name: score.to_json() for name, score in self.scopes.items()}}
 
 
@@ -596,5 +697,5 @@ def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int]
     scopes = {scope: score_records([r for r in records if r.scope == scope])
               for scope in SCOPES if any(r.scope == scope for r in records)}
     mode = provider.model if provider is not None else "extractive"
-    return AnswerReport(answer_set.name, mode, len(doc_ids), seed, limit, scopes, records)
+    return AnswerReport(answer_set.name, mode, len(doc_ids), seed, limit, scopes, records, split=answer_set.split)
 

@@ -20,6 +20,8 @@ from ..library import Library
 from . import long_books
 from .answers import (
     ARTICLE_HALVES,
+    CONFIDENT,
+    QUESTION_SPLITS,
     AnswerReport,
     AnswerSet,
     ScopeScore,
@@ -43,8 +45,9 @@ BENCH_DATA = """What each one needs (the data sets are under ../shared/data/qa a
 * retrieval: --squad FILE (SQuAD v1.1 JSON, e.g. xquad/xquad.en.dev.json), optionally --questions FILE in
 another language, or --financebench DIR (questions.jsonl + pdfs/).
 
-* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines);
---llm-base-url and --llm-model to measure a model.
+* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines, e.g.
+tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $CHAPTERVERSE_SHARED, else
+../shared); --llm-base-url and --llm-model to measure a model.
 
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
 
@@ -171,19 +174,28 @@ def _print_report(report: BenchReport) -> None:
     stdout.print(table)
 
 
-def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str, questions: Path | None,
+def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str | None, questions: Path | None,
                 articles: str = "all") -> AnswerSet:
+    """The set the flags name; ``--split`` is FairytaleQA's train or val (default val), or a question file's
+    train or test half (default all of it)."""
     if sum(given is not None for given in (squad, fairytaleqa, questions)) != 1:
         raise InputError("give exactly one of --squad FILE, --fairytaleqa DIR or --questions FILE.jsonl")
     if squad is not None:
+        if split is not None:
+            raise InputError("--split is for --fairytaleqa (train or val) and --questions (train, test or all); "
+                             "SQuAD halves are --articles even or odd")
         if articles not in ARTICLE_HALVES:
             raise InputError(f"--articles must be one of {', '.join(ARTICLE_HALVES)}, not {articles!r}")
         whole = load_squad_answers(squad)
         return whole if articles == "all" else split_articles(whole, ARTICLE_HALVES.index(articles) - 1)
     if fairytaleqa is not None:
-        return load_fairytaleqa(fairytaleqa, split)
+        if split not in (None, "train", "val"):
+            raise InputError(f"--split must be train or val with --fairytaleqa, not {split!r}")
+        return load_fairytaleqa(fairytaleqa, split or "val")
     assert questions is not None
-    return load_question_file(questions)
+    if split not in (None, "all", *QUESTION_SPLITS):
+        raise InputError(f"--split must be {', '.join(QUESTION_SPLITS)} or all with --questions, not {split!r}")
+    return load_question_file(questions, None if split in (None, "all") else split)
 
 
 @bench_app.command("answers")
@@ -194,7 +206,9 @@ def answers(
     fairytaleqa: Annotated[Path | None, typer.Option(
         "--fairytaleqa", help="FairytaleQA dir (questions/ + section-stories/): explicit questions, one story each.")
     ] = None,
-    split: Annotated[str, typer.Option("--split", help="FairytaleQA split: train or val.")] = "val",
+    split: Annotated[str | None, typer.Option(
+        "--split", help="FairytaleQA split: train or val (default val); question file: the lines of split train "
+                        "or test, or all (default).")] = None,
     articles: Annotated[str, typer.Option(
         "--articles", help="SQuAD: all articles, or the even or odd ones (bench fit-answers learns from the even "
                            "ones of SQuAD-it and SQuAD-es).")] = "all",
@@ -223,10 +237,9 @@ def answers(
         "--records", help="Also write one JSON line per question asked (answer, found, holds gold, ms).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
-    """What users see: answer holds gold, false refusals, absent refused, answer length and ms, as `ask` answers."""
+    """What users see, as `ask` answers: answer holds gold, false refusals, absent refused, confidently wrong,
+    answer length and ms, and how often answers are right by confidence (the reliability table)."""
     try:
-        if split not in ("train", "val"):
-            raise InputError(f"--split must be train or val, not {split!r}")
         answer_set = _answer_set(squad, fairytaleqa, split, questions, articles)
         if long_documents is not None:
             answer_set = long_books.long_documents(answer_set, long_documents)
@@ -259,7 +272,8 @@ def answers(
 
 def _print_answer_report(report: AnswerReport) -> None:
     """One column per scope and one row per metric, so the table fits a narrow terminal."""
-    table = Table(title=f"{report.name} ({report.mode}): {report.documents} documents, seed {report.seed}, "
+    name = report.name if report.split is None else f"{report.name}, split {report.split}"
+    table = Table(title=f"{name} ({report.mode}): {report.documents} documents, seed {report.seed}, "
                         f"library ready in {report.library_seconds:.0f} s")
     table.add_column("metric")
     for scope in report.scopes:
@@ -282,11 +296,28 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("answer phrase marked", lambda s: f"{s.phrase_marked:.3f}"),
         ("marked phrase matches gold",
          lambda s: "-" if s.phrase_matches_gold is None else f"{s.phrase_matches_gold:.3f}"),
+        (f"confidently wrong (>= {CONFIDENT:g})", lambda s: f"{s.confidently_wrong:.3f}"),
         ("ms p50 / p99", lambda s: f"{s.ms_p50:.1f} / {s.ms_p99:.1f}"),
     ]
     for label, cell in rows:
         table.add_row(label, *(cell(score) for score in report.scopes.values()))
     stdout.print(table)
+    _print_reliability(report)
+
+
+def _print_reliability(report: AnswerReport) -> None:
+    """Per scope, the shown answers by confidence and how often each range is right (absent answered = wrong)."""
+    for scope, score in report.scopes.items():
+        if not any(b.answers for b in score.reliability):
+            continue
+        table = Table(title=f"reliability ({scope}): shown answers by confidence")
+        for column in ("confidence", "answers", "right"):
+            table.add_column(column, justify="right")
+        for b in score.reliability:
+            closing = "]" if b is score.reliability[-1] else ")"
+            right = "-" if b.right is None else f"{b.right:.3f}"
+            table.add_row(f"[{b.low:g}, {b.high:g}{closing}", str(b.answers), right)
+        stdout.print(table)
 
 
 @bench_app.command("fit-thresholds")
@@ -300,17 +331,21 @@ def fit_thresholds_command(
         "--absent-refused", min=0.5, max=1.0, help="Share of the absent questions the answer threshold must "
                                                    "refuse.")] = 0.9,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged thresholds.")] = False,
+    split: Annotated[str, typer.Option(
+        "--split", help='The lines of the question file to fit on ("split" of each line: train, test; all: every '
+                        'line).')] = "train",
 ) -> None:
     """Pick the answer threshold of the packaged confidence model on a question file: the lowest (at least
     0.5) that refuses --absent-refused of its absent questions and answers at most 2 % of its answerable ones
-    wrong at confidence >= 0.9; the unsure threshold is kept (at most the answer threshold)."""
+    wrong at confidence >= 0.9; the unsure threshold is kept (at most the answer threshold). Fit on the train
+    lines by default, so that the test lines measure it."""
     from dataclasses import replace
 
     from ..answering.model import load_reader_model
     from .fit_answers import pick_thresholds, threshold_figures, threshold_readings, write_weights
 
     try:
-        answer_set = load_question_file(questions)
+        answer_set = load_question_file(questions, None if split == "all" else split)
         model = load_reader_model()
         read = threshold_readings(answer_set, library / answer_set.name, model)
     except ChapterverseError as exc:
