@@ -40,9 +40,11 @@ def test_fit_thresholds_reads_a_question_file_and_leaves_the_packaged_weights_al
     questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     packaged = WEIGHTS_PATH.read_bytes()
     result = CliRunner().invoke(app, ["bench", "fit-thresholds", "--questions", str(questions),
-                                      "--library", str(tmp_path / "libraries")])
+                                      "--library", str(tmp_path / "libraries"), "--split", "all"])
     assert result.exit_code == 0, result.output
     figures = json.loads(result.stdout)
     assert 0.5 <= figures["answer_threshold"] < 1 and figures["unsure_threshold"] <= figures["answer_threshold"]
     assert figures["demo:absent.answered"] == 0.0 and figures["demo:answerable.answered_right"] == 1.0
     assert WEIGHTS_PATH.read_bytes() == packaged
+    unsplit = CliRunner().invoke(app, ["bench", "fit-thresholds", "--questions", str(questions)])
+    assert unsplit.exit_code == 2 and "no questions in split 'train'" in unsplit.output  # the default: train lines
