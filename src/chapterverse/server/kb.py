@@ -216,16 +216,29 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
 
 
 @router.post("/chunks/list", response_model=KbRankedChunkPage, summary="Chunks, optionally ranked by a query")
-def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
-    check_length("query", body.query, server_state(request).settings.max_query_chars, "--max_query_chars")
+async def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
+    """A ranked listing waits (in the event loop, holding no worker thread) until no other one runs: each
+    ranks 1,000 chunks, and four at once on two cores made every small search wait behind them."""
+    state = server_state(request)
+    check_length("query", body.query, state.settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
-        total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
-                                       limit=body.limit, offset=body.offset, include_text=body.include_text)
-        items = [{"score": i.pop("score"), **i} for i in items]
-    else:
-        total, items = kb.list_chunks(source_prefix=body.source_prefix, limit=body.limit, offset=body.offset,
-                                      include_text=body.include_text)
-        items = [{"score": None, **i} for i in items]
+        async with state.ranking:
+            return await run_in_threadpool(_ranked_chunks, kb, body)
+    return await run_in_threadpool(_listed_chunks, kb, body)
+
+
+def _ranked_chunks(kb: KnowledgeBase, body: ChunksListRequest) -> dict[str, Any]:
+    assert body.query is not None
+    total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
+                                   limit=body.limit, offset=body.offset, include_text=body.include_text)
+    items = [{"score": i.pop("score"), **i} for i in items]
+    return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
+
+
+def _listed_chunks(kb: KnowledgeBase, body: ChunksListRequest) -> dict[str, Any]:
+    total, items = kb.list_chunks(source_prefix=body.source_prefix, limit=body.limit, offset=body.offset,
+                                  include_text=body.include_text)
+    items = [{"score": None, **i} for i in items]
     return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
 
 
