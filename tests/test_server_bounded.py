@@ -172,7 +172,7 @@ def test_a_query_is_embedded_while_a_batch_of_passages_is() -> None:
     from chapterverse.embeddings import USEEmbedder
 
     embedder, gate = USEEmbedder(threads=2), threading.Event()
-    embedder._model, embedder._small_model = _Backend(gate), _Backend()
+    embedder._model, embedder._query_model = _Backend(gate), _Backend()
     passages = threading.Thread(target=embedder.embed, args=(["A passage of chunk size. " * 40] * 64,))
     passages.start()
     try:

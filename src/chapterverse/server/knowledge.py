@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -129,6 +130,7 @@ class KnowledgeBase:
         self._store_locked = False
         self._running: ExitStack | None = None
         self._searches = 0
+        self._last_search = 0.0
         self._no_search = threading.Condition()
         self.stopping = CancelToken()
         """Cancelled when this server stops; the parent of every request's token (see ``close``)."""
@@ -224,15 +226,25 @@ class KnowledgeBase:
         finally:
             with self._no_search:
                 self._searches -= 1
-                if not self._searches:
-                    self._no_search.notify_all()
+                self._last_search = time.monotonic()
+                self._no_search.notify_all()
 
-    def step_aside(self, at_most_s: float = 0.1) -> None:
-        """Wait, at most ``at_most_s``, while searches run: bulk work calls this between its batches (see
-        ``CancelToken``), so a small search does not share the CPU and the interpreter with a batch of a
-        thousand documents being chunked and embedded. Bounded, so searches never stop a write altogether."""
+    def step_aside(self, at_most_s: float = 0.1, quiet_s: float = 0.02) -> None:
+        """Wait, at most ``at_most_s``, until no search has run for ``quiet_s``: bulk work calls this between its
+        batches (see ``CancelToken``), so a small search does not share the CPU and the interpreter with a batch
+        of a thousand documents being chunked and embedded. The quiet time keeps a client that searches one
+        question after another from meeting the next batch in each gap; the bound keeps searches from stopping
+        a write altogether (it then moves at one batch per ``at_most_s`` and what the batch takes)."""
+        deadline = time.monotonic() + at_most_s
         with self._no_search:
-            self._no_search.wait_for(lambda: not self._searches, timeout=at_most_s)
+            while (now := time.monotonic()) < deadline:
+                if self._searches:
+                    self._no_search.wait(deadline - now)
+                    continue
+                quiet = now - self._last_search
+                if quiet >= quiet_s:
+                    return
+                self._no_search.wait(min(deadline - now, quiet_s - quiet))
 
     def chunk_json(self, chunk: ChunkRecord, *, score: float | None = None, include_text: bool = True,
                    docs: dict[int, DocumentRecord] | None = None) -> dict[str, Any]:
@@ -279,7 +291,7 @@ class KnowledgeBase:
 
         They are taken as a search takes its hits (top-k over the lexical and dense indexes, then the ranking
         model), RANKED_LIMIT deep, not by scoring every chunk: that took 12.9 s at 100 k chunks and slowed every
-        search meanwhile; 1,000 deep took 0.07-0.27 s there, with the same top ten as the full scoring for
+        search meanwhile; 1,000 deep took 0.07-0.30 s there, with the same top ten as the full scoring for
         each query tried. With ``source_prefix`` the ranking runs within the documents holding such chunks, as
         a search within some documents does.
         """
