@@ -289,24 +289,28 @@ class KnowledgeBase:
                      include_text: bool = True) -> tuple[int, list[dict[str, Any]]]:
         """The best chunks for ``query``: ``total`` of them ranked (at most RANKED_LIMIT), this page of them.
 
-        They are taken as a search takes its hits (top-k over the lexical and dense indexes, then the ranking
-        model), RANKED_LIMIT deep, not by scoring every chunk: that took 12.9 s at 100 k chunks and slowed every
-        search meanwhile; 1,000 deep took 0.07-0.30 s there, with the same top ten as the full scoring for
-        each query tried. With ``source_prefix`` the ranking runs within the documents holding such chunks, as
-        a search within some documents does.
+        They are ranked as a search ranks its candidates (top-k over the lexical and dense indexes, then the
+        ranking model; a reranker, when configured, reorders searches only), RANKED_LIMIT deep, not by scoring
+        every chunk: that took 12.9 s at 100 k chunks and slowed every search meanwhile; 1,000 deep took
+        0.07-0.30 s there, with the same top ten as the full scoring for each query tried. Only the page's chunks
+        are read. With ``source_prefix`` the ranking runs within the documents holding such chunks, as a search
+        within some documents does.
         """
         doc_ids = None
         if source_prefix:
             doc_ids = sorted({c.doc_id for c in self.store.chunks(source_prefix=source_prefix)})
             if not doc_ids:
                 return 0, []
-        hits = self.library.search(query, k=RANKED_LIMIT, threshold=min_score, doc_ids=doc_ids)
-        if source_prefix:
-            hits = [h for h in hits if h.chunk.source.startswith(source_prefix)]
+        ranking = self.library.retriever.ranking(query, k=RANKED_LIMIT, doc_ids=doc_ids, threshold=min_score)
+        if source_prefix:  # a document may hold chunks of other sources (a JSONL file's lines)
+            records = self.store.chunks_by_ids([cid for cid, _ in ranking])
+            ranking = [(cid, score) for cid, score in ranking
+                       if cid in records and records[cid].source.startswith(source_prefix)]
+        page = ranking[offset:offset + limit]
+        records = self.store.chunks_by_ids([cid for cid, _ in page])
         docs: dict[int, DocumentRecord] = {}
-        page = hits[offset:offset + limit]
-        return len(hits), [self.chunk_json(h.chunk, score=h.score, include_text=include_text, docs=docs)
-                           for h in page]
+        return len(ranking), [self.chunk_json(records[cid], score=score, include_text=include_text, docs=docs)
+                              for cid, score in page if cid in records]
 
     def sources(self) -> list[dict[str, Any]]:
         return [{"source": s, "chunk_count": n, "has_dynamic": dyn} for s, n, dyn in self.store.source_counts()]
