@@ -218,11 +218,11 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
 
 @router.post("/chunks/list", response_model=KbRankedChunkPage, summary="Chunks, optionally ranked by a query")
 async def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
-    """A ranked listing waits (in the event loop, holding no worker thread) until no other one runs: each
-    ranks 1,000 chunks, and four at once on two cores made every small search wait behind them."""
     state = server_state(request)
     check_length("query", body.query, state.settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
+        # one ranked listing at a time, the others waiting here (no worker thread held): each ranks 1,000
+        # chunks, and four at once on two cores made every small search wait behind them
         async with state.ranking:
             return await run_in_threadpool(_ranked_chunks, kb, body)
     return await run_in_threadpool(_listed_chunks, kb, body)
