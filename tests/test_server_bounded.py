@@ -183,3 +183,18 @@ def test_a_query_is_embedded_while_a_batch_of_passages_is() -> None:
     finally:
         gate.set()
         passages.join(10)
+
+
+def test_bench_underload_reports_every_phase(tmp_path: Path) -> None:
+    from conftest import SHARED, shared_path
+
+    from chapterverse.bench.underload import PHASES, run_underload_bench
+
+    shared_path("qa", "xquad", "xquad.en.dev.json")
+    rows = run_underload_bench(chunks=1_000, seconds=1, documents=20, document_chars=2_000, abandon_s=0.5, ranked=1,
+                               workdir=tmp_path, shared=SHARED, echo=lambda line: None)
+    assert [row.phase for row in rows] == list(PHASES)
+    assert all(row.searches >= 20 and 0 < row.p50_ms <= row.p99_ms for row in rows)
+    by_phase = {row.phase: row for row in rows}
+    assert by_phase["abandoned batches"].batches_sent >= 1 and by_phase["ranked lists"].ranked_lists >= 1
+    assert by_phase["idle"].batches_sent == by_phase["idle"].ranked_lists == 0
