@@ -96,7 +96,7 @@ class _Recorder:
 def test_calls_of_little_text_run_on_one_blas_thread_and_passages_on_all() -> None:
     embedder = USEEmbedder(threads=4, batch_size=64)
     recorder = _Recorder()
-    embedder._model = recorder
+    embedder._model = embedder._query_model = recorder
     embedder.embed_query("one question")
     embedder.embed(["a sentence of the reader's candidates"] * 20)
     embedder.embed(["word"] * 200)

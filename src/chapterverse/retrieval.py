@@ -207,13 +207,7 @@ class Retriever:
         found = self.candidates(query, vector, n=max(self.weights.candidates, k), doc_ids=doc_ids)
         if found is None:
             return []
-        relevant = self.relevance.logits(found.pointwise)
-        ranked = sigmoid(found.features @ np.asarray(self.weights.weights) + self.weights.bias
-                         + self.relevance.in_ranking * relevant)
-        relevance = sigmoid(relevant)
-        order = [int(i) for i in np.argsort(-ranked, kind="stable")]
-        if threshold is not None:
-            order = [i for i in order if relevance[i] >= threshold]
+        order, ranked, relevance = self._ordered(found, threshold)
         ids = found.ids
         scores = {ids[i]: float(ranked[i]) for i in order}
         chosen = self._mmr([ids[i] for i in order], scores, k, mmr) if mmr is not None else [ids[i] for i in order[:k]]
@@ -228,6 +222,29 @@ class Retriever:
                 out.append(ScoredChunk(records[cid], float(relevance[i]), float(found.lexical[i]),
                                        float(found.cosines[i]), float(ranked[i]), extras))
         return out
+
+    def ranking(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
+                threshold: float | None = None) -> list[tuple[int, float]]:
+        """(chunk id, relevance) of the best ``k``, in ``search``'s order, without reading a chunk: for a caller
+        that shows a page of a deep ranking (a ranked ``/v1/rag/chunks/list`` reads only its page's chunks)."""
+        found = self.candidates(query, self.embedder.embed_query(query), n=max(self.weights.candidates, k),
+                                doc_ids=doc_ids)
+        if found is None:
+            return []
+        order, _, relevance = self._ordered(found, threshold)
+        return [(found.ids[i], float(relevance[i])) for i in order[:k]]
+
+    def _ordered(self, found: _Candidates, threshold: float | None) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """The rows of ``found`` best first by the ranking model, less those whose relevance is below
+        ``threshold``; and each row's ranking score and relevance."""
+        relevant = self.relevance.logits(found.pointwise)
+        ranked = sigmoid(found.features @ np.asarray(self.weights.weights) + self.weights.bias
+                         + self.relevance.in_ranking * relevant)
+        relevance = sigmoid(relevant)
+        order = [int(i) for i in np.argsort(-ranked, kind="stable")]
+        if threshold is not None:
+            order = [i for i in order if relevance[i] >= threshold]
+        return order, ranked, relevance
 
     def candidates(self, query: str, vector: np.ndarray, *, n: int,
                    doc_ids: Sequence[int] | None = None) -> _Candidates | None:

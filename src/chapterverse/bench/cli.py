@@ -57,6 +57,8 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 
 * latency: an existing --library and --squad files whose questions are asked.
 
+* underload: the shared books and xquad/xquad.en.dev.json, as scale.
+
 * scale: the shared books and xquad/xquad.en.dev.json (found through $CHAPTERVERSE_SHARED, else ../shared).
 
 * stores: nothing for SQLite (synthetic text and vectors); --pg-url of a PostgreSQL with pgvector to compare.
@@ -595,6 +597,36 @@ def _print_kb_report(report: KbBenchReport) -> None:
     stdout.print(f"search p50 {report.ms_p50:.1f} ms (top_k {k}, threshold {report.threshold:g}); upsert of the "
                  f"{report.documents} records {report.upsert_s:.1f} s; load average {before} before, {after} after; "
                  f"{report.date}", markup=False, highlight=False, soft_wrap=True)
+
+
+@bench_app.command("underload")
+def underload(
+    chunks: Annotated[int, typer.Option("--chunks", help="Knowledge-base size (random vectors).")] = 20_000,
+    seconds: Annotated[float, typer.Option("--seconds", min=1, help="Seconds of small searches per phase.")] = 30,
+    documents: Annotated[int, typer.Option("--documents", min=1, max=1_000,
+                                           help="Documents in each abandoned batch.")] = 1_000,
+    document_chars: Annotated[int, typer.Option("--document-chars", min=1, help="Characters of each.")] = 9_500,
+    abandon_s: Annotated[float, typer.Option("--abandon-s", min=0.1, help="Seconds before a batch's client "
+                                                                         "gives up.")] = 20,
+    ranked: Annotated[int, typer.Option("--ranked", min=0, help="Clients asking ranked chunks/list.")] = 4,
+    workdir: Annotated[Path | None, typer.Option("--workdir", help="Where the knowledge bases are kept.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Small searches' p50/p99 idle and while batches are sent and abandoned and ranked lists run."""
+    from .underload import run_underload_bench
+
+    rows = run_underload_bench(chunks=chunks, seconds=seconds, documents=documents, document_chars=document_chars,
+                               abandon_s=abandon_s, ranked=ranked, workdir=workdir)
+    if json_out:
+        sys.stdout.write(json.dumps([row.to_json() for row in rows], indent=2) + "\n")
+        return
+    table = Table("phase", "searches", "p50 ms", "p99 ms", "batches sent", "ranked lists", "ranked p50 ms",
+                  "load average", title=f"Small /v1/rag/search at {chunks:,} chunks, idle and under load")
+    for row in rows:
+        table.add_row(row.phase, str(row.searches), f"{row.p50_ms:.1f}", f"{row.p99_ms:.1f}", str(row.batches_sent),
+                      str(row.ranked_lists), "" if row.ranked_p50_ms is None else f"{row.ranked_p50_ms:.1f}",
+                      row.load)
+    Console(width=160).print(table)
 
 
 @bench_app.command("latency")

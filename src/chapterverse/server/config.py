@@ -123,6 +123,10 @@ class ServeSettings(BaseModel):
     max_text_chars: int = Field(1_000_000, ge=1, description="Longest text one /v1/rag write may add (add/document, "
                                                              "upsert, each text of upsert/documents, add/chunks, "
                                                              "chunks/update; 422 beyond).")
+    request_budget_s: float = Field(300.0, gt=0, description="Most seconds a /v1/rag write may spend chunking and "
+                                                             "embedding (add/document, upsert/document, "
+                                                             "upsert/documents, add/chunks): past it the write is "
+                                                             "abandoned before it writes anything (408).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
     @field_validator("store")

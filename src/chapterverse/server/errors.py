@@ -29,9 +29,11 @@ from ..web import CONTENT_SECURITY_POLICY, not_found_html
 
 from ..errors import (
     ChapterverseError,
+    ClientGoneError,
     EmbeddingError,
     InputError,
     NotFoundError,
+    OverBudgetError,
     ProviderError,
     SourceError,
     StoppingError,
@@ -89,6 +91,10 @@ def from_chapterverse(exc: ChapterverseError) -> ApiError:
         return ApiError(502, "UPSTREAM_ERROR", str(exc))
     if isinstance(exc, StoppingError):
         return ApiError(503, "STOPPING", str(exc))
+    if isinstance(exc, OverBudgetError):
+        return ApiError(408, "OVER_BUDGET", str(exc))
+    if isinstance(exc, ClientGoneError):  # nginx's "client closed request": nobody is left to read it
+        return ApiError(499, "CLIENT_GONE", str(exc))
     if isinstance(exc, EmbeddingError):
         return ApiError(500, "EMBEDDING_ERROR", str(exc))
     if isinstance(exc, StoreError):

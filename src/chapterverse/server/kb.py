@@ -8,11 +8,17 @@ searches run in parallel with writes (SQLite serializes the writes).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import AfterValidator, BaseModel, Field
+from starlette.concurrency import run_in_threadpool
 
+from ..cancel import CancelToken, client_gone
+from ..errors import ClientGoneError
 from ..positions import defang_tags
 from .bodies import require_text_body
 from .errors import ApiError
@@ -31,10 +37,13 @@ from .shapes import (
     KbUpserted,
     KbUpsertedMany,
 )
-from .knowledge import AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase, UpsertItem
+from .knowledge import RANKED_LIMIT, AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase, UpsertItem
 from .state import server_state
 
 __all__ = ["router"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def _kb(request: Request) -> KnowledgeBase:
@@ -51,7 +60,8 @@ Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 
 class ChunksListRequest(BaseModel):
     source_prefix: str | None = Field(None, description="Only chunks whose source starts with this.")
-    query: str | None = Field(None, description="Rank by relevance to this text (every chunk is scored).")
+    query: str | None = Field(None, description=f"Rank by relevance to this text: the best {RANKED_LIMIT:,} "
+                                                 "chunks, taken as a search takes its hits.")
     min_score: float | None = Field(None, ge=0, le=1, description="With query: least relevance score (0..1; "
                                                                  "0.25 recall-oriented, 0.40 precision-oriented).")
     limit: int = Field(100, ge=1, le=10_000)
@@ -79,7 +89,9 @@ class UpsertRequest(BaseModel):
 
 
 MAX_UPSERT_DOCUMENTS = 1_000
-"""Documents one /upsert/documents request may hold: a batch is one transaction, and its lock is held that long."""
+"""Documents one /upsert/documents request may hold: a batch is one transaction, and its lock is held that long.
+Its other costs are bounded by --max_text_chars (each text), --max_body_mb (all of them) and --request_budget_s
+(the time to chunk and embed them)."""
 
 
 class UpsertDocumentItem(BaseModel):
@@ -132,6 +144,34 @@ class ReloadRequest(BaseModel):
     force_rebuild: bool = Field(False, description="Re-index every file, changed or not.")
 
 
+async def _bounded(request: Request, kb: KnowledgeBase, work: Callable[[CancelToken], T]) -> T:
+    """``work`` in the thread pool, under a token that stops it when its client disconnects, when it runs past
+    --request_budget_s (408 ``OVER_BUDGET``) or when the server stops, always before it writes anything; between
+    its batches it steps aside while searches run (``KnowledgeBase.step_aside``).
+
+    A batch of 1,000 large documents whose client had given up was embedded for ten more minutes, then thrown
+    away: a thread cannot be interrupted, but it can be asked (``CancelToken.check``, between batches).
+    """
+    token = CancelToken(parent=kb.stopping, budget_s=server_state(request).settings.request_budget_s,
+                        budget_name="--request_budget_s", between=kb.step_aside)
+    watcher = asyncio.ensure_future(_cancel_on_disconnect(request, token))
+    try:
+        return await run_in_threadpool(work, token)
+    except ClientGoneError as exc:
+        log.info("%s %s: %s", request.method, request.url.path, exc)
+        raise
+    finally:
+        watcher.cancel()
+
+
+async def _cancel_on_disconnect(request: Request, token: CancelToken) -> None:
+    """Cancel ``token`` once the client disconnects. The body has been read by now, so the next message the
+    server has for this request is ``http.disconnect``: it comes when the client goes (or the answer is sent)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    token.cancel(client_gone)
+
+
 def _check_text(request: Request, name: str, text: str | None) -> None:
     """Bounded writes: a text over --max_text_chars is refused before anything is chunked or embedded."""
     check_length(name, text, server_state(request).settings.max_text_chars, "--max_text_chars")
@@ -156,6 +196,9 @@ def status(request: Request) -> dict[str, Any]:
         "chunk_overlap": settings.rag_chunk_overlap, "embedding_batch_size": settings.rag_embedding_batch_size,
         "mode": settings.rag_mode, "tags": settings.rag_tags, "watch": settings.rag_watch,
         "last_sync": kb.folder.last_sync.to_json() if kb.folder.last_sync else None,
+        "limits": {"max_body_mb": settings.max_body_mb, "max_text_chars": settings.max_text_chars,
+                   "max_query_chars": settings.max_query_chars, "upsert_documents": MAX_UPSERT_DOCUMENTS,
+                   "request_budget_s": settings.request_budget_s, "ranked_chunks": RANKED_LIMIT},
     }
 
 
@@ -175,16 +218,29 @@ def chunks(kb: KB, source_prefix: str | None = None, source_exact: str | None = 
 
 
 @router.post("/chunks/list", response_model=KbRankedChunkPage, summary="Chunks, optionally ranked by a query")
-def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
-    check_length("query", body.query, server_state(request).settings.max_query_chars, "--max_query_chars")
+async def chunks_list(request: Request, body: ChunksListRequest, kb: KB) -> dict[str, Any]:
+    state = server_state(request)
+    check_length("query", body.query, state.settings.max_query_chars, "--max_query_chars")
     if body.query and body.query.strip():
-        total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
-                                       limit=body.limit, offset=body.offset, include_text=body.include_text)
-        items = [{"score": i.pop("score"), **i} for i in items]
-    else:
-        total, items = kb.list_chunks(source_prefix=body.source_prefix, limit=body.limit, offset=body.offset,
-                                      include_text=body.include_text)
-        items = [{"score": None, **i} for i in items]
+        # one ranked listing at a time, the others waiting here (no worker thread held): each ranks 1,000
+        # chunks, and four at once on two cores made every small search wait behind them
+        async with state.ranking:
+            return await run_in_threadpool(_ranked_chunks, kb, body)
+    return await run_in_threadpool(_listed_chunks, kb, body)
+
+
+def _ranked_chunks(kb: KnowledgeBase, body: ChunksListRequest) -> dict[str, Any]:
+    assert body.query is not None
+    total, items = kb.query_chunks(body.query, source_prefix=body.source_prefix, min_score=body.min_score,
+                                   limit=body.limit, offset=body.offset, include_text=body.include_text)
+    items = [{"score": i.pop("score"), **i} for i in items]
+    return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
+
+
+def _listed_chunks(kb: KnowledgeBase, body: ChunksListRequest) -> dict[str, Any]:
+    total, items = kb.list_chunks(source_prefix=body.source_prefix, limit=body.limit, offset=body.offset,
+                                  include_text=body.include_text)
+    items = [{"score": None, **i} for i in items]
     return {"total": total, "offset": body.offset, "limit": body.limit, "query": body.query, "items": items}
 
 
@@ -206,21 +262,29 @@ def chunks_update(request: Request, body: ChunkUpdateRequest, kb: KB) -> dict[st
 
 @router.post("/upsert/document", response_model=KbUpserted,
              summary="Replace a source's text atomically (empty text deletes it)")
-def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, Any]:
+async def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "text", body.text)
+    return await _bounded(request, kb, lambda cancel: _upsert_document(kb, body, cancel))
+
+
+def _upsert_document(kb: KnowledgeBase, body: UpsertRequest, cancel: CancelToken) -> dict[str, Any]:
     removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
-                               persist=body.persist)
+                               persist=body.persist, cancel=cancel)
     return {"removed": removed, "added": added, "sources": [body.source.strip()] if removed or added else [],
             "total_after": kb.total_chunks(), "mode": "upsert"}
 
 
 @router.post("/upsert/documents", response_model=KbUpsertedMany,
              summary="Replace many sources' texts in one transaction, all or nothing (empty text deletes one)")
-def upsert_documents(request: Request, body: UpsertDocumentsRequest, kb: KB) -> dict[str, Any]:
+async def upsert_documents(request: Request, body: UpsertDocumentsRequest, kb: KB) -> dict[str, Any]:
     for n, document in enumerate(body.documents):
         _check_text(request, f"documents[{n}].text", document.text)
+    return await _bounded(request, kb, lambda cancel: _upsert_documents(kb, body, cancel))
+
+
+def _upsert_documents(kb: KnowledgeBase, body: UpsertDocumentsRequest, cancel: CancelToken) -> dict[str, Any]:
     items = [UpsertItem(d.source, d.text, dict(d.metadata)) for d in body.documents]
-    counts = kb.upsert_many(items, dynamic=body.dynamic, persist=body.persist)
+    counts = kb.upsert_many(items, dynamic=body.dynamic, persist=body.persist, cancel=cancel)
     documents = [{"source": d.source.strip(), "removed": removed, "added": added}
                  for d, (removed, added) in zip(body.documents, counts)]
     return {"documents": documents, "removed": sum(r for r, _ in counts), "added": sum(a for _, a in counts),
@@ -251,18 +315,26 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
 
 
 @router.post("/add/document", response_model=KbAdded, summary="Add free text, chunked automatically")
-def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
+async def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "text", body.text)
+    return await _bounded(request, kb, lambda cancel: _add_document(kb, body, cancel))
+
+
+def _add_document(kb: KnowledgeBase, body: AddDocumentRequest, cancel: CancelToken) -> dict[str, Any]:
     doc = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
-                          persist=body.persist)
+                          persist=body.persist, cancel=cancel)
     return {"added": doc.chunks, "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
 
 
 @router.post("/add/chunks", response_model=KbChunksAdded, summary="Add pre-cut chunks (each item stays one chunk)")
-def add_chunks(request: Request, body: AddChunksRequest, kb: KB) -> dict[str, Any]:
+async def add_chunks(request: Request, body: AddChunksRequest, kb: KB) -> dict[str, Any]:
     _check_text(request, "the items' text", "".join(i.text for i in body.items))
+    return await _bounded(request, kb, lambda cancel: _add_chunks(kb, body, cancel))
+
+
+def _add_chunks(kb: KnowledgeBase, body: AddChunksRequest, cancel: CancelToken) -> dict[str, Any]:
     items = [ChunkItem(i.text, i.source, dict(i.metadata)) for i in body.items]
-    docs = kb.add_chunks(items, dynamic=body.dynamic, persist=body.persist)
+    docs = kb.add_chunks(items, dynamic=body.dynamic, persist=body.persist, cancel=cancel)
     return {"added": sum(d.chunks for d in docs), "sources": [d.source for d in docs],
             "total_after": kb.total_chunks()}
 

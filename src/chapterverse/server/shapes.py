@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "KbStatus", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
+    "KbStatus", "KbLimits", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
     "KbAdded", "KbChunksAdded", "KbRemoved", "KbReloaded", "ReaderDocuments", "ReaderDocumentDetail",
     "ReaderRemoved", "JobShape", "JobAccepted", "ReaderFile", "ReaderResolved", "ReaderChats", "ReaderChat",
     "ReaderSettings", "ReaderSummaries", "ReaderSearch",
@@ -44,6 +44,18 @@ class SyncReportShape(_Shape):
     force_rebuild: bool
 
 
+class KbLimits(_Shape):
+    """What one request may ask of the knowledge base; past each, the refusal names its flag."""
+
+    max_body_mb: float = Field(description="Largest request body (--max_body_mb); 413 beyond.")
+    max_text_chars: int = Field(description="Longest text of one write, each document's of a batch (422 beyond).")
+    max_query_chars: int = Field(description="Longest search query (422 beyond).")
+    upsert_documents: int = Field(description="Most documents one upsert/documents request holds (422 beyond).")
+    request_budget_s: float = Field(description="Most seconds a write may chunk and embed before it is abandoned, "
+                                                "writing nothing (408 OVER_BUDGET).")
+    ranked_chunks: int = Field(description="How many chunks a ranked chunks/list ranks (its total at most).")
+
+
 class KbStatus(_Shape):
     enabled: bool
     ready: bool
@@ -65,6 +77,7 @@ class KbStatus(_Shape):
     tags: Literal["strip", "keep"]
     watch: bool
     last_sync: SyncReportShape | None = Field(description="The last folder sync (null before the first).")
+    limits: KbLimits
 
 
 class KbSource(_Shape):

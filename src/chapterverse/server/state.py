@@ -7,6 +7,7 @@ read it, import this instead of each other.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ class ServerState:
     summaries: SummaryJobs = field(default_factory=SummaryJobs)
     http: httpx.AsyncClient = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
+    ranking: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
+    """Held by the ranked ``/v1/rag/chunks/list`` that runs; the others wait their turn (see ``kb.chunks_list``)."""
 
     def abandon_work(self) -> None:
         """The server is stopping and requests in flight had their grace period: the knowledge base's
