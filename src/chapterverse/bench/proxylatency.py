@@ -135,33 +135,36 @@ def _free_port() -> int:
 
 
 @contextmanager
-def _proxy(kb: Path, upstream_url: str, timeout_s: float = 900) -> Iterator[str]:
-    """``chapterverse serve`` over ``kb`` in its own process; its base URL once it answers."""
+def served(kb: Path, *options: str, timeout_s: float = 900) -> Iterator[str]:
+    """``chapterverse serve --rag_enabled`` over ``kb`` (and ``options``) in its own process; its base URL once it
+    answers. Its stderr goes to a file (a pipe nobody reads would fill and stall it), shown if it exits early."""
     port = _free_port()
-    command = [sys.executable, "-m", "chapterverse", "serve", "--rag_enabled", "--rag_kb_path", str(kb),
-               "--llm_base_url", upstream_url, "--port", str(port), "--log_level", "warning"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the proxy exited: {(proc.stderr.read() if proc.stderr else b'').decode()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/v1/rag/status", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the proxy did not start within {timeout_s:g} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
+    command = [sys.executable, "-m", "chapterverse", "serve", "--rag_enabled", "--rag_kb_path", str(kb), *options,
+               "--port", str(port), "--log_level", "warning"]
+    with tempfile.TemporaryFile() as log:
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+        url = f"http://127.0.0.1:{port}"
         try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            deadline = time.monotonic() + timeout_s
+            while True:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    raise RuntimeError(f"the server exited: {log.read().decode(errors='replace')[-2000:]}")
+                try:
+                    if httpx.get(f"{url}/v1/rag/status", timeout=5).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the server did not start within {timeout_s:g} s")
+                time.sleep(0.2)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def first_token_ms(client: httpx.Client, url: str, question: str) -> float:
@@ -192,7 +195,7 @@ def measure(kb: Path, chunks: int, vectors: str, questions: Sequence[str], warmu
     """Paired direct and proxied first-token times for ``questions`` against the knowledge base in ``kb``."""
     with scripted_upstream() as upstream:
         direct = f"http://127.0.0.1:{upstream.server_address[1]}/v1"
-        with _proxy(kb, direct) as proxied, httpx.Client(timeout=60) as client:
+        with served(kb, "--llm_base_url", direct) as proxied, httpx.Client(timeout=60) as client:
             for question in questions[:warmup]:
                 first_token_ms(client, proxied, question)
                 first_token_ms(client, direct.removesuffix("/v1"), question)

@@ -21,13 +21,11 @@ import functools
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from typing import Any
 import httpx
 
 from ..embeddings import load_embedder
+from .proxylatency import served
 from .scale import _shared, bench_questions, build_library, text_pool
 
 __all__ = ["DEFAULT_WORKDIR", "PhaseReport", "run_underload_bench"]
@@ -81,47 +80,15 @@ class _Attack:
 
 
 def _client(timeout: httpx.Timeout | float) -> httpx.Client:
-    """A client that opens a connection per request. On a kept-alive connection every answer of this server
-    waited about 40 ms (its reply leaves in two writes, and the second waits for the client's delayed ACK): a
-    search took 52 ms that way and 10.5 ms on fresh connections, where Linux acknowledges at once."""
+    """A client that opens a connection per request, as the figures in docs/BENCHMARKS.md were measured. (They
+    were measured so because a kept-alive connection then waited about 40 ms an answer for the client's delayed
+    ACK; the server now sets TCP_NODELAY, issue 28, and kept-alive connections no longer wait.)"""
     return httpx.Client(timeout=timeout, limits=httpx.Limits(max_keepalive_connections=0))
 
 
 def _percentile(values: Sequence[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
-
-
-@contextmanager
-def _server(kb: Path, timeout_s: float = 900) -> Iterator[str]:
-    """``chapterverse serve --rag_enabled`` over ``kb`` in its own process; its base URL once it answers."""
-    from .proxylatency import _free_port
-
-    port = _free_port()
-    command = [sys.executable, "-m", "chapterverse", "serve", "--rag_enabled", "--rag_kb_path", str(kb),
-               "--port", str(port), "--log_level", "warning"]
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {proc.returncode}")
-            try:
-                if httpx.get(f"{url}/v1/rag/status", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the server did not start within {timeout_s:g} s")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def batch_body(pool: Sequence[str], documents: int, chars: int) -> bytes:
@@ -210,7 +177,7 @@ def run_underload_bench(*, chunks: int = 20_000, seconds: float = 30, documents:
     build_library(kb / ".chapterverse", chunks, pool, None, embedder.dim, embedder.name, say)
     batch = batch_body(pool, documents, document_chars)
     rows: list[PhaseReport] = []
-    with _server(kb) as url:
+    with served(kb) as url:
         with _client(600) as client:
             _searches(client, url, questions, 0, least=20)  # warm up
         for name in PHASES:
