@@ -21,7 +21,7 @@ __all__ = ["GRACE_S", "ABANDON_S", "StoppingServer", "config"]
 GRACE_S = 5
 """Seconds a stopping server waits for requests in flight before abandoning the work of those still running."""
 ABANDON_S = 5
-"""Seconds after that for abandoned work to answer (an embedding ends at its next batch of 256 texts) before
+"""Seconds after that for abandoned work to answer (an embedding ends at its next embedder batch) before
 uvicorn cancels what still runs (a stream from a slow model, the parse of one huge file)."""
 
 
