@@ -433,8 +433,9 @@ def test_nul_characters_are_stored_as_replacement_characters(store: Any) -> None
 def test_embedding_model_mismatch_is_refused(store: Any) -> None:
     store.check_embedding_model("model-a", DIM)
     store.check_embedding_model("model-a", DIM)
-    with pytest.raises(EmbeddingMismatchError, match="model-a"):
+    with pytest.raises(EmbeddingMismatchError, match="model-a") as refused:
         store.check_embedding_model("model-b", DIM)
+    assert "`chapterverse ingest --embedding-model model-b ...`" in str(refused.value)  # a command that exists
     with pytest.raises(EmbeddingMismatchError):
         store.check_embedding_model("model-a", DIM * 2)
     store.add_document(make_doc())

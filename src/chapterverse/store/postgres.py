@@ -47,7 +47,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
+from ..errors import NotFoundError, StoreError
 from ..positions import without_nul
 from .protocol import VectorSearch
 from .reads import SharedReads
@@ -517,13 +517,7 @@ class PostgresStore(SharedReads):
             with self.transaction() as tx:  # first writer wins; a concurrent second one is then compared
                 tx.execute("INSERT INTO meta VALUES ('embedding_model', %s) ON CONFLICT DO NOTHING", (name,))
                 tx.execute("INSERT INTO meta VALUES ('embedding_dim', %s) ON CONFLICT DO NOTHING", (str(dim),))
-        stored = self.get_meta("embedding_model")
-        stored_dim = int(self.get_meta("embedding_dim") or 0)
-        if stored != name or stored_dim != dim:
-            raise EmbeddingMismatchError(
-                f"{self._where}: the library's vectors were made by {stored} (dim {stored_dim}), not {name} "
-                f"(dim {dim}); run `chapterverse reembed` (or ingest with --force-rebuild) to re-embed with {name}"
-            )
+        self._refuse_another_model(self._where, name, dim)
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
         """Swap every chunk's vector and the recorded model in one transaction (the index follows the new dim)."""

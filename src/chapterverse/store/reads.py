@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..errors import NotFoundError
+from ..errors import EmbeddingMismatchError, NotFoundError
 from ..positions import without_nul
 from .records import (
     CHAT_COLUMNS,
@@ -66,6 +66,16 @@ class SharedReads(ABC):
     def get_meta(self, key: str) -> str | None:
         row = self._one(f"SELECT value FROM meta WHERE key={self._P}", (key,))
         return row[0] if row else None
+
+    def _refuse_another_model(self, where: str, name: str, dim: int) -> None:
+        """EmbeddingMismatchError unless the library's recorded model is ``name`` of ``dim``: one message for both
+        stores, naming the command that re-embeds."""
+        stored = self.get_meta("embedding_model")
+        stored_dim = int(self.get_meta("embedding_dim") or 0)
+        if stored != name or stored_dim != dim:
+            raise EmbeddingMismatchError(
+                f"{where}: the library's vectors were made by {stored} (dim {stored_dim}), not {name} (dim {dim}); "
+                f"run `chapterverse ingest --embedding-model {name} ...` to re-embed the library with it")
 
     def generation(self) -> int:
         """A counter bumped by every write that changes chunks, so caches know when to reload."""

@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
+from ..errors import NotFoundError, StoreError
 from ..positions import without_nul
 from .protocol import VectorSearch
 from .reads import SharedReads
@@ -458,12 +458,7 @@ class SQLiteStore(SharedReads):
                 tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_model', ?)", (name,))
                 tx.execute("INSERT OR REPLACE INTO meta VALUES ('embedding_dim', ?)", (str(dim),))
             return
-        stored_dim = int(self.get_meta("embedding_dim") or 0)
-        if stored != name or stored_dim != dim:
-            raise EmbeddingMismatchError(
-                f"{self.path}: the library's vectors were made by {stored} (dim {stored_dim}), not {name} "
-                f"(dim {dim}); run `chapterverse ingest --embedding-model {name} ...` to re-embed the library with it"
-            )
+        self._refuse_another_model(str(self.path), name, dim)
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
         """Swap every chunk's vector (a new vector file) and the recorded model in one transaction."""
