@@ -97,3 +97,22 @@ def test_reader_search_shows_whole_sentences(server: Server, chapter: Path, quer
         reply = client.get("/api/search", params={"q": query, "k": 5})
     assert reply.status_code == 200, reply.text
     assert_whole_sentences(chapter, reply.json()["results"])
+
+
+CAROL = ("His colour changed though, when, without a pause,\nit came on through the heavy door, and passed into\n"
+         "the room before his eyes. Upon its coming in, the\ndying flame leaped up, as though it cried, {o}I know\n"
+         "him; Marley{a}s\nGhost!{c} and fell again.\n\nThe same face: the very same.")
+
+
+@pytest.mark.parametrize(("opening", "apostrophe", "closing"), [("\"", "'", "\""), ("“", "’", "”"), ("‘", "’", "’"),
+                                                                 ("'", "'", "'")])
+def test_a_hit_cut_inside_dialogue_shows_the_whole_sentence(opening: str, apostrophe: str, closing: str) -> None:
+    """Issue 29 saw a hit begin "Marley's\\nGhost!' and fell again.": a chunk cut there is shown from the start
+    of its sentence, whatever quotation marks the book uses."""
+    from chapterverse.passages import whole_sentences
+
+    text = CAROL.format(o=opening, a=apostrophe, c=closing)
+    cut = text.index("Marley")
+    start, end = whole_sentences(text, cut, text.index("The same face"))
+    assert text[start:end].startswith("Upon its coming in, the\ndying flame")
+    assert text[start:end].rstrip().endswith("and fell again.")
