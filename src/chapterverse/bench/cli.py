@@ -577,9 +577,9 @@ def kb(
 
 
 def _print_kb_report(report: KbBenchReport) -> None:
-    k = report.top_k
     """One row per group; "kept": the answering chunk among what top_k and the threshold return, "empty":
     nothing returned."""
+    k = report.top_k
     table = Table(title=f"bench kb: {report.documents} records, {report.chunks} chunks, {report.embedding_model}, "
                         f"top_k {k}, threshold {report.threshold:g}")
     table.add_column("questions")
@@ -590,8 +590,8 @@ def _print_kb_report(report: KbBenchReport) -> None:
         return "-" if value is None else f"{value:.3f}"
 
     for name, s in report.groups().items():
-        table.add_row(GROUPS[name][0], str(s.questions), cell(s.hit_at_1), cell(s.hit_at_k), cell(s.mrr_at_10), cell(s.kept),
-                      cell(s.empty))
+        table.add_row(GROUPS[name][0], str(s.questions), cell(s.hit_at_1), cell(s.hit_at_k), cell(s.mrr_at_10),
+                      cell(s.kept), cell(s.empty))
     stdout.print(table)
     before, after = (" ".join(f"{v:.2f}" for v in load) for load in report.load_average)
     stdout.print(f"search p50 {report.ms_p50:.1f} ms (top_k {k}, threshold {report.threshold:g}); upsert of the "
