@@ -115,11 +115,11 @@ class ServeSettings(BaseModel):
     # -- limits: every request's work is bounded (docs/DEPLOY.md, Security)
     max_body_mb: float = Field(10.0, gt=0, description="Largest request body (uploads excepted: --max_upload_mb), "
                                                        "in MB; larger ones get 413.")
-    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1, description="Longest search query (/v1/rag/search, chunks/list: 422 "
-                                                         "beyond); the proxy retrieves with this much of a longer "
-                                                         "message.")
-    max_question_chars: int = Field(MAX_QUESTION_CHARS, ge=1, description="Longest question to the reader or the tool loop "
-                                                            "(422 beyond).")
+    max_query_chars: int = Field(MAX_QUERY_CHARS, ge=1,
+                                 description="Longest search query (/v1/rag/search, chunks/list: 422 beyond); the "
+                                             "proxy retrieves with this much of a longer message.")
+    max_question_chars: int = Field(MAX_QUESTION_CHARS, ge=1,
+                                    description="Longest question to the reader or the tool loop (422 beyond).")
     max_text_chars: int = Field(1_000_000, ge=1, description="Longest text one /v1/rag write may add (add/document, "
                                                              "upsert, each text of upsert/documents, add/chunks, "
                                                              "chunks/update; 422 beyond).")

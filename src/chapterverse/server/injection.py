@@ -24,8 +24,8 @@ from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..library import Hit
 from ..positions import Span, defang_tags
 
-__all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text", "hits_summary",
-           "ReplyFilter"]
+__all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text",
+           "hits_summary", "ReplyFilter"]
 
 HEADERS: dict[str, str] = {
     "es": "Fragmentos relevantes recuperados de la base de conocimientos:",
