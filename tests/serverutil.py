@@ -13,6 +13,7 @@ This is a helper module, not a test file.
 from __future__ import annotations
 
 import functools
+import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from chapterverse.server.config import ServeSettings, settings_from_mapping
 from chapterverse.server.state import ServerState
 
 __all__ = ["Server", "running_server", "settings_for", "shared_embedder", "wait_for_job", "ReaderServer",
-           "reader_server", "free_port", "serve_process", "startup_line"]
+           "reader_server", "free_port", "serve_process", "serving", "startup_line"]
 
 
 def free_port() -> int:
@@ -58,6 +59,19 @@ def startup_line(server: subprocess.Popen[str], timeout: float = 120) -> str:
         line = server.stderr.readline()
         assert line or server.poll() is None, "the server exited before serving"
     return line
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[tuple[int, str, subprocess.Popen[str]]]:
+    """``chapterverse serve --port P ARGS`` on a free port: (P, its start-up line, the process); stopped with
+    SIGINT (Ctrl-C) on exit and waited for (its exit status is then ``process.returncode``)."""
+    port = free_port()
+    server = serve_process("--port", str(port), *args)
+    try:
+        yield port, startup_line(server), server
+    finally:
+        server.send_signal(signal.SIGINT)
+        server.wait(timeout=60)
 
 
 @functools.cache

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 from fakellm import Reply, fake_llm
 from hashembed import HashingEmbedder
-from serverutil import free_port, serve_process, startup_line
+from serverutil import free_port, serve_process, serving
 from textpdf import text_pdf
 from typer.testing import CliRunner
 
@@ -160,14 +159,8 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
                        (["--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
                         f"(library: the knowledge base's, {tmp_path / 'kb' / '.chapterverse'}; --library DIR for "
                         "another)")):
-        port = free_port()
-        server = serve_process("--port", str(port), *args)
-        try:
-            line = startup_line(server)
+        with serving(*args) as (port, line, _):
             assert f"serving the reader on http://127.0.0.1:{port}/ {says}, the API docs at /docs" in line, line
-        finally:
-            server.send_signal(signal.SIGINT)
-            server.wait(timeout=60)
 
 
 def test_the_demo_answer_names_the_book_once_per_footnote(books: Path) -> None:
@@ -238,14 +231,8 @@ def test_a_chat_is_named_by_its_first_question_and_an_empty_one_is_not_kept(book
 def test_serve_names_a_library_it_had_to_make_and_refuses_a_file_as_kb_folder(tmp_path: Path) -> None:
     """``serve --library DIR`` of a folder holding no library makes one for the reader's uploads and says so on
     its start-up line (a mistyped folder shows at once); ``--rag_kb_path FILE`` is one error line, exit 2."""
-    port = free_port()
-    server = serve_process("--port", str(port), "--library", str(tmp_path / "new-lib"))
-    try:
-        line = startup_line(server)
+    with serving("--library", str(tmp_path / "new-lib")) as (_, line, _):
         assert f"(library: {tmp_path / 'new-lib'}, new and empty: created now)" in line, line
-    finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=60)
     notes = tmp_path / "notes.txt"
     notes.write_text("not a folder\n")
     refused = serve_process("--port", str(free_port()), "--rag_enabled", "--rag_kb_path", str(notes))

@@ -7,14 +7,13 @@ sockets on 127.0.0.1."""
 from __future__ import annotations
 
 import shutil
-import signal
 import socket
 import time
 from pathlib import Path
 
 import httpx
 from conftest import shared_path
-from serverutil import free_port, serve_process, startup_line
+from serverutil import free_port, serve_process, serving
 
 
 def test_a_port_in_use_is_one_error_line_and_exit_2_before_the_sync(tmp_path: Path) -> None:
@@ -37,10 +36,7 @@ def test_a_port_in_use_is_one_error_line_and_exit_2_before_the_sync(tmp_path: Pa
 
 
 def test_a_free_port_serves_the_reader_on_the_port_it_names(tmp_path: Path) -> None:
-    port = free_port()
-    server = serve_process("--port", str(port), "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb"))
-    try:
-        line = startup_line(server)
+    with serving("--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")) as (port, line, server):
         assert f"serving the reader on http://127.0.0.1:{port}/ " in line, line
         assert line.rstrip().endswith("; Ctrl-C stops it"), line  # uvicorn's own line is not printed for a socket
         deadline = time.monotonic() + 60
@@ -52,6 +48,4 @@ def test_a_free_port_serves_the_reader_on_the_port_it_names(tmp_path: Path) -> N
                 assert time.monotonic() < deadline, "nothing answered on the named port"
                 time.sleep(0.1)
         assert reply.status_code == 200 and reply.json() == {"documents": []}
-    finally:
-        server.send_signal(signal.SIGINT)
-        assert server.wait(timeout=60) == 0
+    assert server.returncode == 0
