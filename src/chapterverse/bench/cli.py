@@ -322,6 +322,40 @@ def _print_reliability(report: AnswerReport) -> None:
         stdout.print(table)
 
 
+@bench_app.command("fit-reader")
+def fit_reader_command(
+    qa: Annotated[Path, typer.Option("--qa", help="The QA dev sets folder (../shared/data/qa).")] = Path(
+        "../shared/data/qa"),
+    questions: Annotated[Path, typer.Option(
+        "--questions", help="The long-book question file; its training half is learnt from.")] = Path(
+        "tests/data/longbooks/questions.jsonl"),
+    work: Annotated[Path, typer.Option(
+        "--work", help="Where the training groups and checkpoints are kept; a run there resumes.")] = Path(
+        "bench-reader"),
+    epochs: Annotated[float, typer.Option("--epochs", min=0.01, help="Passes over the training groups.")] = 1.0,
+    threads: Annotated[int, typer.Option("--threads", min=1, help="torch threads.")] = 2,
+    write: Annotated[bool, typer.Option("--write", help="Replace the packaged answering/reading_model/.")] = False,
+) -> None:
+    """Train the reading model (a three-layer MiniLM cross-encoder, needs the test extra: torch and
+    transformers) and export it to ONNX with int8 weights; with --write into the package, else into WORK/model."""
+    from ..answering.cross_encoder import MODEL_DIR
+    from .fit_reader import export, train, training_groups
+
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    def say(line: str) -> None:
+        stderr.print(line, markup=False, highlight=False)
+
+    groups = training_groups(qa, questions, work / "groups.pkl", progress=say)
+    checkpoint = train(groups, work, epochs=epochs, threads=threads, progress=say)
+    provenance = (f"bench fit-reader --epochs {epochs}: {len(groups)} groups "
+                  f"({sum(g.answerable for g in groups)} answerable)")
+    description = export(checkpoint, MODEL_DIR if write else work / "model", provenance)
+    stdout.print(json.dumps({**description, "seconds": round(time.perf_counter() - started, 1)}, indent=1),
+                 markup=False, highlight=False)
+
+
 @bench_app.command("fit-thresholds")
 def fit_thresholds_command(
     questions: Annotated[Path, typer.Option(
@@ -770,7 +804,8 @@ def fit_answers_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
     confidence_only: Annotated[bool, typer.Option(
         "--confidence-only", help="Keep the packaged sentence, meaning and composition models; refit the "
-                                  "confidence model and its two thresholds.")] = False,
+                                  "reading model's weight in the ranking, the confidence model and its two "
+                                  "thresholds.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged answering/reader_weights.json.")] = False,
 ) -> None:
     """Fit the extractive reader (sentence ranking, composition, confidence and its answer and unsure
@@ -779,8 +814,8 @@ def fit_answers_command(
     from dataclasses import replace
 
     from ..answering.model import load_reader_model
-    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_reader, training_sets,
-                              write_weights)
+    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_cross_weight, fit_reader,
+                              training_sets, write_weights)
 
     plan = FitPlan(fairytaleqa_limit, squad_limit, in_domain_limit, long_limit, per_document, seed)
     data = TrainingData()
@@ -795,7 +830,9 @@ def fit_answers_command(
     if confidence_only:
         base = load_reader_model()
         first_fit = base.provenance.split(REFIT_MARK)[0]
-        model, figures = fit_confidence(data, replace(base, provenance=f"{first_fit}{REFIT_MARK}{provenance}"))
+        model, cross_figures = fit_cross_weight(data, replace(base, provenance=f"{first_fit}{REFIT_MARK}{provenance}"))
+        model, figures = fit_confidence(data, model)
+        figures.update(cross_figures)
     else:
         model, figures = fit_reader(data, provenance)
     figures["seconds"] = time.perf_counter() - started
