@@ -193,7 +193,7 @@ def export(checkpoint: Path, target: Path, provenance: str) -> dict[str, Any]:
 
 def _scorer(torch: Any, model: Any, head: Any) -> Any:
     """The encoder and head as one module returning a logit per pair (what the ONNX graph computes)."""
-    class Scorer(torch.nn.Module):  # type: ignore[misc,name-defined]
+    class Scorer(torch.nn.Module):  # type: ignore[misc]
         def __init__(self) -> None:
             super().__init__()
             self.model, self.head = model, head
