@@ -8,7 +8,7 @@ Each module reads alone, and none reaches above this package (nothing here impor
 - :mod:`~chapterverse.index.topk`: exact top-k selection over large score arrays;
 - :mod:`~chapterverse.index.dense`: exact dense scans (the kernel for this machine), the int8 first pass that
   narrows them without changing their result;
-- :mod:`~chapterverse.index.resident`: the int8 codes of the memory-mapped matrices, made in process memory;
+- :mod:`~chapterverse.index.int8codes`: the int8 codes of the memory-mapped matrices, made in process memory;
 - :mod:`~chapterverse.index.vectors`: :class:`~chapterverse.index.vectors.VectorIndex`, the dense index;
 - :mod:`~chapterverse.index.lexical`: :class:`~chapterverse.index.lexical.LexicalIndex`, BM25 postings.
 

@@ -49,8 +49,8 @@ import numpy as np
 
 from ..errors import NotFoundError, StoreError
 from ..positions import without_nul
-from .protocol import VectorSearch
-from .reads import SharedReads
+from .protocol import IndexFeed, VectorSearch
+from .sharedreads import SharedReads
 from .records import (
     CHUNK_COLUMNS,
     ChunkRecord,
@@ -399,6 +399,11 @@ class PostgresStore(SharedReads):
     def vector_search(self) -> VectorSearch:
         """This store: it searches vectors in the database (:meth:`dense_search` on the HNSW index)."""
         return self
+
+    @property
+    def index_feed(self) -> IndexFeed | None:
+        """None: no index lives beside the database (the retriever's BM25 index of it is kept in memory)."""
+        return None
 
     def close(self) -> None:
         """Close the pool (connections in use close when returned); the store reconnects on next use (as

@@ -23,15 +23,15 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from ..errors import NotFoundError, StoreError
 from ..positions import without_nul
-from .protocol import VectorSearch
-from .reads import SharedReads
+from .protocol import IndexFeed, LexicalRow, VectorSearch
+from .sharedreads import SharedReads
 from .records import (
     CHUNK_COLUMNS,
     ChunkRecord,
@@ -50,7 +50,7 @@ try:  # POSIX; elsewhere (Windows) lock() and locked() coordinate nothing
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SQLiteStore", "SCHEMA_VERSION", "read_transaction"]
+__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
 _T = TypeVar("_T")
 
@@ -291,6 +291,36 @@ def _hold(path: Path) -> IO[bytes]:
         handle.close()
 
 
+class _IndexFeed:
+    """What a SQLite library lends the indexes beside its file (:class:`~chapterverse.store.protocol.IndexFeed`):
+    reads of the calling thread's connection, so that those inside :meth:`read_transaction` see one state."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    @property
+    def path(self) -> Path:
+        return self._store.path
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return read_transaction(self._store.db)
+
+    def lexical_rows_since(self, after: int, *, through: int | None = None, limit: int) -> list[LexicalRow]:
+        """``lexical_rows()`` of the chunks with ``after`` < id (<= ``through``), ``limit`` at most, in id order."""
+        sql = "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks WHERE id > ?"
+        args: list[int] = [after]
+        if through is not None:
+            sql += " AND id <= ?"
+            args.append(through)
+        return self._store.db.execute(sql + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
+
+    def vector_rows_since(self, chunk_id: int) -> VectorRows:
+        return self._store.vector_file.since(self._store.db, chunk_id)
+
+    def vector_file_state(self) -> tuple[Path | None, int, int]:
+        return self._store.vector_file.current(self._store.db)
+
+
 class SQLiteStore(SharedReads):
     """A library in one SQLite file."""
 
@@ -303,7 +333,7 @@ class SQLiteStore(SharedReads):
         self.url = f"sqlite:///{self.path}"
         self._local = threading.local()
         self.vector_file = VectorFile(self.path)
-        """Where the vectors are (the vector index maps its rows: ``vector_file.since(store.db, chunk_id)``)."""
+        """Where the vectors are (the vector index maps its rows: ``index_feed.vector_rows_since(chunk_id)``)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
@@ -357,6 +387,11 @@ class SQLiteStore(SharedReads):
     def vector_search(self) -> VectorSearch | None:
         """None: vectors are searched in process, by the memory-mapped index beside the file (``chapterverse.index.vectors``)."""
         return None
+
+    @property
+    def index_feed(self) -> IndexFeed | None:
+        """What the memory-mapped indexes beside the file follow this library by (``chapterverse.index``)."""
+        return _IndexFeed(self)
 
     def close(self) -> None:
         conn = getattr(self._local, "db", None)
