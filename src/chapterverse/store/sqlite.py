@@ -28,10 +28,18 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from ..errors import NotFoundError, StoreError
+from ..errors import StoreError
 from ..positions import without_nul
 from .protocol import IndexFeed, LexicalRow, VectorSearch
-from .sharedreads import SharedReads
+from .sharedreads import (
+    SharedReads,
+    cannot_open,
+    chunks_off_their_text,
+    chunks_without_vectors,
+    newer_schema,
+    no_chat,
+    refuse_unmatched_vectors,
+)
 from .records import (
     CHUNK_COLUMNS,
     ChunkRecord,
@@ -339,7 +347,7 @@ class SQLiteStore(SharedReads):
             self._migrate()
             self.vector_file.recover(self.db)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open library: {exc}") from exc
+            raise cannot_open(str(self.path), exc) from exc
 
     # -- connections and transactions -------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -440,7 +448,7 @@ class SQLiteStore(SharedReads):
         db = self.db
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: library schema v{version} is newer than this chapterverse (v{SCHEMA_VERSION})")
+            raise newer_schema(str(self.path), version, SCHEMA_VERSION)
         for number in range(version, SCHEMA_VERSION):
             migration = MIGRATIONS[number]
             try:
@@ -522,9 +530,7 @@ class SQLiteStore(SharedReads):
 
     def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
         """Insert every document (and remove ``replace`` ids) in one transaction; return their ids in order."""
-        for doc in docs:
-            if len(doc.vectors) != len(doc.chunks):
-                raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        refuse_unmatched_vectors(docs)
         clean = [nul_free(doc) for doc in docs]
         with self.transaction() as tx:
             for old in replace:
@@ -775,7 +781,7 @@ class SQLiteStore(SharedReads):
         with self.transaction() as tx:
             # Checked, not left to the foreign key: an unknown chat is the caller's NotFoundError, as on PostgreSQL.
             if tx.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone() is None:
-                raise NotFoundError(f"no chat with id {chat_id}")
+                raise no_chat(chat_id)
             seq = tx.execute("SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
             tx.execute(
                 "INSERT INTO messages VALUES (?,?,?,?,?,?)",
@@ -800,14 +806,14 @@ class SQLiteStore(SharedReads):
             " (SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= c.id) AND c.id < b.first_chunk + b.count)"
         ).fetchone()[0]
         if missing:
-            problems.append(f"{missing} chunks have no vector")
+            problems.append(chunks_without_vectors(missing))
         problems += self._vector_file_problems(db)
         bad_spans = db.execute(
             'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
             " != c.text"
         ).fetchone()[0]
         if bad_spans:
-            problems.append(f"{bad_spans} chunks do not match their file text at their position")
+            problems.append(chunks_off_their_text(bad_spans))
         return problems
 
     def _vector_file_problems(self, db: sqlite3.Connection) -> list[str]:
