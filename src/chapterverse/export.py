@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .positions import defang_tags
-from .store import Store
+from .store import ChatStore
 
 __all__ = ["chat_markdown", "chat_title"]
 
@@ -17,7 +17,7 @@ def chat_title(question: str) -> str:
     return short if len(short) <= CHAT_TITLE_CHARS else short[:CHAT_TITLE_CHARS - 1] + "…"
 
 
-def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
+def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
     """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text.
 
     Only the answer's ``citations`` become links; every other tag-like string, in the answer or the quoted text,

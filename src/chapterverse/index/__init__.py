@@ -1,6 +1,10 @@
 """The indexes a SQLite library keeps beside its file: derived from the store, rebuilt from it when in doubt.
 
-Each module reads alone, and none reaches above this package (nothing here imports the library or the server):
+Each module reads alone, and none reaches above this package (nothing here imports the library or the server).
+They know the store only through its protocol (:class:`~chapterverse.store.Store`, or the role
+:class:`~chapterverse.store.ChunkStore`) and the :class:`~chapterverse.store.IndexFeed` a store lends the indexes
+kept beside it (a store that lends none, PostgreSQL, gets the BM25 index in memory and searches its vectors
+itself), never through one store's class:
 
 - :mod:`~chapterverse.index.files`: the directory of immutable segment files and its manifest (crash-safe
   writes, the writer lock, garbage collection) and :class:`~chapterverse.index.files.FollowedIndex`, how an
