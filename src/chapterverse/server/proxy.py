@@ -41,10 +41,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..errors import ChapterverseError, TagError
-from ..library import Hit
 from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..positions import Span
 from ..redaction import SecretMasker, mask_secrets
+from ..retrieval import Hit
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import (
