@@ -27,6 +27,10 @@ files that follow the store's writes incrementally (opened in milliseconds, any 
 them in memory, rebuilt when the store's generation moves, up to :attr:`FusionWeights.max_memory_chunks`.
 Stores that cannot list their terms, and larger in-memory ones, fall back to the store's own BM25 over
 stems; the prefix features are then constant, which leaves the ranking to the other features.
+
+What a search returns to its callers is here too: :class:`Hit` (a :class:`ScoredChunk` with its document's title,
+all a citation needs) and :class:`SearchResult`, which ``Library.search_report`` builds; the answerers and the
+server import them from here, not from the library facade.
 """
 
 from __future__ import annotations
