@@ -35,9 +35,10 @@ if TYPE_CHECKING:
         StoreError,
         TagError,
     )
-    from .library import Hit, IngestResult, Library, Resolved, SearchResult, open_library
+    from .library import IngestResult, Library, Resolved, open_library
     from .llm.config import ProviderConfig
     from .positions import Span
+    from .retrieval import Hit, SearchResult
 
 __all__ = [
     "__version__",
@@ -64,8 +65,8 @@ __all__ = [
 ]
 
 _HOMES = {
-    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "library",
-    "SearchResult": "library", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
+    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "retrieval",
+    "SearchResult": "retrieval", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
     "AnswerResult": "answering", "CitationOut": "answering", "AnswerSpanOut": "answering",
     "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",

@@ -308,7 +308,7 @@ def _configure_logging(ctx: typer.Context, verbose: bool) -> None:
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s") if verbose else _one_line_formatter())
     if not verbose:
         handler.addFilter(lambda record: record.levelno >= logging.ERROR
-                          or not record.name.startswith("chapterverse.llm."))
+                          or not record.name.startswith(("chapterverse.llm.", "chapterverse.answering.ask")))
     package = logging.getLogger("chapterverse")
     package.handlers = [handler]
     if verbose:
@@ -614,7 +614,8 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
-    from .llm.agent import AgentSettings, AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    from .answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    from .llm.agent import AgentSettings
 
     result: AnswerResult | None = None
     settings = AgentSettings(auto_summarize=stream)

@@ -36,12 +36,12 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .embeddings import Embedder
-    from .rerank import Reranker, RerankReport
-    from .retrieval import FusionWeights, Retriever, ScoredChunk
+    from .rerank import Reranker
+    from .retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
     from .sources import ParsedDocument, Root
 
-__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress",
-           "content_hash", "ORIGIN_KEY", "USER_METADATA_KEY"]
+__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Progress", "content_hash", "ORIGIN_KEY",
+           "USER_METADATA_KEY"]
 
 ORIGIN_KEY = "kb_origin"
 """Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
@@ -84,41 +84,6 @@ class Resolved:
     toc_path: list[str]
     file_title: str
     label: str
-
-
-@dataclass(slots=True)
-class Hit:
-    """A retrieved chunk with everything needed to cite it."""
-
-    chunk: ChunkRecord
-    doc_title: str
-    score: float
-    """Pointwise relevance, 0..1: what thresholds compare (0.25 recall-oriented, 0.40 precision-oriented);
-    a passage's own evidence, so the same whatever else the library holds (``retrieval.ScoredChunk``)."""
-    lexical: float = 0.0
-    dense: float = 0.0
-    rank_score: float = 0.0
-    """The ranking model's output, 0..1: what orders the hits of one search, not comparable across searches."""
-
-    @property
-    def span(self) -> Span:
-        return Span(self.chunk.file_id, self.chunk.start, self.chunk.end)
-
-    @property
-    def tag(self) -> str:
-        return self.span.tag
-
-    @property
-    def text(self) -> str:
-        return self.chunk.text
-
-
-@dataclass(slots=True)
-class SearchResult:
-    """The hits of one search and, when a reranker ran, what it did (``rerank.RerankReport``)."""
-
-    hits: list[Hit]
-    rerank: RerankReport | None = None
 
 
 @dataclass(slots=True)
@@ -512,6 +477,8 @@ class Library:
         depth = max(k, self.rerank_top_n) if self.reranker is not None else k
         scored: list[ScoredChunk] = self.retriever.search(query, k=depth, doc_ids=doc_ids, threshold=threshold,
                                                           mmr=mmr, query_vector=query_vector)
+        from .retrieval import Hit, SearchResult
+
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
         hits = [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..embeddings import Embedder
-from ..library import Hit, Library
 from ..positions import Span, defang_tags
+from ..retrieval import Hit
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
 from .question import Question, read_question
+from .reader_library import ReaderLibrary
 from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
 from .sentences import Candidate, gather_candidates
 
@@ -89,7 +90,7 @@ class Reading:
         return ranked
 
 
-def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int] | None = None,
+def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequence[int] | None = None,
                   k: int = PASSAGES, hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                   embedded: int | None = EMBEDDED_SENTENCES) -> Reading:
     """Retrieve (unless ``hits`` are given), gather candidate sentences and compute their features.
@@ -178,7 +179,7 @@ def first_introduction(reading: Reading) -> int | None:
     return min(introducing, key=lambda i: reading.candidates[i].span) if introducing else None
 
 
-def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int] | None = None,
+def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequence[int] | None = None,
                       k: int = PASSAGES, scope_title: str | None = None,
                       hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                       embedded: int | None = EMBEDDED_SENTENCES) -> AnswerResult:
@@ -224,7 +225,7 @@ def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
     return list(chosen.values())
 
 
-def _unsure(library: Library, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
+def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
     """No answer the reader would stand by, but evidence about the question: the passages that may help,
     a line each, cited (``found`` false, so nothing reads them as the answer)."""
     citations = [_citation(library, n, reading.candidates[i])
@@ -239,7 +240,7 @@ def _tagged(citations: Sequence[CitationOut]) -> list[str]:
     return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
-def _citation(library: Library, n: int, candidate: Candidate) -> CitationOut:
+def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> CitationOut:
     span = candidate.span
     resolved = library.resolve(span)
     return CitationOut(n=n, tag=span.key, doc_id=candidate.hit.chunk.doc_id, doc_title=candidate.hit.doc_title,

@@ -1,11 +1,13 @@
-"""What every answer path returns: the answer text, its citations and how sure the reader is."""
+"""What every answer path returns: the answer text, its citations and how sure the reader is, and the events
+that stream it (:func:`.ask.answer_events`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX"]
+__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
+           "AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent"]
 
 NOT_FOUND_PREFIX = "Not found in"
 UNSURE_PREFIX = "No direct answer found; passages that may help:"
@@ -67,3 +69,28 @@ class AnswerResult:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(slots=True)
+class AnswerMeta:
+    """First event of a turn: who answers (``extractive`` or ``llm``); a ``notice``, when set, is shown first."""
+
+    mode: str
+    notice: str | None = None
+
+
+@dataclass(slots=True)
+class AnswerDelta:
+    """Text of the answer as it is shown, in order (one delta for an extractive answer)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class AnswerDone:
+    """Last event of a turn: the verified result."""
+
+    result: AnswerResult
+
+
+AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone

@@ -21,8 +21,8 @@ from typing import Any, Literal
 
 from ..analysis import detect_language
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
-from ..library import Hit
 from ..positions import Span, defang_tags
+from ..retrieval import Hit
 
 __all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text",
            "hits_summary", "ReplyFilter"]

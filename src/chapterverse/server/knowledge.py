@@ -34,7 +34,8 @@ import numpy as np
 
 from ..cancel import CancelToken, server_stopping
 from ..errors import EmbeddingMismatchError, InputError, NotFoundError
-from ..library import USER_METADATA_KEY, Hit, Library, SearchResult, content_hash
+from ..library import USER_METADATA_KEY, Library, content_hash
+from ..retrieval import Hit, SearchResult
 from ..sources import ParsedDocument, ParsedFile, PreChunk
 from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport

@@ -20,7 +20,7 @@ keep) and the verified citations ride out of band: a ``citations`` field on the 
 ``finish_reason`` (and on a non-streamed completion). A retrieval failure is logged and the chat
 goes on without context.
 
-``rag_mode=tools`` answers with chapterverse's own tool loop (``llm.agent.answer_events``) on the
+``rag_mode=tools`` answers with chapterverse's own tool loop (``answering.answer_events``) on the
 upstream model, and streams that answer in the same chat-completion format.
 """
 
@@ -39,12 +39,13 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ..answering import AnswerDelta, AnswerDone, answer_events
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..errors import ChapterverseError, TagError
-from ..library import Hit
-from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
+from ..llm.agent import AgentSettings
 from ..positions import Span
 from ..redaction import SecretMasker, mask_secrets
+from ..retrieval import Hit
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import (

@@ -3,7 +3,7 @@
 Uploads are size-limited while they arrive (413 before the limit is exceeded on disk), saved to a
 temporary folder in the library and ingested by the job worker; a document's ``source`` is
 ``upload/<file name>`` (re-uploading a name replaces it) or, for ``/api/documents/path``, the
-absolute path. Questions are answered by ``llm.agent.answer_events`` and streamed as Server-Sent
+absolute path. Questions are answered by ``answering.answer_events`` and streamed as Server-Sent
 Events; each turn is stored as a chat so it can be listed and exported.
 """
 
@@ -26,10 +26,10 @@ from starlette.datastructures import UploadFile
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
+from ..answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
-from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
 from ..passages import search_results
 from ..positions import paragraph_spans, parse_tag

@@ -26,7 +26,7 @@ import httpx
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from ..library import Hit
+from ..retrieval import Hit
 from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, last_user_text
