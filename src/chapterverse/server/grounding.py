@@ -22,9 +22,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from .. import Hit
 from ..citations import ResolvedSpan
 from ..errors import ChapterverseError, TagError
-from ..library import Hit
 from ..positions import Span
 from .injection import ReplyFilter, context_block, header_language, hits_summary, inject_context, last_user_text
 from .relay import upstream_headers

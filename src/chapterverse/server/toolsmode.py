@@ -17,10 +17,9 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ..answering import AnswerResult
+from .. import AnswerResult, Library
 from ..citations import Evidence, StreamingTagFilter
 from ..errors import ChapterverseError
-from ..library import Library
 from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..llm.config import ProviderConfig
 from .errors import ApiError, error_body
