@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import httpx
 from fastapi import Request
 
+from ..knowledgebase import KnowledgeBase
 from ..library import Library
 from ..llm.summaries import SummaryJobs
 from .config import ServeSettings
 from .jobs import JobManager
-from .knowledge import KnowledgeBase
 from .upstream import UpstreamSettings
 
 __all__ = ["ServerState", "server_state"]

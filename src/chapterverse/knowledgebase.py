@@ -1,5 +1,6 @@
 """The knowledge base: one Library holding a folder's files (kept in sync by ``foldersync.py``) and text added
-over the API, with the chunk edits, the lock and the server lifetime that every write to it shares.
+over the API, with the chunk edits, the lock and the server lifetime that every write to it shares. This is its
+domain logic; ``server/rag.py`` serves it over HTTP as ``/v1/rag/*``.
 
 API text becomes ordinary documents (format ``kb``): ``add_document`` is one auto-chunked file,
 ``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
@@ -32,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from ..cancel import CancelToken, server_stopping
-from ..errors import EmbeddingMismatchError, InputError, NotFoundError
-from ..library import USER_METADATA_KEY, Hit, Library, SearchResult, content_hash
-from ..sources import ParsedDocument, ParsedFile, PreChunk
-from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
+from .cancel import CancelToken, server_stopping
+from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
+from .library import USER_METADATA_KEY, Hit, Library, SearchResult, content_hash
+from .sources import ParsedDocument, ParsedFile, PreChunk
+from .store import ChunkRecord, DocumentRecord, NewDocument, Store
 
 __all__ = [
     "KnowledgeBase",

@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ChapterverseError, InputError, StoppingError
-from ..library import ORIGIN_KEY, IngestResult, Library, Progress
-from ..sources import Root, iter_folder
+from .errors import ChapterverseError, InputError, StoppingError
+from .library import ORIGIN_KEY, IngestResult, Library, Progress
+from .sources import Root, iter_folder
 
 __all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
 
