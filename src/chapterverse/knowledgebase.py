@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .cancel import CancelToken, server_stopping
 from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
@@ -60,7 +58,6 @@ SERVER_KEY = "kb_server"
 """Metadata key of a ``persist: false`` document: the id of the server process that added it."""
 LOCK_NAME = "knowledge-base"
 """The store lock that knowledge-base writes, syncs and startups hold, across every server on the library."""
-_EMBED_STEP = 256
 RANKED_LIMIT = 1_000
 """How many chunks a ranked ``/chunks/list`` ranks (its ``total`` is at most this; pages past it are empty)."""
 RANKED_PAUSE_S = 0.5
@@ -195,23 +192,23 @@ class KnowledgeBase:
             self._running = None
 
     def ensure_embedding_model(self, *, force_rebuild: bool) -> None:
-        """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise."""
+        """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise.
+
+        The re-embedding is the library's (``Library.reembed_if_model_changed``, as ``chapterverse ingest`` does
+        it): each chunk embedded with its context line, as a fresh index embeds it, through the embedding cache,
+        and abandoned at the next batch, old vectors kept, when the server stops.
+        """
         stored = self.store.get_meta("embedding_model")
-        embedder = self.library.embedder
-        if stored is None or stored == embedder.name:
+        name = self.library.embedder.name
+        if stored is None or stored == name:
             return
         if not force_rebuild:
             raise EmbeddingMismatchError(
-                f"the knowledge base in {self.folder.path} was indexed with {stored}, not {embedder.name}; restart with "
-                f"--rag_force_rebuild to re-embed it with {embedder.name} (or drop --rag_embedding_model)")
+                f"the knowledge base in {self.folder.path} was indexed with {stored}, not {name}; restart with "
+                f"--rag_force_rebuild to re-embed it with {name} (or drop --rag_embedding_model)")
         with self._exclusive():
-            chunks = self.store.chunks()
-            vectors: dict[int, np.ndarray] = {}
-            for i in range(0, len(chunks), _EMBED_STEP):
-                part = chunks[i:i + _EMBED_STEP]
-                vectors.update(zip((c.id for c in part), embedder.embed([c.text for c in part])))
-            self.store.replace_embedding_model(embedder.name, embedder.dim, vectors)
-        log.info("RAG: re-embedded %d chunks with %s (was %s)", len(chunks), embedder.name, stored)
+            count = self.library.reembed_if_model_changed(progress=self.stopping.progress)
+        log.info("RAG: re-embedded %d chunks with %s (was %s)", count, name, stored)
 
     # -- reads ----------------------------------------------------------------------------------------
     def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
