@@ -132,7 +132,7 @@ class KnowledgeBase:
         self._no_search = threading.Condition()
         self.stopping = CancelToken()
         """Cancelled when this server stops; the parent of every request's token (see ``close``)."""
-        self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self.stopping.progress,
+        self.folder = FolderSync(library, folder, exclusive=self._exclusive, cancel=self.stopping,
                                  hardlinks=hardlinks)
         """The folder's files, synced under this knowledge base's lock (``hardlinks``: ``--allow_hardlinks``)."""
 
@@ -207,7 +207,7 @@ class KnowledgeBase:
                 f"the knowledge base in {self.folder.path} was indexed with {stored}, not {name}; restart with "
                 f"--rag_force_rebuild to re-embed it with {name} (or drop --rag_embedding_model)")
         with self._exclusive():
-            count = self.library.reembed_if_model_changed(progress=self.stopping.progress)
+            count = self.library.reembed_if_model_changed(cancel=self.stopping)
         log.info("RAG: re-embedded %d chunks with %s (was %s)", count, name, stored)
 
     # -- reads ----------------------------------------------------------------------------------------
@@ -348,7 +348,7 @@ class KnowledgeBase:
         would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
         """
         unembedded = self._unembedded(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
-        return self.library.embed_prepared([unembedded], progress=cancel.progress, label=unembedded.source)[0]
+        return self.library.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
 
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
@@ -388,7 +388,7 @@ class KnowledgeBase:
                 parsed = _prechunked(source, "kb", pieces)
                 prepared.append(self.library.prepare(
                     parsed, source=source, content_hash=content_hash(joined), size_bytes=len(joined), dynamic=dynamic,
-                    ephemeral=not persist, metadata=self._api_metadata(persist), progress=token.progress))
+                    ephemeral=not persist, metadata=self._api_metadata(persist), cancel=token))
             token.check(f"writing {len(items)} chunks")
             return [self.store.document(doc_id) for doc_id in self.store.add_documents(prepared)]
 
@@ -435,10 +435,10 @@ class KnowledgeBase:
         writes: dict[int, NewDocument] = {}
         for n, (item, source) in enumerate(zip(items, sources)):
             if item.text.strip():
-                token.progress(f"chunking {len(items)} documents", n, len(items))
+                token.checkpoint(f"chunking {len(items)} documents")
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
-        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), progress=token.progress,
+        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), cancel=token,
                                                            label=f"{len(writes)} documents")))
         with self._exclusive():
             token.check(f"writing {len(items)} documents")

@@ -37,7 +37,7 @@ class ServerState:
     http: httpx.AsyncClient = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
     ranking: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
-    """Held by the ranked ``/v1/rag/chunks/list`` that runs; the others wait their turn (see ``kb.chunks_list``)."""
+    """Held by the ranked ``/v1/rag/chunks/list`` that runs; the others wait their turn (see ``rag.chunks_list``)."""
 
     def abandon_work(self) -> None:
         """The server is stopping and requests in flight had their grace period: the knowledge base's
