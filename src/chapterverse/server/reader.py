@@ -257,7 +257,8 @@ def _save(upload: UploadFile, path: Path) -> None:
 def _ingest_upload(library: Library, path: Path, source: str, job: Job, *, allow_duplicate: bool) -> None:
     """Ingest an uploaded file; its errors name the file as uploaded, never the server's temporary folder."""
     try:
-        result = library.ingest_file(path, source=source, progress=job.progress, allow_duplicate=allow_duplicate)
+        result = library.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
+                                     allow_duplicate=allow_duplicate)
     except SourceError as exc:
         raise SourceError(path.name, exc.reason.replace(str(path), path.name)) from exc
     finally:
@@ -314,10 +315,11 @@ def _ingest_path(library: Library, path: Path, root: Root, job: Job) -> None:
     files = [f for f, _ in iter_folder(path, contained=True)] if path.is_dir() else [path]
     failures = []
     for n, file in enumerate(files):
+        job.cancel.check(f"reading {file.name}")
         job.progress(f"reading {file.name}", n, len(files))
         try:
             job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress,
-                                                        root=root).document.id)
+                                                        cancel=job.cancel, root=root).document.id)
         except ChapterverseError as exc:
             failures.append(str(exc))
             log.warning("ingest %s failed: %s", file, exc)
