@@ -32,7 +32,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..astlock import AST_LOCK
+from ..threadsafe_ast import AST_LOCK
 from ..store import IndexFeed
 from ..store.vectorfile import sync_directory
 
@@ -84,7 +84,7 @@ def save_npy(path: Path, array: np.ndarray) -> None:
 def load_npy(path: Path, rows: int, dtype: str, width: int | None = None) -> np.ndarray:
     """Memory-map ``path`` and check its shape and dtype; any mismatch is a corrupt index."""
     try:
-        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.astlock
+        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.threadsafe_ast
             array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise CorruptIndex(f"{path.name}: {exc}") from exc
