@@ -23,8 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .answering import AnswerResult, AnswerSpanOut, CitationOut
+    from .answering import AnswerResult, AnswerSpanOut
     from .answering.ask import ask
+    from .citations import Citation
     from .errors import (
         ChapterverseError,
         EmbeddingError,
@@ -50,7 +51,7 @@ __all__ = [
     "Span",
     "ask",
     "AnswerResult",
-    "CitationOut",
+    "Citation",
     "AnswerSpanOut",
     "ProviderConfig",
     "ChapterverseError",
@@ -66,7 +67,7 @@ __all__ = [
 _HOMES = {
     "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "library",
     "SearchResult": "library", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
-    "AnswerResult": "answering", "CitationOut": "answering", "AnswerSpanOut": "answering",
+    "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
     "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",
     "ProviderError": "errors",

@@ -6,7 +6,6 @@ retrieved passages) -> :mod:`.features` -> :mod:`.model` (learned ranking and ca
 """
 
 from .extractive import extractive_answer
-from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, AnswerState, CitationOut
+from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, AnswerState
 
-__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
-           "extractive_answer"]
+__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "NOT_FOUND_PREFIX", "UNSURE_PREFIX", "extractive_answer"]

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering import AnswerResult, CitationOut, extractive_answer
+from ..answering import AnswerResult, extractive_answer
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
 from ..errors import ProviderError, TagError
 from ..library import Library
@@ -131,7 +131,7 @@ class _ModelTurn:
             r = self.library.resolve(span)
         except TagError:
             return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     def run(self) -> Iterator[AnswerEvent]:
         forced = False
@@ -198,11 +198,8 @@ class _ModelTurn:
     def _result(self) -> AnswerResult:
         verified = verify_answer("".join(self.raw_answer), self.evidence)
         self.usage["context_tokens"] = self.tools.context_tokens
-        citations = [CitationOut(n=c.n, tag=c.span.key, doc_id=c.doc_id or 0, doc_title=c.doc_title, text=c.text,
-                                 toc_path=c.toc_path, file=c.span.file, start=c.span.start, end=c.span.end)
-                     for c in verified.citations]
         return AnswerResult(
-            answer=verified.text, found=verified.found, mode="llm", citations=citations,
+            answer=verified.text, found=verified.found, mode="llm", citations=verified.citations,
             dropped_tags=[{"tag": d.tag, "reason": d.reason} for d in verified.dropped_tags],
             unsupported_sentences=verified.unsupported_sentences, unverified_quotes=verified.unverified_quotes,
             tool_calls=[{"name": c.name, "arguments": c.arguments} for c in self.tools.calls],

@@ -39,13 +39,13 @@ from fastapi import APIRouter, Depends, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
+from ..answering import AnswerResult
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
 from ..errors import ChapterverseError, TagError
 from ..library import Hit
 from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
 from ..positions import Span
 from ..redaction import SecretMasker, mask_secrets
-from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import (
     ReplyFilter,
@@ -57,6 +57,7 @@ from .injection import (
     last_user_text,
 )
 from .limits import check_length
+from .lone_surrogates import require_text_body
 from .rewrite import carry_query, llm_query
 from .state import ServerState, server_state
 from .upstream import Upstream
@@ -281,7 +282,7 @@ def _resolver(state: ServerState) -> Any:
             r = library.resolve(span)
         except (TagError, ChapterverseError):
             return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     return resolve
 
@@ -462,16 +463,8 @@ async def _tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstre
                     yield "text", tail
                 yield "done", event.result
 
-    def citations(result: Any) -> list[dict[str, Any]]:
-        sources: dict[int, str | None] = {}
-        for c in result.citations:
-            if c.doc_id not in sources:
-                try:
-                    sources[c.doc_id] = library.document(c.doc_id).source
-                except ChapterverseError:
-                    sources[c.doc_id] = None
-        cited = [{"n": c.n, "tag": c.tag, "source": sources[c.doc_id], "doc_id": c.doc_id, "doc_title": c.doc_title,
-                  "text": c.text} for c in result.citations]
+    def citations(result: AnswerResult) -> list[dict[str, Any]]:
+        cited = [c.to_json() for c in result.citations]
         if cited:
             log.info("RAG turn %d: reply cites %s", turn, "; ".join(f"{c['source']} [{c['tag']}]" for c in cited))
         return cited

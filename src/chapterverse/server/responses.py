@@ -27,9 +27,9 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from ..library import Hit
-from .bodies import require_text_body
 from .errors import ApiError, error_body
 from .injection import ReplyFilter, last_user_text
+from .lone_surrogates import require_text_body
 from .proxy import (
     TRUNCATED_HEADER,
     _headers,
