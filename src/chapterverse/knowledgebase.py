@@ -35,6 +35,7 @@ from .cancel import CancelToken, server_stopping
 from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
 from .library import USER_METADATA_KEY, Library, content_hash
+from .positions import Span
 from .retrieval import Hit, SearchResult
 from .sources import ParsedDocument, ParsedFile, PreChunk
 from .store import ChunkRecord, DocumentRecord, NewDocument, Store
@@ -258,7 +259,7 @@ class KnowledgeBase:
             "index": chunk.id, "source": chunk.source, "chunk_index": chunk.chunk_index,
             "metadata": self.effective_metadata(chunk, doc), "is_dynamic": chunk.dynamic,
             "persist": not doc.ephemeral if doc else True, "doc_id": chunk.doc_id,
-            "tag": f"f{chunk.file_id}-{chunk.start}-{chunk.end}",
+            "tag": Span(chunk.file_id, chunk.start, chunk.end).key,
             "text": chunk.text if include_text else None,
         }
         if score is not None:

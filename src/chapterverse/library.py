@@ -86,6 +86,8 @@ class Resolved:
     toc_path: list[str]
     file_title: str
     label: str
+    source: str
+    """The document's source: its file, or its knowledge-base source."""
 
 
 @dataclass(slots=True)
@@ -463,7 +465,7 @@ class Library:
         doc = self.store.document(file.doc_id)
         return Resolved(tag=span.key, doc_id=doc.id, doc_title=doc.title, file=span.file, start=span.start,
                         end=span.end, text=text, toc_path=self.toc_path(doc.id, file.id, span.start),
-                        file_title=file.title, label=file.label)
+                        file_title=file.title, label=file.label, source=doc.source)
 
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
 from ..retrieval import Hit
@@ -27,7 +28,7 @@ from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
 from .question import Question, read_question
 from .reader_library import ReaderLibrary
-from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
+from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
@@ -234,18 +235,18 @@ def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confid
                         citations=citations, confidence=confidence, state="unsure")
 
 
-def _tagged(citations: Sequence[CitationOut]) -> list[str]:
+def _tagged(citations: Sequence[Citation]) -> list[str]:
     """Each cited sentence followed by its own tag: the text of an answer, or of unsure passages. A tag-like
     string the book wrote itself is defanged (``positions.defang_tags``): only the tags appended here cite."""
     return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
-def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> CitationOut:
-    span = candidate.span
+def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
+    span, chunk = candidate.span, candidate.hit.chunk
     resolved = library.resolve(span)
-    return CitationOut(n=n, tag=span.key, doc_id=candidate.hit.chunk.doc_id, doc_title=candidate.hit.doc_title,
-                       text=resolved.text, toc_path=resolved.toc_path, file=span.file, start=span.start,
-                       end=span.end)
+    return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
+                    toc_path=resolved.toc_path, file=span.file, start=span.start,
+                    end=span.end).retrieved(chunk.source, chunk.chunk_index, candidate.hit.score)
 
 
 def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult, CitationOut
+from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
 from ..errors import TagError
 from ..library import Library
@@ -81,7 +81,7 @@ class ModelTurn:
             r = self.library.resolve(span)
         except TagError:
             return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     def run(self) -> Iterator[AnswerEvent]:
         """The answer's deltas and its verified result; a ProviderError when the model fails (after the client's
@@ -150,11 +150,8 @@ class ModelTurn:
     def _result(self) -> AnswerResult:
         verified = verify_answer("".join(self.raw_answer), self.evidence)
         self.usage["context_tokens"] = self.tools.context_tokens
-        citations = [CitationOut(n=c.n, tag=c.span.key, doc_id=c.doc_id or 0, doc_title=c.doc_title, text=c.text,
-                                 toc_path=c.toc_path, file=c.span.file, start=c.span.start, end=c.span.end)
-                     for c in verified.citations]
         return AnswerResult(
-            answer=verified.text, found=verified.found, mode="llm", citations=citations,
+            answer=verified.text, found=verified.found, mode="llm", citations=verified.citations,
             dropped_tags=[{"tag": d.tag, "reason": d.reason} for d in verified.dropped_tags],
             unsupported_sentences=verified.unsupported_sentences, unverified_quotes=verified.unverified_quotes,
             tool_calls=[{"name": c.name, "arguments": c.arguments} for c in self.tools.calls],

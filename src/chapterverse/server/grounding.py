@@ -159,6 +159,6 @@ def _resolver(state: ServerState) -> Callable[[Span], ResolvedSpan | None]:
             r = library.resolve(span)
         except (TagError, ChapterverseError):
             return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     return resolve

@@ -22,7 +22,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
-from .bodies import require_text_body
+from .lone_surrogates import require_text_body
 from .errors import ApiError
 from .grounding import ground, next_turn
 from .relay import CHAT_COMPLETIONS, NO_UPSTREAM, relay, relay_get, request_json, require_upstream

@@ -31,10 +31,10 @@ from ..knowledgebase import (
     UpsertItem,
 )
 from ..positions import defang_tags
-from .bodies import require_text_body
 from .errors import ApiError
 from .limits import MAX_ID, check_length, check_metadata
-from .shapes import (
+from .lone_surrogates import require_text_body
+from .response_models import (
     KbAdded,
     KbChunkPage,
     KbChunksAdded,

@@ -36,11 +36,11 @@ from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
 from ..store import DocumentRecord
-from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
 from .limits import MAX_ID, check_length
-from .shapes import (
+from .lone_surrogates import require_text_body
+from .response_models import (
     JobAccepted,
     JobShape,
     ReaderChat,

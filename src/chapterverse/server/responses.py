@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from .bodies import require_text_body
+from .lone_surrogates import require_text_body
 from .errors import ApiError
 from .grounding import ground, next_turn
 from .relay import RESPONSES, relay, request_json, require_upstream

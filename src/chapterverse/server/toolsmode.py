@@ -61,17 +61,10 @@ def _history(earlier: list[Any]) -> list[dict[str, str]]:
             if isinstance(m, dict) and m.get("role") in ("user", "assistant") and content_text(m.get("content"))]
 
 
-def _citation_dicts(library: Library, result: AnswerResult) -> list[dict[str, Any]]:
-    """The answer's citations as the completion's ``citations`` field carries them."""
-    sources: dict[int, str | None] = {}
-    for c in result.citations:
-        if c.doc_id not in sources:
-            try:
-                sources[c.doc_id] = library.document(c.doc_id).source
-            except ChapterverseError:
-                sources[c.doc_id] = None
-    return [{"n": c.n, "tag": c.tag, "source": sources[c.doc_id], "doc_id": c.doc_id, "doc_title": c.doc_title,
-             "text": c.text} for c in result.citations]
+def _citation_dicts(result: AnswerResult) -> list[dict[str, Any]]:
+    """The answer's citations as the completion's ``citations`` field carries them: the one citation type's
+    JSON, as every front end sends it."""
+    return [c.to_json() for c in result.citations]
 
 
 class _ToolAnswer:
@@ -104,7 +97,7 @@ class _ToolAnswer:
                 yield "done", event.result
 
     def _citations(self, result: AnswerResult) -> list[dict[str, Any]]:
-        cited = _citation_dicts(self._library, result)
+        cited = _citation_dicts(result)
         if cited:
             log.info("RAG turn %d: reply cites %s", self._turn,
                      "; ".join(f"{c['source']} [{c['tag']}]" for c in cited))

@@ -1,4 +1,4 @@
-"""The OpenAPI document is the reference for the knowledge-base and reader answers (server/shapes.py)."""
+"""The OpenAPI document is the reference for the knowledge-base and reader answers (server/response_models.py)."""
 
 from __future__ import annotations
 
