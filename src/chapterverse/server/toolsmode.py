@@ -1,5 +1,5 @@
 """``rag_mode=tools``: ``/v1/chat/completions`` answered by chapterverse's own tool loop
-(``llm.agent.answer_events``) on the upstream model, streamed (or not) in the chat-completion format.
+(``answering.answer_events``) on the upstream model, streamed (or not) in the chat-completion format.
 
 The answer's verified citations ride out of band as in inject mode: a ``citations`` field on the last chunk (or
 on the completion). With ``--rag_tags strip`` the answer's text loses its tags; every event is masked of the
@@ -20,7 +20,8 @@ from starlette.responses import Response
 from .. import AnswerResult, Library
 from ..citations import Evidence, StreamingTagFilter
 from ..errors import ChapterverseError
-from ..llm.agent import AgentSettings, AnswerDelta, AnswerDone, answer_events
+from ..answering import AnswerDelta, AnswerDone, answer_events
+from ..llm.agent import AgentSettings
 from ..llm.config import ProviderConfig
 from .errors import ApiError, error_body
 from .grounding import shortened
