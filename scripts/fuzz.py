@@ -59,7 +59,8 @@ def _resolver() -> Resolver:
     from chapterverse.citations import ResolvedSpan
 
     def resolve(span: Span) -> ResolvedSpan | None:
-        return ResolvedSpan(_TEXT[span.start : span.end]) if span.file == 1 and span.end <= len(_TEXT) else None
+        inside = span.file == 1 and span.end <= len(_TEXT)
+        return ResolvedSpan(_TEXT[span.start : span.end], 1, "Moby-Dick", []) if inside else None
 
     return resolve
 

@@ -92,6 +92,19 @@ def test_verbose_is_accepted_after_the_command(books: Path) -> None:
     assert code == 0 and output.count("(relevance ") == 1
 
 
+def test_a_failing_model_is_one_notice_without_verbose(books: Path) -> None:
+    """Without ``--verbose`` the answer's notice alone says the model failed: neither the client's retries nor
+    the dispatcher's fallback warning (``answering.ask``) repeat it on stderr."""
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    result = process("ask", "Who kept the light on Gull Rock?", "--library", str(books), "--llm-base-url", url,
+                     "--llm-model", "m")
+    assert result.returncode == 0, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"note: The model could not answer (cannot reach {url}")
+    assert line.endswith("this is an extractive answer from the retrieved passages.")
+    assert "[f1-" in result.stdout
+
+
 def test_search_hits_say_where_in_the_book_they_are(books: Path) -> None:
     """Each hit's line names the book and the contents' path where the passage starts, the path ``resolve``
     gives for its tag."""

@@ -26,7 +26,7 @@ SERVER_AND_SDK = {"openai", "httpx", "httpx2", "fastapi", "uvicorn", "chapterver
                   "chapterverse.bench.cli"}
 QUICK_FORBIDDEN = SERVER_AND_SDK | {"numpy", "rich", "chapterverse.embeddings", "chapterverse.retrieval",
                                     "chapterverse.sources", "platformdirs", "logging", "pydantic"}
-"""pydantic too: typer would convert every option through it (chapterverse.plainparams)."""
+"""pydantic too: typer would convert every option through it (chapterverse.cli_values)."""
 
 _CHILD = """
 import json, sys

@@ -241,6 +241,9 @@ def test_a_large_library_without_an_index_is_built_in_the_background(store: SQLi
 class _TermsOnlyStore:
     """What a store without a file (PostgreSQL) offers: its rows and a generation, rebuilt from in memory."""
 
+    index_feed = None
+    """It lends the indexes no feed: no index lives beside it."""
+
     def __init__(self, inner: SQLiteStore) -> None:
         self.inner = inner
 
@@ -306,3 +309,35 @@ def test_a_build_leaves_numpys_huge_page_setting_as_it_found_it(store: SQLiteSto
             assert toggle(setting) is setting
         finally:
             toggle(previous)
+
+
+class _Delegating:
+    """A store that is no SQLiteStore: it answers every call with a SQLite library's answer, feed included."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+class _NoFeed(SQLiteStore):
+    """A SQLite library that lends the indexes no feed, as PostgreSQL does."""
+
+    @property
+    def index_feed(self) -> None:
+        return None
+
+
+def test_the_index_lives_beside_a_store_that_lends_a_feed_and_in_memory_beside_one_that_does_not(
+        store: SQLiteStore) -> None:
+    rng = np.random.default_rng(12)
+    add_doc(store, rng, 40, "a")
+    followed = LexicalIndex.open(_Delegating(store))  # type: ignore[arg-type]
+    in_memory = LexicalIndex.open(_NoFeed(store.path))
+    add_doc(store, rng, 10, "b")
+    assert_matches_fresh_build(followed, store)
+    assert_matches_fresh_build(in_memory, store)
+    assert followed.incremental and followed.persistent and followed.stats().last_refresh == "appended"
+    assert followed.directory == store.path.with_name("library.lexical")
+    assert not in_memory.incremental and not in_memory.persistent and in_memory.stats().last_refresh == "rebuilt"

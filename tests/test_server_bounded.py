@@ -19,7 +19,7 @@ import pytest
 from hashembed import HashingEmbedder
 from serverutil import Server, running_server, settings_for
 
-from chapterverse.server.knowledge import RANKED_LIMIT
+from chapterverse.knowledgebase import RANKED_LIMIT
 
 
 class SlowEmbedder(HashingEmbedder):

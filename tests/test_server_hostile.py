@@ -15,7 +15,7 @@ import pytest
 from fakellm import Reply, fake_llm
 from serverutil import Server, running_server, settings_for, wait_for_job
 
-from chapterverse.server.bodies import lone_surrogate
+from chapterverse.server.lone_surrogates import lone_surrogate
 
 LONE = "keeper \ud800 logbook"
 JSON_ENDPOINTS = [

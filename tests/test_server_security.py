@@ -499,11 +499,12 @@ def test_a_stopping_server_abandons_an_embedding_and_writes_nothing(tmp_path: Pa
         store.close()
 
 
-def test_stopping_ends_the_running_ingest_job_at_its_next_progress_report() -> None:
+def test_stopping_ends_the_running_ingest_job_at_its_next_batch() -> None:
     from chapterverse.server.jobs import Job, JobManager
 
     def endless(job: Job) -> None:
         for done in range(600):
+            job.cancel.checkpoint("embedding")
             job.progress("embedding", done, 600)
             time.sleep(0.05)
 
@@ -515,6 +516,34 @@ def test_stopping_ends_the_running_ingest_job_at_its_next_progress_report() -> N
     manager.shutdown()
     assert time.monotonic() - started < 1.0
     assert job.state == "failed" and "server stopped" in (job.error or "")
+
+
+def test_stopping_ends_an_uploaded_books_ingest_job_before_it_writes(tmp_path: Path) -> None:
+    """The reader's upload job hands its token to the library (``cancel=``): a stopping server ends the job at
+    its next embedding batch, and nothing of the book is written."""
+
+    class SmallBatches(SlowEmbedder):
+        batch_size = 4
+
+    embedder = SmallBatches()
+    settings = settings_for(tmp_path, library=tmp_path / "library")
+    book = ("Gulls nest on the cliffs. " * 30_000).encode()
+    with running_server(settings, embedder=embedder) as server, server.client() as client:
+        job = client.post("/api/documents", files={"file": ("gulls.md", book, "text/markdown")}).json()["job"]
+        deadline = time.monotonic() + 30
+        while embedder.batches < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping < 10
+    ended = server.state.jobs.get(job["id"])
+    assert ended.state == "failed" and "server stopped" in (ended.error or ""), ended
+    from chapterverse.store import open_store
+
+    store = open_store(settings.reader_library_dir)
+    try:
+        assert store.documents() == []
+    finally:
+        store.close()
 
 
 # ------------------------------------------------------------------- issue 16: one resolver, two front ends

@@ -695,6 +695,23 @@ def test_every_public_method_is_covered() -> None:
             list(inspect.signature(getattr(PostgresStore, name)).parameters), name
 
 
+def test_the_indexes_know_the_store_by_its_protocol_not_its_class() -> None:
+    """``chapterverse.index`` imports no store module but the protocol's and names no store class: what only the
+    SQLite store lends its indexes comes through ``ChunkStore.index_feed``, so the two stores stay swappable."""
+    import ast
+
+    import chapterverse.index
+
+    for path in Path(chapterverse.index.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        modules = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        modules |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        names |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names}
+        assert not {m for m in modules if re.search(r"store\.(sqlite|postgres)", m)}, path.name
+        assert not names & {"SQLiteStore", "PostgresStore", "read_transaction"}, path.name
+
+
 # ------------------------------------------------------------------------------------------------ PostgreSQL only
 
 

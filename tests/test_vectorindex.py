@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from chapterverse.errors import StoreError
 from chapterverse.store import SQLiteStore
 from chapterverse.index.vectors import IndexSettings, VectorIndex
 from storeutil import passages_document, random_model_store
@@ -344,7 +345,7 @@ def test_searching_the_codes_first_finds_exactly_what_brute_force_finds(store: S
 
 def test_a_failed_quantization_keeps_float32_scans_and_is_not_retried(store: SQLiteStore,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    import chapterverse.index.resident as resident
+    import chapterverse.index.int8codes as int8codes
 
     rng = np.random.default_rng(14)
     add_doc(store, rng.standard_normal((30, DIM)), "a")
@@ -355,7 +356,7 @@ def test_a_failed_quantization_keeps_float32_scans_and_is_not_retried(store: SQL
         attempts.append(1)
         raise MemoryError("no room for the copy")
 
-    monkeypatch.setattr(resident, "quantize", no_memory)
+    monkeypatch.setattr(int8codes, "quantize", no_memory)
     assert not index.wait_resident(timeout=10)
     monkeypatch.undo()
     add_doc(store, rng.standard_normal((10, DIM)), "b")
@@ -399,3 +400,33 @@ def test_a_chunk_without_a_vector_leaves_the_others_indexed(store: SQLiteStore) 
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert sorted(p.name for p in index.directory.iterdir() if ".tmp" in p.name) == []
+
+
+class _Delegating:
+    """A store that is no SQLiteStore: it answers every call with a SQLite library's answer, feed included."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+class _NoFeed(SQLiteStore):
+    """A SQLite library that lends the indexes no feed, as PostgreSQL does."""
+
+    @property
+    def index_feed(self) -> None:
+        return None
+
+
+def test_the_index_follows_whatever_store_lends_it_a_feed_not_a_class(store: SQLiteStore, tmp_path: Path) -> None:
+    rng = np.random.default_rng(21)
+    add_doc(store, rng.standard_normal((40, DIM)), "a")
+    index = VectorIndex.open(_Delegating(store))  # type: ignore[arg-type]
+    add_doc(store, rng.standard_normal((10, DIM)), "b")
+    q = unit(rng.standard_normal(DIM))
+    assert_same(index.search(q, 10), brute_force(store, q, 10))
+    assert index.directory == tmp_path / "library.vectors" and index.stats().last_refresh == "appended"
+    with pytest.raises(StoreError, match="_NoFeed: the memory-mapped vector index serves SQLite libraries"):
+        VectorIndex(_NoFeed(store.path))

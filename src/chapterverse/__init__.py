@@ -23,8 +23,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .answering import AnswerResult, AnswerSpanOut, CitationOut
+    from .answering import AnswerResult, AnswerSpanOut
     from .answering.ask import ask
+    from .citations import Citation
     from .errors import (
         ChapterverseError,
         EmbeddingError,
@@ -35,9 +36,10 @@ if TYPE_CHECKING:
         StoreError,
         TagError,
     )
-    from .library import Hit, IngestResult, Library, Resolved, SearchResult, open_library
+    from .library import IngestResult, Library, Resolved, open_library
     from .llm.config import ProviderConfig
     from .positions import Span
+    from .retrieval import Hit, SearchResult
 
 __all__ = [
     "__version__",
@@ -50,7 +52,7 @@ __all__ = [
     "Span",
     "ask",
     "AnswerResult",
-    "CitationOut",
+    "Citation",
     "AnswerSpanOut",
     "ProviderConfig",
     "ChapterverseError",
@@ -64,9 +66,9 @@ __all__ = [
 ]
 
 _HOMES = {
-    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "library",
-    "SearchResult": "library", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
-    "AnswerResult": "answering", "CitationOut": "answering", "AnswerSpanOut": "answering",
+    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "retrieval",
+    "SearchResult": "retrieval", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
+    "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
     "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",
     "ProviderError": "errors",

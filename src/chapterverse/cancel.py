@@ -1,9 +1,10 @@
 """Stopping long work from outside: a token its owner cancels and its worker checks between batches.
 
 Long work (embedding a batch of documents takes minutes on a CPU) runs in a worker thread, and a thread cannot
-be interrupted. So it asks: before each embedding batch and once more just before its one write, the worker
-calls :meth:`CancelToken.check`, which raises the reason to stop, if there is one. Work therefore ends within
-one batch of its cancellation, and never inside its write (one transaction): nothing is ever half-written.
+be interrupted. So it asks: the library is handed the token (``cancel=``) and calls :meth:`CancelToken.checkpoint`
+before each embedding batch, and the writer calls :meth:`CancelToken.check` once more just before its one write;
+either raises the reason to stop, if there is one. Work therefore ends within one batch of its cancellation, and
+never inside its write (one transaction): nothing is ever half-written. Progress callbacks only report.
 
 Between its batches, work may also step aside (``between``): a write that is embedding a thousand documents
 waits there while small searches run, so that they find the CPU and the interpreter free.
@@ -40,7 +41,7 @@ class CancelToken:
     """Whether some work should go on: cancelled by its owner (any thread), or past its deadline.
 
     ``budget_s`` counts from the token's creation; ``budget_name`` is the setting that sets it, named in the
-    error so that whoever reads it knows what to change. ``between`` is called at each ``progress`` (between
+    error so that whoever reads it knows what to change. ``between`` is called at each ``checkpoint`` (between
     batches, never under a lock), before the check.
     """
 
@@ -78,9 +79,9 @@ class CancelToken:
             raise OverBudgetError(f"{stage} ran past this request's time budget ({self._budget_s:g} s, "
                                   f"{self._budget_name}) and was abandoned; nothing was written")
 
-    def progress(self, stage: str, done: int, total: int) -> None:
-        """``between``, then :meth:`check`, as a ``progress(stage, done, total)`` callback: the library's
-        embedding loop calls it before each batch, where the work can step aside or stop cleanly."""
+    def checkpoint(self, stage: str) -> None:
+        """``between``, then :meth:`check`: the library's embedding loop calls it before each batch, where the
+        work can step aside or stop cleanly."""
         if self._between is not None:
             self._between()
         self.check(stage)

@@ -11,6 +11,10 @@ only digits, ``f``/``F``, blanks, dashes and ``,;:`` (at most ``MAX_TAG_LENGTH``
 One scanner (``_TagScanner``) filters them for ``verify_answer``, ``strip_tags`` and
 ``StreamingTagFilter``, so a streamed answer reads exactly like the final one, and every
 well-formed tag left in the filtered text is a verified one.
+
+A kept span becomes a :class:`Citation`: the one citation type of every front end (the CLI's ``ask --json``,
+the reader's answers, chats and exports, the proxy's chat completions and Responses, whichever answer path made
+it), so each sends the same fields, and the server's OpenAPI document describes them once.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import TagError
 from .positions import TAG_PATTERN, Span, find_tags, parse_tag
@@ -36,6 +42,7 @@ __all__ = [
     "Resolver",
     "Evidence",
     "Citation",
+    "number_citations",
     "DroppedTag",
     "DropReason",
     "VerifiedAnswer",
@@ -74,12 +81,14 @@ _CLAUSE_END = frozenset(".,;:!?)]}»”’\"'…")
 
 @dataclass(slots=True)
 class ResolvedSpan:
-    """The exact text a span names, with where it sits (for display; all but ``text`` optional)."""
+    """The exact text a span names, with where it sits: what a citation of it shows."""
 
     text: str
-    doc_id: int | None = None
-    doc_title: str = ""
-    toc_path: list[str] = field(default_factory=list)
+    doc_id: int
+    doc_title: str
+    toc_path: list[str]
+    source: str | None = None
+    """The document's source (its file, or its knowledge-base source), where the resolver knows it."""
 
 
 Resolver = Callable[[Span], ResolvedSpan | None]
@@ -119,17 +128,53 @@ class DroppedTag:
     reason: DropReason
 
 
-@dataclass(slots=True)
-class Citation:
-    """One distinct cited span, numbered in order of first appearance in the answer."""
+class Citation(BaseModel):
+    """One distinct cited span, numbered in order of first appearance in the answer; the same type, and so
+    the same JSON, in every front end and from every answer path.
 
-    n: int
-    tag: str
-    span: Span
-    text: str
-    doc_id: int | None
+    Answers are kept with their chats and read back by later versions: a field added later has a default, and
+    one a later version retires passes through (``extra="allow"``) rather than failing the whole chat.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    n: int = Field(description="Footnote number: order of first appearance in the answer.")
+    tag: str = Field(description="Position tag key, f<file id>-<start>-<end> (code points); the answer cites it "
+                                 "as [tag].")
+    doc_id: int
     doc_title: str
-    toc_path: list[str]
+    text: str = Field(description="Exactly the text the tag names.")
+    toc_path: list[str] = Field(default_factory=list, description="The chapter and section it is in.")
+    file: int = Field(default=0, description="The tag's file id (0 only in answers kept before it was sent).")
+    start: int = Field(default=0, description="The tag's start offset in that file's text, in code points.")
+    end: int = Field(default=0, description="The tag's end offset (exclusive).")
+    source: str | None = Field(
+        default=None, description="The document's source (its file, or its knowledge-base source); null in answers "
+                                  "kept before it was sent.")
+    chunk_index: int | None = Field(
+        default=None, description="Where the span was retrieved as a passage: that chunk's place among its "
+                                  "source's chunks; null for a span a model cited out of a tool's result.")
+    score: float | None = Field(
+        default=None, description="Where the span was retrieved as a passage: that passage's relevance 0..1 "
+                                  "(4 decimals); null otherwise.")
+
+    @classmethod
+    def of(cls, n: int, span: Span, resolved: ResolvedSpan) -> Citation:
+        """The ``n``-th citation, of ``span``, showing what the resolver said of it."""
+        return cls(n=n, tag=span.key, doc_id=resolved.doc_id, doc_title=resolved.doc_title, text=resolved.text,
+                   toc_path=list(resolved.toc_path), file=span.file, start=span.start, end=span.end,
+                   source=resolved.source)
+
+    @property
+    def span(self) -> Span:
+        return Span(self.file, self.start, self.end)
+
+    def retrieved(self, source: str, chunk_index: int, score: float) -> Citation:
+        """This citation of a retrieved passage: the chunk it came from and that passage's relevance."""
+        return self.model_copy(update={"source": source, "chunk_index": chunk_index, "score": round(score, 4)})
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
 
 
 @dataclass(slots=True)
@@ -539,13 +584,13 @@ def _quote_supported(quote: str, sources: list[str]) -> bool:
 # --- putting it together -------------------------------------------------------------------------
 
 
-def _number(spans: list[Span], evidence: Evidence) -> list[Citation]:
+def number_citations(spans: Sequence[Span], evidence: Evidence) -> list[Citation]:
+    """The distinct kept ``spans`` in order of first appearance, numbered from 1."""
     citations: list[Citation] = []
     for n, span in enumerate(dict.fromkeys(spans), start=1):
         resolved = evidence.lookup(span)
         assert resolved is not None, "kept spans always resolve"
-        metadata = (resolved.doc_id, resolved.doc_title, list(resolved.toc_path))
-        citations.append(Citation(n, span.key, span, resolved.text, *metadata))
+        citations.append(Citation.of(n, span, resolved))
     return citations
 
 
@@ -568,7 +613,7 @@ def verify_answer(answer: str, evidence: Evidence) -> VerifiedAnswer:
     """
     scanner = StreamingTagFilter(evidence, mode="keep")
     text = _filter(answer, scanner)  # every well-formed tag left in ``text`` is a kept one
-    citations = _number(scanner.kept, evidence)
+    citations = number_citations(scanner.kept, evidence)
     unsupported = [s for s in _sentences(text) if not TAG_PATTERN.search(s) and _is_claim(s)]
     sources = [_fold(c.text) for c in citations] + [_fold(c.doc_title) for c in citations if c.doc_title]
     unverified = [q for q in _quotations(text) if not _quote_supported(q, sources)]

@@ -6,7 +6,7 @@ still stores every other file it was given, folders' included); 141 when what re
 the reason.
 
 Each command imports what it needs when it runs (the library, the answerer, the model SDK, the server, the
-benchmarks), never at start-up, and plain option values convert without pydantic (:mod:`.plainparams`):
+benchmarks), never at start-up, and plain option values convert without pydantic (:mod:`.cli_values`):
 ``--help``, ``docs``, ``resolve`` and ``remove`` then cost 0.07-0.18 s of CPU instead of more than a second
 (``chapterverse bench cli`` measures it; docs/BENCHMARKS.md, "Command start-up", has the table).
 """
@@ -30,7 +30,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from .errors import ChapterverseError, InputError, SourceError
 from .limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
-from .plainparams import convert_plainly
+from .cli_values import convert_plainly
 
 if TYPE_CHECKING:
     import logging
@@ -103,7 +103,7 @@ class _LazyGroups(TyperGroup):
     Every command, and the help printed while the arguments are parsed, ends quietly when stdout's reader goes
     away (:func:`_stdout_may_close`): click would exit 1, the status of a failure, without a word.
 
-    Its own options convert their plain values without pydantic (:mod:`.plainparams`), as its commands'
+    Its own options convert their plain values without pydantic (:mod:`.cli_values`), as its commands'
     (:class:`_Command`) do.
     """
 
@@ -138,7 +138,7 @@ class _LazyGroups(TyperGroup):
 
 
 class _Command(TyperCommand):
-    """A command whose plain values convert without pydantic (:mod:`.plainparams`)."""
+    """A command whose plain values convert without pydantic (:mod:`.cli_values`)."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         return convert_plainly(super().get_params(ctx))
@@ -308,7 +308,7 @@ def _configure_logging(ctx: typer.Context, verbose: bool) -> None:
     handler.setFormatter(logging.Formatter("%(levelname)s: %(message)s") if verbose else _one_line_formatter())
     if not verbose:
         handler.addFilter(lambda record: record.levelno >= logging.ERROR
-                          or not record.name.startswith("chapterverse.llm."))
+                          or not record.name.startswith(("chapterverse.llm.", "chapterverse.answering.ask")))
     package = logging.getLogger("chapterverse")
     package.handlers = [handler]
     if verbose:
@@ -614,7 +614,8 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
-    from .llm.agent import AgentSettings, AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    from .answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    from .llm.agent import AgentSettings
 
     result: AnswerResult | None = None
     settings = AgentSettings(auto_summarize=stream)

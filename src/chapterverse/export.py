@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from .answering.result import AnswerResult
 from .positions import defang_tags
-from .store import Store
+from .store import ChatStore
 
 __all__ = ["chat_markdown", "chat_title"]
 
@@ -17,7 +18,7 @@ def chat_title(question: str) -> str:
     return short if len(short) <= CHAT_TITLE_CHARS else short[:CHAT_TITLE_CHARS - 1] + "…"
 
 
-def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
+def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
     """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text.
 
     Only the answer's ``citations`` become links; every other tag-like string, in the answer or the quoted text,
@@ -30,14 +31,16 @@ def chat_markdown(store: Store, chat_id: int, base_url: str) -> str:
         if message.role == "user":
             lines += [f"**Question:** {message.content}", ""]
             continue
-        result = message.result or {}
-        answer = result.get("answer", message.content)
-        citations = result.get("citations", [])
-        for c in citations:
-            answer = answer.replace(f"[{c['tag']}]", f"[[{c['n']}]]({base}/read/{c['doc_id']}#{c['tag']})")
+        if message.result is None:
+            lines += [defang_tags(message.content), ""]
+            continue
+        result = AnswerResult.model_validate(message.result)
+        answer = result.answer
+        for c in result.citations:
+            answer = answer.replace(f"[{c.tag}]", f"[[{c.n}]]({base}/read/{c.doc_id}#{c.tag})")
         lines += [defang_tags(answer), ""]
-        for c in citations:
-            where = " › ".join(c.get("toc_path") or []) or c.get("doc_title", "")
-            quoted = "\n".join(f"> {line}" for line in defang_tags(c["text"]).splitlines() or [""])
-            lines += [f"[{c['n']}]: [{c['doc_title']} — {where}]({base}/read/{c['doc_id']}#{c['tag']})", quoted, ""]
+        for c in result.citations:
+            where = " › ".join(c.toc_path) or c.doc_title
+            quoted = "\n".join(f"> {line}" for line in defang_tags(c.text).splitlines() or [""])
+            lines += [f"[{c.n}]: [{c.doc_title} — {where}]({base}/read/{c.doc_id}#{c.tag})", quoted, ""]
     return "\n".join(lines).rstrip() + "\n"

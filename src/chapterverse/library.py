@@ -35,13 +35,14 @@ from .store import (
 if TYPE_CHECKING:
     import numpy as np
 
+    from .cancel import CancelToken
     from .embeddings import Embedder
-    from .rerank import Reranker, RerankReport
-    from .retrieval import FusionWeights, Retriever, ScoredChunk
+    from .rerank import Reranker
+    from .retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
     from .sources import ParsedDocument, Root
 
-__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Hit", "SearchResult", "Progress",
-           "content_hash", "ORIGIN_KEY", "USER_METADATA_KEY"]
+__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Progress", "content_hash", "ORIGIN_KEY",
+           "USER_METADATA_KEY"]
 
 ORIGIN_KEY = "kb_origin"
 """Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
@@ -53,7 +54,8 @@ USER_METADATA_KEY = "kb_metadata"
 from what the library records itself; its values are part of each chunk's context (``chunking.context``)."""
 
 Progress = Callable[[str, int, int], None]
-"""progress(stage, done, total): called as a document moves through parsing and embedding."""
+"""progress(stage, done, total): called as a document moves through parsing and embedding. It reports, and
+never stops the work: what stops it is a ``cancel`` token (``cancel.CancelToken``), checked at the same points."""
 _EMBED_STEP = 256
 """Texts per cached batch of a long embedding (progress is reported before each of the embedder's batches)."""
 
@@ -84,41 +86,8 @@ class Resolved:
     toc_path: list[str]
     file_title: str
     label: str
-
-
-@dataclass(slots=True)
-class Hit:
-    """A retrieved chunk with everything needed to cite it."""
-
-    chunk: ChunkRecord
-    doc_title: str
-    score: float
-    """Pointwise relevance, 0..1: what thresholds compare (0.25 recall-oriented, 0.40 precision-oriented);
-    a passage's own evidence, so the same whatever else the library holds (``retrieval.ScoredChunk``)."""
-    lexical: float = 0.0
-    dense: float = 0.0
-    rank_score: float = 0.0
-    """The ranking model's output, 0..1: what orders the hits of one search, not comparable across searches."""
-
-    @property
-    def span(self) -> Span:
-        return Span(self.chunk.file_id, self.chunk.start, self.chunk.end)
-
-    @property
-    def tag(self) -> str:
-        return self.span.tag
-
-    @property
-    def text(self) -> str:
-        return self.chunk.text
-
-
-@dataclass(slots=True)
-class SearchResult:
-    """The hits of one search and, when a reranker ran, what it did (``rerank.RerankReport``)."""
-
-    hits: list[Hit]
-    rerank: RerankReport | None = None
+    source: str
+    """The document's source: its file, or its knowledge-base source."""
 
 
 @dataclass(slots=True)
@@ -240,20 +209,21 @@ class Library:
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None,
                     metadata: dict[str, Any] | None = None, root: Root | None = None,
-                    allow_duplicate: bool = False) -> IngestResult:
+                    allow_duplicate: bool = False, cancel: CancelToken | None = None) -> IngestResult:
         """One file, read and stored only when its content hash changed: the path ``ingest`` and the knowledge
         base's folder sync share. ``metadata`` goes on the stored document: the folder it was ingested with
         (``folder``, so a reader can group the documents of one folder, whose sources are relative to it), or
         the knowledge base's mark of a folder file. ``root``: a server's folder the file must be opened beneath
         (``sources.files``). The file is opened once, so what is hashed is what is read. Content held under
-        another source: see :meth:`ingest`."""
+        another source: see :meth:`ingest`. ``cancel``: checked before the file is read and before each embedding
+        batch; a cancelled ingest raises its reason and writes nothing."""
         from .sources import open_source, read_source
 
         path = Path(path)
         with open_source(path, root=root) as file:
             return self._ingest_changed(source or path.name, file.digest(), file.size,
                                         lambda: read_source(file, password=password), force_rebuild, progress,
-                                        metadata=metadata, allow_duplicate=allow_duplicate)
+                                        metadata=metadata, allow_duplicate=allow_duplicate, cancel=cancel)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,
                     progress: Progress | None = None, allow_duplicate: bool = False) -> IngestResult:
@@ -276,7 +246,8 @@ class Library:
 
     def _ingest_changed(self, source: str, digest: str, size_bytes: int, read: Callable[[], ParsedDocument],
                         force_rebuild: bool, progress: Progress | None,
-                        metadata: dict[str, Any] | None = None, allow_duplicate: bool = False) -> IngestResult:
+                        metadata: dict[str, Any] | None = None, allow_duplicate: bool = False,
+                        cancel: CancelToken | None = None) -> IngestResult:
         """The stored document of ``source`` when its content hash is ``digest``, else ``read()`` replacing it
         (unless another source holds that content and ``allow_duplicate`` is off: then that document)."""
         existing = self.store.documents_by_source(source)
@@ -288,18 +259,18 @@ class Library:
             for doc in self.store.documents_by_content(digest):
                 if doc.source != source and not doc.ephemeral:
                     return IngestResult(doc, changed=False, duplicate_of=doc)
-        if progress:
-            progress(f"reading {source}", 0, 1)
+        _checkpoint(cancel, progress, f"reading {source}", 0, 1)
         doc = self.add_parsed(read(), source=source, content_hash=digest, size_bytes=size_bytes,
-                              replace=[d.id for d in existing], progress=progress, metadata=metadata)
+                              replace=[d.id for d in existing], progress=progress, metadata=metadata, cancel=cancel)
         return IngestResult(doc, changed=True)
 
     def add_parsed(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
                    replace: Sequence[int] = (), dynamic: bool = False, ephemeral: bool = False,
-                   metadata: dict[str, Any] | None = None, progress: Progress | None = None) -> DocumentRecord:
+                   metadata: dict[str, Any] | None = None, progress: Progress | None = None,
+                   cancel: CancelToken | None = None) -> DocumentRecord:
         """Chunk, segment and embed a parsed document, then write it (replacing ``replace``) in one transaction."""
         new = self.prepare(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
-                           dynamic=dynamic, ephemeral=ephemeral, metadata=metadata, progress=progress)
+                           dynamic=dynamic, ephemeral=ephemeral, metadata=metadata, progress=progress, cancel=cancel)
         return self.write(new, replace=replace)
 
     def write(self, new: NewDocument, *, replace: Sequence[int] = ()) -> DocumentRecord:
@@ -309,7 +280,7 @@ class Library:
 
     def prepare(self, parsed: ParsedDocument, *, source: str, content_hash: str, size_bytes: int,
                 dynamic: bool = False, ephemeral: bool = False, metadata: dict[str, Any] | None = None,
-                progress: Progress | None = None) -> NewDocument:
+                progress: Progress | None = None, cancel: CancelToken | None = None) -> NewDocument:
         """Chunk, segment and embed ``parsed`` without writing anything.
 
         The slow half of ``add_parsed``, public so that a caller serializing its writes (the knowledge base)
@@ -317,10 +288,10 @@ class Library:
         """
         unembedded = self.prepare_unembedded(parsed, source=source, content_hash=content_hash, size_bytes=size_bytes,
                                              dynamic=dynamic, ephemeral=ephemeral, metadata=metadata)
-        return self.embed_prepared([unembedded], progress=progress, label=source)[0]
+        return self.embed_prepared([unembedded], progress=progress, label=source, cancel=cancel)[0]
 
     def embed_prepared(self, docs: Sequence[NewDocument], *, progress: Progress | None = None,
-                       label: str = "") -> list[NewDocument]:
+                       label: str = "", cancel: CancelToken | None = None) -> list[NewDocument]:
         """``docs`` (from ``prepare_unembedded``) with their vectors, all their chunk texts embedded in one call.
 
         Many small documents prepared together share the embedder's batches (and one cache look-up) instead of
@@ -333,7 +304,7 @@ class Library:
         texts = [_embedded_text(c.context, doc.files[c.file_ordinal].text[c.start:c.end])
                  for doc in docs for c in doc.chunks]
         keep_batches = any(len(doc.chunks) > _EMBED_STEP for doc in docs)
-        vectors = self.embed_passages(texts, progress=progress, label=label, keep_batches=keep_batches)
+        vectors = self.embed_passages(texts, progress=progress, label=label, keep_batches=keep_batches, cancel=cancel)
         embedded = []
         start = 0
         for doc in docs:
@@ -397,16 +368,17 @@ class Library:
         )
 
     def embed_passages(self, texts: Sequence[str], *, progress: Progress | None = None,
-                       label: str = "", keep_batches: bool = True) -> np.ndarray:
+                       label: str = "", keep_batches: bool = True, cancel: CancelToken | None = None) -> np.ndarray:
         """Vectors for ``texts``, reusing the store's cache so unchanged text is never embedded twice.
 
         ``keep_batches``: cache each batch as it comes when there are several (see ``_embed_uncached``).
+        ``cancel``: checked before each of the embedder's batches and once after the last (``CancelToken.checkpoint``).
         """
         self.store.check_embedding_model(self.embedder.name, self.embedder.dim)
-        return self._embed_uncached(texts, progress=progress, label=label, keep_batches=keep_batches)
+        return self._embed_uncached(texts, progress=progress, label=label, keep_batches=keep_batches, cancel=cancel)
 
     def _embed_uncached(self, texts: Sequence[str], *, progress: Progress | None, label: str,
-                        keep_batches: bool = True) -> np.ndarray:
+                        keep_batches: bool = True, cancel: CancelToken | None = None) -> np.ndarray:
         import numpy as np
 
         embedder = self.embedder
@@ -418,11 +390,10 @@ class Library:
         for done in range(0, len(missing), step):
             batch = missing[done:done + step]
             embedded: dict[str, np.ndarray] = {}
-            # progress before each of the embedder's own batches: a caller stopping the work (a cancelled
+            # checked before each of the embedder's own batches: a caller stopping the work (a cancelled
             # request, a stopping server) waits for one batch, not a step of 256 texts (9 s on two cores)
             for at in range(0, len(batch), embedder.batch_size):
-                if progress:
-                    progress(f"embedding {label}", done + at, len(missing))
+                _checkpoint(cancel, progress, f"embedding {label}", done + at, len(missing))
                 part = batch[at:at + embedder.batch_size]
                 embedded.update(zip((hashes[i] for i in part), embedder.embed([texts[i] for i in part])))
             fresh.update(embedded)
@@ -433,30 +404,30 @@ class Library:
                 # stores keep what they write themselves (SQLite finds its chunks by text hash and drops these
                 # copies then; PostgreSQL caches a document's vectors in the transaction that writes it).
                 self.store.cache_vectors(embedder.name, embedded)
-        if progress:
-            progress(f"embedding {label}", len(missing), len(missing))
+        _checkpoint(cancel, progress, f"embedding {label}", len(missing), len(missing))
         vectors = np.zeros((len(texts), embedder.dim), np.float32)
         for i, h in enumerate(hashes):
             vectors[i] = fresh[h] if h in fresh else cached[h]
         return vectors
 
-    def reembed_if_model_changed(self, *, progress: Progress | None = None) -> int:
+    def reembed_if_model_changed(self, *, progress: Progress | None = None, cancel: CancelToken | None = None) -> int:
         """When the chosen embedding model differs from the library's, re-embed every chunk with it.
 
         Returns how many chunks were re-embedded (0 when the models agree). Vectors are swapped in one
-        transaction, so an interrupted re-embed leaves the old, consistent vectors in place.
+        transaction, so an interrupted (or cancelled: ``cancel``, checked between batches) re-embed leaves the
+        old, consistent vectors in place.
         """
         stored = self.store.get_meta("embedding_model")
         unchanged_spec = self._embedder is None and self._embedding_model in (None, stored)
         if stored is None or unchanged_spec or stored == self.embedder.name:
             return 0
         chunks = self.store.chunks()
-        if progress:
-            progress(f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
-                     0, len(chunks))
+        _checkpoint(cancel, progress,
+                    f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
+                    0, len(chunks))
         documents = {d.id: d for d in self.store.documents()}
         texts = [_embedded_text(_stored_context(c, documents.get(c.doc_id)), c.text) for c in chunks]
-        vectors = self._embed_uncached(texts, progress=progress, label="re-embedding")
+        vectors = self._embed_uncached(texts, progress=progress, label="re-embedding", cancel=cancel)
         self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
                                            {c.id: v for c, v in zip(chunks, vectors)})
         return len(chunks)
@@ -494,7 +465,7 @@ class Library:
         doc = self.store.document(file.doc_id)
         return Resolved(tag=span.key, doc_id=doc.id, doc_title=doc.title, file=span.file, start=span.start,
                         end=span.end, text=text, toc_path=self.toc_path(doc.id, file.id, span.start),
-                        file_title=file.title, label=file.label)
+                        file_title=file.title, label=file.label, source=doc.source)
 
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
@@ -512,6 +483,8 @@ class Library:
         depth = max(k, self.rerank_top_n) if self.reranker is not None else k
         scored: list[ScoredChunk] = self.retriever.search(query, k=depth, doc_ids=doc_ids, threshold=threshold,
                                                           mmr=mmr, query_vector=query_vector)
+        from .retrieval import Hit, SearchResult
+
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
         hits = [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]
@@ -537,6 +510,14 @@ def open_library(location: str | Path | None = None, *, create: bool = False, st
             raise InputError(f"{database.parent if store is None else database}: no library here "
                              "(`chapterverse ingest FILE` makes one)")
     return Library(location, embedding_model=embedding_model, store=open_store(store) if store else None)
+
+
+def _checkpoint(cancel: CancelToken | None, progress: Progress | None, stage: str, done: int, total: int) -> None:
+    """A point where long work may stop (``cancel``: it raises the reason, or steps aside first), then reports."""
+    if cancel is not None:
+        cancel.checkpoint(stage)
+    if progress is not None:
+        progress(stage, done, total)
 
 
 def _user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

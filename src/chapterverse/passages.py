@@ -19,7 +19,8 @@ from .chunking import sentence_spans
 from .positions import Span, defang_tags
 
 if TYPE_CHECKING:
-    from .library import Hit, Library
+    from .library import Library
+    from .retrieval import Hit
 
 __all__ = ["REACH", "ShownPassage", "search_results", "shown_passages", "whole_sentences"]
 

@@ -27,6 +27,10 @@ files that follow the store's writes incrementally (opened in milliseconds, any 
 them in memory, rebuilt when the store's generation moves, up to :attr:`FusionWeights.max_memory_chunks`.
 Stores that cannot list their terms, and larger in-memory ones, fall back to the store's own BM25 over
 stems; the prefix features are then constant, which leaves the ranking to the other features.
+
+What a search returns to its callers is here too: :class:`Hit` (a :class:`ScoredChunk` with its document's title,
+all a citation needs) and :class:`SearchResult`, which ``Library.search_report`` builds; the answerers and the
+server import them from here, not from the library facade.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -43,6 +48,7 @@ from .embeddings import Embedder
 from .index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
 from .index.topk import top_k
 from .index.vectors import VectorIndex
+from .positions import Span
 from .relevance import (
     RELEVANCE_FEATURES,
     QueryWords,
@@ -54,7 +60,11 @@ from .relevance import (
 )
 from .store import ChunkRecord, Store
 
-__all__ = ["Retriever", "ScoredChunk", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS", "WEIGHTS_BY_EMBEDDER"]
+if TYPE_CHECKING:
+    from .rerank import RerankReport
+
+__all__ = ["Retriever", "ScoredChunk", "Hit", "SearchResult", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS",
+           "WEIGHTS_BY_EMBEDDER"]
 
 FEATURES: tuple[str, ...] = (
     "cos",  # cosine of query and passage vectors
@@ -141,6 +151,41 @@ class ScoredChunk:
     nothing across queries or against a threshold."""
     extras: dict[str, float] = field(default_factory=dict)
     """Every feature the ranking and the relevance saw, by name (:data:`FEATURES`, ``RELEVANCE_FEATURES``)."""
+
+
+@dataclass(slots=True)
+class Hit:
+    """A retrieved chunk with everything needed to cite it."""
+
+    chunk: ChunkRecord
+    doc_title: str
+    score: float
+    """Pointwise relevance, 0..1: what thresholds compare (0.25 recall-oriented, 0.40 precision-oriented);
+    a passage's own evidence, so the same whatever else the library holds (:class:`ScoredChunk`)."""
+    lexical: float = 0.0
+    dense: float = 0.0
+    rank_score: float = 0.0
+    """The ranking model's output, 0..1: what orders the hits of one search, not comparable across searches."""
+
+    @property
+    def span(self) -> Span:
+        return Span(self.chunk.file_id, self.chunk.start, self.chunk.end)
+
+    @property
+    def tag(self) -> str:
+        return self.span.tag
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+
+@dataclass(slots=True)
+class SearchResult:
+    """The hits of one search and, when a reranker ran, what it did (``rerank.RerankReport``)."""
+
+    hits: list[Hit]
+    rerank: RerankReport | None = None
 
 
 @dataclass(slots=True)

@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..citations import Citation
 from ..embeddings import Embedder
-from ..library import Hit, Library
 from ..positions import Span, defang_tags
+from ..retrieval import Hit
 from .cross_encoder import ReadingModel, load_reading_model
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
 from .question import Question, read_question
-from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut, CitationOut
+from .reader_library import ReaderLibrary
+from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
@@ -122,7 +124,7 @@ class Reading:
         return float(read.max()) if len(read) else NO_CROSS
 
 
-def read_evidence(library: Library, question_text: str, *, doc_ids: Sequence[int] | None = None,
+def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequence[int] | None = None,
                   k: int = PASSAGES, hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                   embedded: int | None = EMBEDDED_SENTENCES) -> Reading:
     """Retrieve (unless ``hits`` are given), gather candidate sentences and compute their features.
@@ -212,7 +214,7 @@ def first_introduction(reading: Reading) -> int | None:
     return min(introducing, key=lambda i: reading.candidates[i].span) if introducing else None
 
 
-def extractive_answer(library: Library, question: str, *, doc_ids: Sequence[int] | None = None,
+def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequence[int] | None = None,
                       k: int = PASSAGES, scope_title: str | None = None,
                       hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                       embedded: int | None = EMBEDDED_SENTENCES) -> AnswerResult:
@@ -258,7 +260,7 @@ def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
     return list(chosen.values())
 
 
-def _unsure(library: Library, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
+def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
     """No answer the reader would stand by, but evidence about the question: the passages that may help,
     a line each, cited (``found`` false, so nothing reads them as the answer)."""
     citations = [_citation(library, n, reading.candidates[i])
@@ -267,18 +269,18 @@ def _unsure(library: Library, reading: Reading, model: ReaderModel, confidence: 
                         citations=citations, confidence=confidence, state="unsure")
 
 
-def _tagged(citations: Sequence[CitationOut]) -> list[str]:
+def _tagged(citations: Sequence[Citation]) -> list[str]:
     """Each cited sentence followed by its own tag: the text of an answer, or of unsure passages. A tag-like
     string the book wrote itself is defanged (``positions.defang_tags``): only the tags appended here cite."""
     return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
-def _citation(library: Library, n: int, candidate: Candidate) -> CitationOut:
-    span = candidate.span
+def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
+    span, chunk = candidate.span, candidate.hit.chunk
     resolved = library.resolve(span)
-    return CitationOut(n=n, tag=span.key, doc_id=candidate.hit.chunk.doc_id, doc_title=candidate.hit.doc_title,
-                       text=resolved.text, toc_path=resolved.toc_path, file=span.file, start=span.start,
-                       end=span.end)
+    return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
+                    toc_path=resolved.toc_path, file=span.file, start=span.start,
+                    end=span.end).retrieved(chunk.source, chunk.chunk_index, candidate.hit.score)
 
 
 def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:

@@ -1,11 +1,21 @@
-"""What every answer path returns: the answer text, its citations and how sure the reader is."""
+"""What every answer path returns: the answer text, its citations and how sure the reader is, and the events
+that stream it (:func:`.ask.answer_events`).
+
+One pydantic model, the same object in every front end: the CLI's ``ask --json`` prints it, the reader's ask
+stream ends with it, a chat keeps it and sends it back, and the server's OpenAPI document describes it from here.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "CitationOut", "NOT_FOUND_PREFIX", "UNSURE_PREFIX"]
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..citations import Citation
+
+__all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
+           "AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent"]
 
 NOT_FOUND_PREFIX = "Not found in"
 UNSURE_PREFIX = "No direct answer found; passages that may help:"
@@ -14,56 +24,81 @@ AnswerState = Literal["answered", "unsure", "not_found"]
 """*answered*: the answer with its citations; *unsure*: no answer the reader would stand by, but passages
 that may help (cited, ``found`` false); *not_found*: nothing relevant ("Not found in ...")."""
 
-
-@dataclass(slots=True)
-class CitationOut:
-    n: int
-    tag: str
-    doc_id: int
-    doc_title: str
-    text: str
-    toc_path: list[str] = field(default_factory=list)
-    file: int = 0
-    start: int = 0
-    end: int = 0
+_KEPT = ConfigDict(extra="allow")
+"""Answers are kept with their chats and read back by later versions: fields added later have defaults, and
+ones a later version retires pass through, so an old chat is sent back as it was stored."""
 
 
-@dataclass(slots=True)
-class AnswerSpanOut:
+class AnswerSpanOut(BaseModel):
     """The most likely answer phrase inside a shown sentence: an exact sub-span, so it is a tag of its own."""
 
+    model_config = _KEPT
+
     tag: str
     text: str
-    citation: int
-    """The ``n`` of the citation (shown sentence) that contains it."""
+    citation: int = Field(description="The n of the citation (shown sentence) that contains it.")
 
 
-@dataclass(slots=True)
-class AnswerResult:
-    """What every answer path returns; its JSON is the CLI's ``ask --json`` and the server's ``done`` event."""
+class AnswerResult(BaseModel):
+    """What every answer path returns (the reader's ``done`` event, kept with the chat): ``answer`` holds its kept
+    tags inline."""
+
+    model_config = _KEPT
 
     answer: str
     found: bool
     mode: str
-    citations: list[CitationOut] = field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
     notice: str | None = None
-    dropped_tags: list[dict[str, str]] = field(default_factory=list)
-    unsupported_sentences: list[str] = field(default_factory=list)
-    unverified_quotes: list[str] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    usage: dict[str, int] = field(default_factory=dict)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    confidence: float | None = None
-    """Extractive answers: the calibrated probability that the answer the reader would show holds the
-    answer (0..1), which sets :attr:`state`. None where a model wrote the answer."""
-    answer_spans: list[AnswerSpanOut] = field(default_factory=list)
-    state: AnswerState | None = None
-    """answered / unsure / not_found; left None it follows ``found`` (a model's answer is never unsure).
-    ``found`` is true only for answered."""
+    dropped_tags: list[dict[str, str]] = Field(default_factory=list,
+                                               description="{tag, reason} of each tag removed.")
+    unsupported_sentences: list[str] = Field(default_factory=list)
+    unverified_quotes: list[str] = Field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = Field(default_factory=list)
+    usage: dict[str, int] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    confidence: float | None = Field(
+        default=None, description="Extractive answers: the calibrated probability that the answer the reader would "
+                                  "show holds the answer (0..1), which sets state; null for a model's answer.")
+    answer_spans: list[AnswerSpanOut] = Field(default_factory=list)
+    state: AnswerState | None = Field(
+        default=None, description="answered; unsure (no answer, but the cited passages may help; found is false); "
+                          "not_found. Left out, it follows found (a model's answer is never unsure); null only "
+                          "in chats stored before the field existed.")
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _state_follows_found(self) -> AnswerResult:
+        """Fill a missing ``state`` from ``found``, as derived rather than given: an answer stored without it is
+        still sent back without it (``exclude_unset``)."""
         if self.state is None:
             self.state = "answered" if self.found else "not_found"
+            self.model_fields_set.discard("state")
+        return self
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return self.model_dump(mode="json")
+
+
+@dataclass(slots=True)
+class AnswerMeta:
+    """First event of a turn: who answers (``extractive`` or ``llm``); a ``notice``, when set, is shown first."""
+
+    mode: str
+    notice: str | None = None
+
+
+@dataclass(slots=True)
+class AnswerDelta:
+    """Text of the answer as it is shown, in order (one delta for an extractive answer)."""
+
+    text: str
+
+
+@dataclass(slots=True)
+class AnswerDone:
+    """Last event of a turn: the verified result."""
+
+    result: AnswerResult
+
+
+AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone

@@ -15,9 +15,10 @@ from functools import lru_cache
 
 from ..analysis import content_words, word_tokens
 from ..chunking import sentence_spans
-from ..library import Hit, Library
 from ..positions import Span
+from ..retrieval import Hit
 from .question import Question
+from .reader_library import ReaderLibrary
 
 __all__ = ["Candidate", "gather_candidates", "is_answer_prose", "definition_candidates", "definition_pattern"]
 
@@ -84,7 +85,7 @@ def is_answer_prose(sentence: str, question: Question, languages: Sequence[str],
     return any(w not in question.words for w in words)
 
 
-def gather_candidates(library: Library, hits: Sequence[Hit], question: Question,
+def gather_candidates(library: ReaderLibrary, hits: Sequence[Hit], question: Question,
                       languages: Sequence[str]) -> list[Candidate]:
     """The distinct answer-prose sentences that overlap each passage, best passage first, then any sentences
     that introduce the subject of a "Who/What is X?" question (:func:`definition_candidates`)."""
@@ -134,7 +135,7 @@ def definition_pattern(subject_pattern: str) -> re.Pattern[str]:
     return re.compile(rf"\b{subject_pattern}\b(?:\s*,\s*|\s+{_COPULA}\s+){_ARTICLE}\s", re.IGNORECASE)
 
 
-def definition_candidates(library: Library, hits: Sequence[Hit], question: Question, languages: Sequence[str],
+def definition_candidates(library: ReaderLibrary, hits: Sequence[Hit], question: Question, languages: Sequence[str],
                           known: set[Span], titles: dict[int, frozenset[str]]) -> list[Candidate]:
     """For "Who/What is X?": the first sentences of the documents that say "X, a ..." or "X was a ...".
 

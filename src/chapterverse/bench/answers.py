@@ -1,7 +1,7 @@
 """The answer benchmark: scores what a user is shown by ``chapterverse ask``, not what retrieval ranks.
 
-Every question goes through :func:`ask`, which is the code path of the ``ask`` command (``answer_events``,
-in process), and the shown answer is scored against gold answer texts:
+Every question goes through :func:`chapterverse.answering.ask.ask`, the code path of the ``ask`` command (the
+one answer dispatcher, in process), and the shown answer is scored against gold answer texts:
 
 - **answer holds gold**: the shown answer, its citation tags stripped, contains a gold answer after
   :func:`normalise` (on whole words), so an answer counts only when a reader would see the answer in it;
@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ..answering import AnswerResult
+from ..answering.ask import ask
 from ..chunking import sentence_spans
 from ..citations import strip_tags
 from ..config import default_home
 from ..errors import InputError
 from ..library import Library, Progress
-from ..llm.agent import AgentSettings, AnswerDone, answer_events
 from ..llm.config import ProviderConfig
 from ..sources.base import ParsedDocument, ParsedFile
 from .retrieval import BenchDocument, BenchSet, load_squad, open_bench_library
@@ -68,7 +68,6 @@ __all__ = [
     "sample_questions",
     "absent_questions",
     "provider_from_flags",
-    "ask",
     "run_answers",
     "record_answer",
     "split_articles",
@@ -416,19 +415,6 @@ def provider_from_flags(base_url: str | None, model: str | None, api_key: str | 
     return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key)
 
 
-MODEL_SETTINGS = AgentSettings(auto_summarize=False)
-"""A benchmark does not start a summary job per document: answers would then depend on how far background
-jobs had got. Each answer is the one ``ask`` gives on a library whose summaries are not made."""
-
-
-def ask(library: Library, question: str, doc_id: int | None, provider: ProviderConfig | None) -> AnswerResult:
-    """The answer ``chapterverse ask`` shows (``answer_events``, the events ``ask`` collects)."""
-    for event in answer_events(library, question, doc_id=doc_id, provider=provider, settings=MODEL_SETTINGS):
-        if isinstance(event, AnswerDone):
-            return event.result
-    raise AssertionError("answer_events ended without a result")
-
-
 @dataclass(slots=True)
 class AnswerRecord:
     """One question asked in one scope, and what the user was shown."""
@@ -482,7 +468,7 @@ def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms
 def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: int | None,
                provider: ProviderConfig | None) -> AnswerRecord:
     started = time.perf_counter()
-    result = ask(library, question.text, doc_id, provider)
+    result = ask(library, question.text, doc_id=doc_id, provider=provider)
     return record_answer(question, scope, result, (time.perf_counter() - started) * 1000)
 
 
@@ -681,7 +667,7 @@ def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int]
     """
     plan = [(q, scope) for q, scope in _plan(answer_set, limit, seed) if q.source in doc_ids]
     if plan:
-        ask(library, plan[0][0].text, doc_ids[plan[0][0].source], provider)
+        ask(library, plan[0][0].text, doc_id=doc_ids[plan[0][0].source], provider=provider)
     records: list[AnswerRecord] = []
     texts: dict[int, str] = {}
     for number, (question, scope) in enumerate(plan):

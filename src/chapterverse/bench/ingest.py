@@ -86,6 +86,17 @@ def _disk(workdir: Path) -> dict[str, int]:
     return {"sqlite_bytes": sqlite, "index_bytes": _dir_bytes(workdir) - sqlite}
 
 
+def _knowledge_module() -> Any:
+    """The module holding ``KnowledgeBase`` in the chapterverse on the path: ``chapterverse.knowledgebase``
+    since issue 30, ``chapterverse.server.knowledge`` before it (an older checkout measured with ``--against``)."""
+    import importlib
+
+    try:
+        return importlib.import_module("chapterverse.knowledgebase")
+    except ModuleNotFoundError:
+        return importlib.import_module("chapterverse.server.knowledge")
+
+
 def _index_classes() -> tuple[Any, Any]:
     """(VectorIndex, LexicalIndex) of the chapterverse on the path: ``chapterverse.index`` since issue 16,
     top-level modules before it (an older checkout measured with ``--against``)."""
@@ -118,7 +129,8 @@ def _timed_kb_writes(workdir: Path, documents: Sequence[Sequence[str]], write: C
     """``write(knowledge_base)`` (it returns the chunks it added) timed on a new knowledge base in ``workdir``,
     then the indexes once and the bytes on disk."""
     from chapterverse.library import Library
-    from chapterverse.server.knowledge import KnowledgeBase
+
+    KnowledgeBase = _knowledge_module().KnowledgeBase
 
     folder = workdir / "kb-folder"
     folder.mkdir(parents=True)
@@ -146,8 +158,7 @@ def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[s
 def measure_batched_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any] | None:
     """``KnowledgeBase.upsert_many`` of the documents ``UPSERT_BATCH`` at a time, each a source of its own, then
     the indexes once; None from a chapterverse without it (before issue 18's batch path)."""
-    from chapterverse.server import knowledge
-
+    knowledge = _knowledge_module()
     if not hasattr(knowledge.KnowledgeBase, "upsert_many"):
         return None
     items = [knowledge.UpsertItem(f"note-{i:06d}.md", "\n\n".join(passages)) for i, passages in enumerate(documents)]
@@ -195,7 +206,8 @@ def _searchable_after_upsert(workdir: Path, passages: Sequence[str], count: int 
     """Seconds from ``KnowledgeBase.upsert`` of a small new document into the library until a search finds it
     (the search brings both indexes up to date first), ``count`` times; the indexes are open and current before."""
     from chapterverse.library import Library
-    from chapterverse.server.knowledge import KnowledgeBase
+
+    KnowledgeBase = _knowledge_module().KnowledgeBase
 
     folder = workdir / "kb-folder"
     folder.mkdir()

@@ -32,9 +32,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
-from ..astlock import AST_LOCK
-from ..store import SQLiteStore
-from ..store.sqlite import read_transaction
+from ..threadsafe_ast import AST_LOCK
+from ..store import IndexFeed
 from ..store.vectorfile import sync_directory
 
 try:  # POSIX; elsewhere writers in one process are still serialized by the owner's in-process lock
@@ -85,7 +84,7 @@ def save_npy(path: Path, array: np.ndarray) -> None:
 def load_npy(path: Path, rows: int, dtype: str, width: int | None = None) -> np.ndarray:
     """Memory-map ``path`` and check its shape and dtype; any mismatch is a corrupt index."""
     try:
-        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.astlock
+        with AST_LOCK:  # np.load parses the header with ast.literal_eval: see chapterverse.threadsafe_ast
             array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:
         raise CorruptIndex(f"{path.name}: {exc}") from exc
@@ -189,7 +188,8 @@ StateT = TypeVar("StateT", bound=StoreState)
 
 
 class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
-    """An index kept in a directory beside a SQLite store (or in memory for other stores), following the store.
+    """An index kept in a directory beside a store that lends it an :class:`~chapterverse.store.IndexFeed`
+    (SQLite), or in memory for other stores, following the store.
 
     Subclasses keep their snapshot and lock and call :meth:`_update` from their ``refresh``; they say what a
     snapshot is (:meth:`_from_manifest`, :meth:`_manifest`) and how to make one (:meth:`_build_from_store`,
@@ -200,17 +200,24 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
     what: str = "index"
     """Its name in log lines."""
 
-    def __init__(self, directory: Path, sqlite_store: SQLiteStore | None) -> None:
+    def __init__(self, directory: Path, feed: IndexFeed | None) -> None:
         self.directory = directory
-        self._sqlite_store = sqlite_store
-        """The SQLite store whose chunk ids feed appends; None: the index is rebuilt in memory on every change."""
-        self.persistent = sqlite_store is not None
+        self._feed = feed
+        """What the store lends to feed appends; None: the index is rebuilt in memory on every change."""
+        self.persistent = feed is not None
         self._last_refresh = Refresh.NONE
 
     @property
     def incremental(self) -> bool:
-        """Whether the index follows the store by appending (SQLite); other stores rebuild it in memory."""
-        return self._sqlite_store is not None
+        """Whether the index follows the store by appending (a store with a feed: SQLite); other stores rebuild
+        it in memory."""
+        return self._feed is not None
+
+    @property
+    def _incremental_feed(self) -> IndexFeed:
+        """The store's feed of an incremental index (appends, merges and the vector index run only on those)."""
+        assert self._feed is not None, "only an index beside its store's file is followed incrementally"
+        return self._feed
 
     # -- what each index says ---------------------------------------------------------------------------
     @abstractmethod
@@ -272,7 +279,7 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
 
     def _consistent(self) -> AbstractContextManager[object]:
         """One read transaction (SQLite), so the generation and the rows are read from the same state."""
-        return read_transaction(self._sqlite_store.db) if self._sqlite_store is not None else nullcontext()
+        return self._feed.read_transaction() if self._feed is not None else nullcontext()
 
     @contextmanager
     def _writing(self) -> Iterator[None]:

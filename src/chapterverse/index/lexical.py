@@ -42,8 +42,8 @@ the retriever has a library above ``FusionWeights.max_memory_chunks`` rebuilt by
 fsynced and renamed, the manifest last; searches read an immutable snapshot; writers in different
 processes serialize on ``flock`` of ``.lock`` in the directory.
 
-Stores that are not SQLite files (PostgreSQL) get the same structure in memory, rebuilt from
-``lexical_rows()`` when their generation moves.
+Stores that lend no :class:`~chapterverse.store.IndexFeed` (PostgreSQL) get the same structure in memory,
+rebuilt from ``lexical_rows()`` when their generation moves.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from typing import Any
 
 import numpy as np
 
-from ..store import SQLiteStore, Store
+from ..store import ChunkStore, IndexFeed
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 
 __all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
@@ -103,11 +103,11 @@ class LexicalSettings:
         return (self.heading, self.prefix)
 
 
-def default_directory(store: SQLiteStore, settings: LexicalSettings | None = None) -> Path:
+def default_directory(feed: IndexFeed, settings: LexicalSettings | None = None) -> Path:
     """``library.sqlite3`` -> ``library.lexical/`` (other heading weights or prefix lengths get their own)."""
     settings = settings or LexicalSettings()
     suffix = "" if settings.stored == LexicalSettings().stored else f"-h{settings.heading:g}-p{settings.prefix}"
-    return store.path.with_name(f"{store.path.stem}.lexical{suffix}")
+    return feed.path.with_name(f"{feed.path.stem}.lexical{suffix}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,8 +473,9 @@ class _StoreState:
     max_id: int
 
     @classmethod
-    def read(cls, store: Store) -> _StoreState:
-        return cls(store.generation(), store.max_chunk_id() if isinstance(store, SQLiteStore) else 0)
+    def read(cls, store: ChunkStore, incremental: bool) -> _StoreState:
+        """The store's generation, and its largest chunk id where the index follows it by appending."""
+        return cls(store.generation(), store.max_chunk_id() if incremental else 0)
 
 
 class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
@@ -485,12 +486,12 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     >>> view.scores(["whale"], prefix=False)      # one BM25 score per live chunk, ``view.ids`` order
     """
 
-    def __init__(self, store: Store, directory: str | Path | None = None, *,
+    def __init__(self, store: ChunkStore, directory: str | Path | None = None, *,
                  settings: LexicalSettings | None = None) -> None:
-        sqlite_store = store if isinstance(store, SQLiteStore) else None
+        feed = store.index_feed
         settings = settings or LexicalSettings()
         super().__init__(Path(directory) if directory is not None else (
-            default_directory(sqlite_store, settings) if sqlite_store is not None else Path()), sqlite_store)
+            default_directory(feed, settings) if feed is not None else Path()), feed)
         self.store = store
         self.settings = settings
         self._view: LexicalView | None = None
@@ -502,7 +503,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     what = "lexical index"
 
     @classmethod
-    def open(cls, store: Store, directory: str | Path | None = None, *,
+    def open(cls, store: ChunkStore, directory: str | Path | None = None, *,
              settings: LexicalSettings | None = None) -> LexicalIndex:
         """Open (or build) the index of ``store`` and bring it up to date."""
         index = cls(store, directory, settings=settings)
@@ -580,14 +581,13 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     def _snapshot(self) -> _Snapshot | None:
         return self._view.snapshot if self._view is not None else None
 
-    def _sqlite(self) -> SQLiteStore:
-        """The SQLite store of an incremental index (appends and merges run only on those)."""
-        assert self._sqlite_store is not None, "only an index beside a SQLite file is followed incrementally"
-        return self._sqlite_store
+    def _rows_since(self, after: int, *, through: int | None = None) -> list[Row]:
+        """``segment_rows`` of the chunks with ``after`` < id (<= ``through``), from the store's feed."""
+        return self._incremental_feed.lexical_rows_since(after, through=through, limit=self.settings.segment_rows)
 
     # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
     def _read_state(self) -> _StoreState:
-        return _StoreState.read(self.store)
+        return _StoreState.read(self.store, self.incremental)
 
     def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
         return (snap.generation, snap.store_max_id) == (state.generation, state.max_id)
@@ -612,7 +612,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
     def _append(self, segments: list[_Segment], next_segment: int, after: int) -> tuple[list[_Segment], int, int]:
         """Segments of the chunks with ids above ``after``, ``segment_rows`` at a time."""
         while True:
-            rows = _rows_since(self._sqlite(), after, limit=self.settings.segment_rows)
+            rows = self._rows_since(after)
             if not rows:
                 return segments, next_segment, after
             segments.append(self._write_segment(f"s{next_segment:06d}", self._built(rows)))
@@ -650,7 +650,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
         after, through = int(first.ids[0]) - 1, int(last.ids[-1])
         built: list[_Segment] = []
         while True:
-            rows = _rows_since(self._sqlite(), after, through=through, limit=self.settings.segment_rows)
+            rows = self._rows_since(after, through=through)
             if not rows:
                 return built, next_segment
             built.append(self._write_segment(f"s{next_segment:06d}", self._built(rows)))
@@ -663,7 +663,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
         if self._build_limit is not None and self.store.count_chunks() > self._build_limit:
             raise _Deferred(reason)
         _LOG.info("%s: building the lexical index (%s)", self.directory, reason)
-        state = _StoreState.read(self.store)
+        state = _StoreState.read(self.store, self.incremental)
         next_segment = old.next_segment if old is not None else 1
         if self.incremental:
             segments, next_segment, max_id = self._append([], next_segment, 0)
@@ -759,19 +759,6 @@ def _small_pages() -> Iterator[None]:
         yield
     finally:
         toggle(previous)
-
-
-def _rows_since(store: SQLiteStore, after: int, *, through: int | None = None, limit: int) -> list[Row]:
-    """``lexical_rows()`` of the chunks with ``after`` < id (<= ``through``), ``limit`` at most: the feed of appends
-    and page-by-page builds. Chunk ids only grow (AUTOINCREMENT), so what is newer than the largest id the
-    index holds is exactly what was written since. Read here rather than through a store method because only
-    the SQLite store has this index (the stores keep the same public methods)."""
-    sql = "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks WHERE id > ?"
-    args: list[int] = [after]
-    if through is not None:
-        sql += " AND id <= ?"
-        args.append(through)
-    return store.db.execute(sql + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
 
 
 class _Deferred(Exception):

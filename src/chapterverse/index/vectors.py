@@ -29,7 +29,7 @@ is renamed last, so a crash leaves either the old index or the new one. Files ar
 they are named; a half-written or mismatched file fails validation on open and the index is rebuilt. The rows
 themselves are the store's, durable before the transaction that names them commits.
 
-*Int8 codes* (:mod:`chapterverse.index.resident`). Once a process searches a second time, a background thread
+*Int8 codes* (:mod:`chapterverse.index.int8codes`). Once a process searches a second time, a background thread
 quantizes the matrices into process memory, up to ``resident_bytes``; from then on a search scans the codes and
 scores in float32 only the rows that can still make its top k (:func:`chapterverse.index.dense.top_candidates`:
 the same results as the full scan, a quarter of the bytes read).
@@ -57,12 +57,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import StoreError
-from ..store import SQLiteStore, Store
-from ..store.sqlite import read_transaction
+from ..store import IndexFeed, Store
 from ..store.vectorfile import VectorRows, map_rows, missing_file
 from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
-from .resident import ResidentCodes
+from .int8codes import ResidentCodes
 from .topk import top_k
 
 __all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
@@ -79,9 +78,9 @@ def _physical_memory_bytes(default: int = 8 << 30) -> int:
         return default
 
 
-def default_directory(store: SQLiteStore) -> Path:
+def default_directory(feed: IndexFeed) -> Path:
     """``library.sqlite3`` -> ``library.vectors/`` in the same folder."""
-    return store.path.with_name(store.path.stem + ".vectors")
+    return feed.path.with_name(feed.path.stem + ".vectors")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +92,7 @@ class IndexSettings:
     resident_bytes: int = field(default_factory=lambda: min(4 << 30, _physical_memory_bytes() // 8))
     """Int8 codes up to this total (default 4 GiB, or an eighth of the machine's memory where that is less: a
     byte per dimension and four per vector, 0.5 GB at 1 M x 512) are made in process memory once a process
-    searches a second time (see :mod:`chapterverse.index.resident`). Larger indexes, and 0, scan every float32
+    searches a second time (see :mod:`chapterverse.index.int8codes`). Larger indexes, and 0, scan every float32
     row of the map (memory the kernel can reclaim and processes share)."""
 
 
@@ -126,7 +125,7 @@ class _Segment:
     order: np.ndarray
     sorted_ids: np.ndarray
     codes: QuantizedRows | None = None
-    """Set once the int8 codes of ``matrix`` are made (see :mod:`chapterverse.index.resident`)."""
+    """Set once the int8 codes of ``matrix`` are made (see :mod:`chapterverse.index.int8codes`)."""
 
     @property
     def rows(self) -> int:
@@ -172,9 +171,9 @@ class _StoreState:
     """Rows of ``vector_file`` that committed writes filled."""
 
     @classmethod
-    def read(cls, store: SQLiteStore) -> _StoreState:
+    def read(cls, store: Store, feed: IndexFeed) -> _StoreState:
         max_id = store.max_chunk_id()
-        path, committed, width = store.vector_file.current(store.db)
+        path, committed, width = feed.vector_file_state()
         dim = int(store.get_meta("embedding_dim") or 0) or width  # no recorded model: the rows' own width
         return cls(store.generation(), store.get_meta("embedding_model") or "", dim, max_id, path, committed)
 
@@ -200,7 +199,8 @@ def _dead_masks(segments: Sequence[_Segment], dead_docs: np.ndarray) -> tuple[tu
 
 
 class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
-    """The dense index of one SQLite store. Thread-safe; see the module docstring for the design.
+    """The dense index of a store that lends it an :class:`~chapterverse.store.IndexFeed` (SQLite). Thread-safe;
+    see the module docstring for the design.
 
     >>> index = VectorIndex.open(store)           # milliseconds when the files match the store
     >>> index.search(query_vector, k=10)          # [(chunk_id, cosine), ...] best first
@@ -208,10 +208,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     def __init__(self, store: Store, directory: str | Path | None = None, *,
                  settings: IndexSettings | None = None) -> None:
-        if not isinstance(store, SQLiteStore):
+        feed = store.index_feed
+        if feed is None:
             raise StoreError(f"{type(store).__name__}: the memory-mapped vector index serves SQLite libraries; "
                              "PostgreSQL searches its vectors in the database")
-        super().__init__(Path(directory) if directory is not None else default_directory(store), store)
+        super().__init__(Path(directory) if directory is not None else default_directory(feed), feed)
         self.store = store
         self.settings = settings or IndexSettings()
         self._snap: _Snapshot | None = None
@@ -392,7 +393,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
     def _read_state(self) -> _StoreState:
-        return _StoreState.read(self.store)
+        return _StoreState.read(self.store, self._incremental_feed)
 
     def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
         return (snap.generation, snap.model, snap.dim, snap.store_max_id, snap.vector_file) == (
@@ -408,7 +409,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         live_docs = store.document_ids()
         known = np.unique(np.concatenate([np.unique(s.docs) for s in snap.segments] or [np.zeros(0, np.int64)]))
         dead_docs = np.union1d(snap.dead_docs, np.setdiff1d(known[known >= 0], live_docs))
-        found = store.vector_file.since(store.db, snap.max_chunk_id)
+        found = self._incremental_feed.vector_rows_since(snap.max_chunk_id)
         if len(found.rows) and int(found.rows[0]) < snap.end:
             return self._rebuild_from_store(snap, "rows appended before the index's last row")
         segments = list(snap.segments)
@@ -439,10 +440,9 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         """One segment of every row of the store's vector file that holds a chunk's vector (no vector is read:
         only which chunk each row holds)."""
         _LOG.info("%s: building the vector index (%s)", self.directory, reason)
-        store = self.store
-        state = _StoreState.read(store)
+        state = _StoreState.read(self.store, self._incremental_feed)
         next_segment = old.next_segment if old is not None else 1
-        found = store.vector_file.since(store.db, 0)
+        found = self._incremental_feed.vector_rows_since(0)
         segments = (self._write_segment(f"r{next_segment:06d}", found, state),) if len(found.ids) else ()
         masks, dead_rows = _dead_masks(segments, np.zeros(0, np.int64))
         return _Snapshot(generation=state.generation, model=state.model, dim=state.dim,

@@ -1,28 +1,27 @@
-"""One answer turn as a stream of events: meta, text deltas, then the verified result.
+"""One answer turn with a model, as a stream of events: text deltas, then the verified result.
 
-With a model: the tool loop. The model calls retrieval tools, their results become this turn's
-evidence, the final answer streams through a tag filter (a tag split across deltas is held back
-and only evidence tags pass), and the whole answer is verified once more at the end. A model that
-answers a document question without calling any tool gets one forced retrieval round: we run
-``search_passages`` with the question ourselves and hand the result back as a tool result. This
-works with every OpenAI-compatible server, unlike ``tool_choice="required"``, which many local
+The tool loop: the model calls retrieval tools, their results become this turn's evidence, the final answer
+streams through a tag filter (a tag split across deltas is held back and only evidence tags pass), and the whole
+answer is verified once more at the end. A model that answers a document question without calling any tool gets
+one forced retrieval round: we run ``search_passages`` with the question ourselves and hand the result back as a
+tool result. This works with every OpenAI-compatible server, unlike ``tool_choice="required"``, which many local
 servers ignore. Text of a round without evidence is held back, never shown.
 
-Without a model, or when the model fails: an extractive answer, with a notice saying why.
+Which path answers a question, and the extractive answer when the model fails, is
+:func:`chapterverse.answering.ask.answer_events`'s business; this module is only the model's side of it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering import AnswerResult, CitationOut, extractive_answer
+from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
-from ..errors import ProviderError, TagError
+from ..errors import TagError
 from ..library import Library
 from ..positions import Span
 from .client import ChatProvider, StreamEnd, TextDelta, ToolCall
@@ -31,28 +30,7 @@ from .prompts import load_prompt
 from .summaries import EXTRACTIVE_MODEL, SummaryJobs
 from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
 
-__all__ = ["AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent", "AgentSettings", "answer_events"]
-
-log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class AnswerMeta:
-    mode: str
-    notice: str | None = None
-
-
-@dataclass(slots=True)
-class AnswerDelta:
-    text: str
-
-
-@dataclass(slots=True)
-class AnswerDone:
-    result: AnswerResult
-
-
-AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone
+__all__ = ["AgentSettings", "ModelTurn"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,43 +44,15 @@ class AgentSettings:
 _JOBS = SummaryJobs()
 
 
-def answer_events(library: Library, question: str, *, doc_id: int | None = None,
-                  provider: ProviderConfig | None = None, selection: ProviderConfig | None = None,
-                  history: Sequence[dict[str, str]] = (), settings: AgentSettings | None = None,
-                  summary_jobs: SummaryJobs | None = None) -> Iterator[AnswerEvent]:
-    """Answer ``question`` about one document (or the whole library when ``doc_id`` is None)."""
-    if provider is None:
-        yield AnswerMeta(mode="extractive")
-        result = _extractive(library, question, doc_id, notice=None)
-        yield AnswerDelta(result.answer)
-        yield AnswerDone(result)
-        return
-    yield AnswerMeta(mode="llm")
-    turn = _ModelTurn(library, question, doc_id, provider, selection or provider, history,
-                      settings or AgentSettings(), summary_jobs or _JOBS)
-    try:
-        yield from turn.run()
-    except ProviderError as exc:
-        log.warning("model failed, answering extractively: %s", exc)
-        notice = f"The model could not answer ({exc}); this is an extractive answer from the retrieved passages."
-        result = _extractive(library, question, doc_id, notice=notice)
-        if not turn.shown:
-            yield AnswerDelta(result.answer)
-        yield AnswerDone(result)
+class ModelTurn:
+    """One question answered by the model (:meth:`run`); :attr:`shown` tells whether any of its text was shown."""
 
-
-def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None) -> AnswerResult:
-    scope = library.document(doc_id).title if doc_id is not None else None
-    result = extractive_answer(library, question, doc_ids=[doc_id] if doc_id is not None else None,
-                               scope_title=scope)
-    result.notice = notice
-    return result
-
-
-class _ModelTurn:
-    def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig,
-                 selection: ProviderConfig, history: Sequence[dict[str, str]], settings: AgentSettings,
-                 jobs: SummaryJobs) -> None:
+    def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig, *,
+                 selection: ProviderConfig | None = None, history: Sequence[dict[str, str]] = (),
+                 settings: AgentSettings | None = None, summary_jobs: SummaryJobs | None = None) -> None:
+        selection = selection or provider
+        settings = settings or AgentSettings()
+        jobs = summary_jobs or _JOBS
         self.library = library
         self.question = question
         self.doc_id = doc_id
@@ -131,9 +81,11 @@ class _ModelTurn:
             r = self.library.resolve(span)
         except TagError:
             return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path)
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     def run(self) -> Iterator[AnswerEvent]:
+        """The answer's deltas and its verified result; a ProviderError when the model fails (after the client's
+        retries), which the dispatcher answers extractively."""
         forced = False
         for round_no in range(self.settings.max_rounds + 1):
             last = round_no == self.settings.max_rounds
@@ -198,11 +150,8 @@ class _ModelTurn:
     def _result(self) -> AnswerResult:
         verified = verify_answer("".join(self.raw_answer), self.evidence)
         self.usage["context_tokens"] = self.tools.context_tokens
-        citations = [CitationOut(n=c.n, tag=c.span.key, doc_id=c.doc_id or 0, doc_title=c.doc_title, text=c.text,
-                                 toc_path=c.toc_path, file=c.span.file, start=c.span.start, end=c.span.end)
-                     for c in verified.citations]
         return AnswerResult(
-            answer=verified.text, found=verified.found, mode="llm", citations=citations,
+            answer=verified.text, found=verified.found, mode="llm", citations=verified.citations,
             dropped_tags=[{"tag": d.tag, "reason": d.reason} for d in verified.dropped_tags],
             unsupported_sentences=verified.unsupported_sentences, unverified_quotes=verified.unverified_quotes,
             tool_calls=[{"name": c.name, "arguments": c.arguments} for c in self.tools.calls],

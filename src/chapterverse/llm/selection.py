@@ -16,7 +16,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..astlock import AST_LOCK
+from ..threadsafe_ast import AST_LOCK
 
 __all__ = ["Selection", "SelectionParseError", "parse_selection"]
 

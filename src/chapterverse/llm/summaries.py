@@ -92,7 +92,7 @@ class SummaryProse:
 
     - only text that is chunked (:meth:`content`), which is what search and citations see: a PDF page's
       running header and footer lie outside its chunks ("PREFACE xv <http://free-culture.org/get-it>"), found
-      at ingest by ``sources.running``;
+      at ingest by ``sources.pdf_running_lines``;
     - only a whole sentence of prose (:func:`is_summary_prose`): not a title, a heading or a cover's barcode
       glyphs above "FREE CULTURE", nor the second half of a sentence that a page break cut ("of law
       protecting creative property.").

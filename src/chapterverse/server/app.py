@@ -33,18 +33,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..embeddings import Embedder, load_embedder
+from ..foldersync import ensure_folder
+from ..knowledgebase import KnowledgeBase, drop_orphaned_ephemeral
 from ..library import Library
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
 from ..rerank import library_reranker
 from ..store import Store, open_store
-from . import kb as kb_routes
 from . import proxy as proxy_routes
+from . import rag as rag_routes
 from . import responses as responses_routes
 from . import reader as reader_routes
 from .config import ServeSettings
 from .errors import install_error_handlers
-from .foldersync import ensure_folder
-from .knowledge import KnowledgeBase, drop_orphaned_ephemeral
 from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
@@ -197,7 +197,7 @@ def create_app(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
                               "into the exact text.")
     app.state.cv = state
     install_error_handlers(app)
-    app.include_router(kb_routes.router)
+    app.include_router(rag_routes.router)
     app.include_router(proxy_routes.router)
     app.include_router(responses_routes.router)
     app.include_router(reader_routes.router)

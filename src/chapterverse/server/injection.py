@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..analysis import detect_language
-from ..citations import Evidence, ResolvedSpan, StreamingTagFilter
-from ..library import Hit
+from ..citations import Citation, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
 from ..positions import Span, defang_tags
+from ..retrieval import Hit
 
 __all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text",
            "hits_summary", "ReplyFilter"]
@@ -134,22 +134,10 @@ class ReplyFilter:
         return [{"tag": d.tag, "reason": d.reason} for d in self._filter.dropped]
 
     def citations(self) -> list[dict[str, Any]]:
-        """Distinct verified spans in order of first appearance, numbered from 1."""
-        out: list[dict[str, Any]] = []
-        seen: set[Span] = set()
-        for span in self._filter.kept:
-            if span in seen:
-                continue
-            seen.add(span)
-            hit = self._hits.get(span)
-            resolved = self.evidence.lookup(span)
-            out.append({
-                "n": len(out) + 1, "tag": span.key,
-                "source": hit.chunk.source if hit else None,
-                "chunk_index": hit.chunk.chunk_index if hit else None,
-                "score": round(hit.score, 4) if hit else None,
-                "doc_id": resolved.doc_id if resolved else None,
-                "doc_title": resolved.doc_title if resolved else "",
-                "text": resolved.text if resolved else "",
-            })
-        return out
+        """The verified citations as the reply carries them: distinct spans in order of first appearance,
+        numbered from 1, each with the injected passage it names."""
+        return [self._retrieved(c).to_json() for c in number_citations(self._filter.kept, self.evidence)]
+
+    def _retrieved(self, citation: Citation) -> Citation:
+        hit = self._hits.get(citation.span)
+        return citation if hit is None else citation.retrieved(hit.chunk.source, hit.chunk.chunk_index, hit.score)

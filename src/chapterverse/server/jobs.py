@@ -4,9 +4,10 @@ A job is polled through ``GET /api/jobs/{id}``; its ``done``/``total``/``message
 library's progress callback. Jobs live in memory (the last ``KEEP`` of them); what they wrote is
 in the store, so losing the job list on restart loses nothing but the progress bar.
 
-Stopping the server ends the running job at its next progress report (between embedding batches,
-before the document is written: each document is one transaction), so SIGTERM never waits for a
-large book to finish embedding, and nothing half-written is left behind.
+Stopping the server ends the running job at its next batch: the work hands the job's token (``cancel``)
+to the library, which checks it between embedding batches, before the document is written (each document
+is one transaction), so SIGTERM never waits for a large book to finish embedding, and nothing
+half-written is left behind.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..cancel import CancelToken
 from ..errors import ChapterverseError, NotFoundError, StoppingError
 
 __all__ = ["Job", "JobManager", "JobState"]
@@ -42,13 +44,12 @@ class Job:
     error: str | None = None
     notice: str | None = None
     """What the user should know about a job that succeeded, e.g. that the book was already in the library."""
-    stopping: threading.Event = field(default_factory=threading.Event, repr=False)
-    """Set when the server stops; the next progress report then ends the job."""
+    cancel: CancelToken = field(default_factory=CancelToken, repr=False)
+    """Cancelled when the server stops; the work hands it to the library, which then ends the job at its next
+    batch."""
 
     def progress(self, stage: str, done: int, total: int) -> None:
-        """The library's ``progress(stage, done, total)`` callback; raises StoppingError once the server stops."""
-        if self.stopping.is_set():
-            raise StoppingError("the server stopped; this job ended before writing its current document")
+        """The library's ``progress(stage, done, total)`` callback: what ``GET /api/jobs/{id}`` shows."""
         self.message, self.done, self.total = stage, done, total
 
     def to_json(self) -> dict[str, Any]:
@@ -57,7 +58,12 @@ class Job:
 
 
 Work = Callable[[Job], None]
-"""Does the job's work, appending to ``job.document_ids`` and reporting through ``job.progress``."""
+"""Does the job's work, appending to ``job.document_ids``, reporting through ``job.progress`` and stopping when
+``job.cancel`` says so."""
+
+
+def _job_stopped(stage: str) -> ChapterverseError:
+    return StoppingError(f"the server stopped; this job ended before writing its current document ({stage})")
 
 
 class JobManager:
@@ -66,11 +72,11 @@ class JobManager:
         self._jobs: OrderedDict[int, Job] = OrderedDict()
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        self._stopping = CancelToken()
 
     def submit(self, label: str, work: Work) -> Job:
         with self._lock:
-            job = Job(next(self._ids), label, stopping=self._stopping)
+            job = Job(next(self._ids), label, cancel=self._stopping)
             self._jobs[job.id] = job
             while len(self._jobs) > KEEP:
                 self._jobs.popitem(last=False)
@@ -85,8 +91,8 @@ class JobManager:
         return job
 
     def shutdown(self) -> None:
-        """Drop queued jobs, end the running one at its next progress report, and wait for it."""
-        self._stopping.set()
+        """Drop queued jobs, end the running one at its next batch, and wait for it."""
+        self._stopping.cancel(_job_stopped)
         self._pool.shutdown(wait=True, cancel_futures=True)
 
     @staticmethod

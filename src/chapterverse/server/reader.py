@@ -3,7 +3,7 @@
 Uploads are size-limited while they arrive (413 before the limit is exceeded on disk), saved to a
 temporary folder in the library and ingested by the job worker; a document's ``source`` is
 ``upload/<file name>`` (re-uploading a name replaces it) or, for ``/api/documents/path``, the
-absolute path. Questions are answered by ``llm.agent.answer_events`` and streamed as Server-Sent
+absolute path. Questions are answered by ``answering.answer_events`` and streamed as Server-Sent
 Events; each turn is stored as a chat so it can be listed and exported.
 """
 
@@ -26,21 +26,21 @@ from starlette.datastructures import UploadFile
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
+from ..answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
-from ..llm.agent import AnswerDelta, AnswerDone, AnswerMeta, answer_events
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
 from ..passages import search_results
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
 from ..store import DocumentRecord
-from .bodies import require_text_body
 from .errors import ApiError
 from .jobs import Job
 from .limits import MAX_ID, check_length
-from .shapes import (
+from .lone_surrogates import require_text_body
+from .response_models import (
     JobAccepted,
     JobShape,
     ReaderChat,
@@ -257,7 +257,8 @@ def _save(upload: UploadFile, path: Path) -> None:
 def _ingest_upload(library: Library, path: Path, source: str, job: Job, *, allow_duplicate: bool) -> None:
     """Ingest an uploaded file; its errors name the file as uploaded, never the server's temporary folder."""
     try:
-        result = library.ingest_file(path, source=source, progress=job.progress, allow_duplicate=allow_duplicate)
+        result = library.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
+                                     allow_duplicate=allow_duplicate)
     except SourceError as exc:
         raise SourceError(path.name, exc.reason.replace(str(path), path.name)) from exc
     finally:
@@ -314,10 +315,11 @@ def _ingest_path(library: Library, path: Path, root: Root, job: Job) -> None:
     files = [f for f, _ in iter_folder(path, contained=True)] if path.is_dir() else [path]
     failures = []
     for n, file in enumerate(files):
+        job.cancel.check(f"reading {file.name}")
         job.progress(f"reading {file.name}", n, len(files))
         try:
             job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress,
-                                                        root=root).document.id)
+                                                        cancel=job.cancel, root=root).document.id)
         except ChapterverseError as exc:
             failures.append(str(exc))
             log.warning("ingest %s failed: %s", file, exc)

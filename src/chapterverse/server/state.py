@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 import httpx
 from fastapi import Request
 
+from ..knowledgebase import KnowledgeBase
 from ..library import Library
 from ..llm.summaries import SummaryJobs
 from .config import ServeSettings
 from .jobs import JobManager
-from .knowledge import KnowledgeBase
 from .upstream import UpstreamSettings
 
 __all__ = ["ServerState", "server_state"]
@@ -37,7 +37,7 @@ class ServerState:
     http: httpx.AsyncClient = field(init=False)
     stop: threading.Event = field(default_factory=threading.Event)
     ranking: asyncio.Semaphore = field(default_factory=lambda: asyncio.Semaphore(1))
-    """Held by the ranked ``/v1/rag/chunks/list`` that runs; the others wait their turn (see ``kb.chunks_list``)."""
+    """Held by the ranked ``/v1/rag/chunks/list`` that runs; the others wait their turn (see ``rag.chunks_list``)."""
 
     def abandon_work(self) -> None:
         """The server is stopping and requests in flight had their grace period: the knowledge base's

@@ -31,8 +31,8 @@ class ParsedFile:
     """False for a PDF page without a text layer (scanned image)."""
     body: tuple[int, int] | None = None
     """The part of ``text`` that is content, [start, end), when it is not all of it: a PDF page's running
-    header and footer lie outside (``sources.running``). They stay in ``text``, so positions are exact, but
-    are never chunked, so never searched or cited."""
+    header and footer lie outside (``sources.pdf_running_lines``). They stay in ``text``, so positions are
+    exact, but are never chunked, so never searched or cited."""
 
     def __post_init__(self) -> None:
         self.text = without_nul(self.text)

@@ -30,7 +30,7 @@ from pypdf.generic import Destination
 from ..errors import EncryptedSourceError, SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
-from .running import mark_running_lines
+from .pdf_running_lines import mark_running_lines
 
 __all__ = ["read_pdf", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES"]
 
@@ -57,7 +57,7 @@ def read_pdf(source: Source, *, password: str | None = None) -> ParsedDocument:
     """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable.
 
     Running headers and footers are kept out of each page's body, and printed page numbers label the pages
-    of a PDF without labels (``sources.running``)."""
+    of a PDF without labels (``sources.pdf_running_lines``)."""
     with opened(source) as file:
         return mark_running_lines(_read_pdf(file, password))
 

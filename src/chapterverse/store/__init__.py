@@ -1,6 +1,8 @@
 """Where a library lives. SQLite is the embedded default; ``postgresql://`` URLs select PostgreSQL.
 
-Code outside this package is typed against :class:`Store` (``protocol.py``), never against one implementation.
+Code outside this package is typed against :class:`Store` (``protocol.py``), or the one of its roles it needs
+(:class:`DocumentStore`, :class:`ChunkStore`, :class:`SummaryStore`, :class:`ChatStore`, :class:`LockStore`),
+never against one implementation.
 """
 
 from __future__ import annotations
@@ -8,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .protocol import Store, VectorSearch
+from .protocol import (
+    ChatStore,
+    ChunkStore,
+    DocumentStore,
+    IndexFeed,
+    LockStore,
+    Store,
+    SummaryStore,
+    VectorSearch,
+)
 from .records import (
     ChatRecord,
     ChunkRecord,
@@ -30,7 +41,13 @@ if TYPE_CHECKING:
 __all__ = [
     "open_store",
     "Store",
+    "DocumentStore",
+    "ChunkStore",
+    "SummaryStore",
+    "ChatStore",
+    "LockStore",
     "VectorSearch",
+    "IndexFeed",
     "sqlite_file",
     "SQLiteStore",
     "PostgresStore",

@@ -47,10 +47,18 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
-from ..errors import NotFoundError, StoreError
+from ..errors import StoreError
 from ..positions import without_nul
-from .protocol import VectorSearch
-from .reads import SharedReads
+from .protocol import IndexFeed, VectorSearch
+from .sharedreads import (
+    SharedReads,
+    cannot_open,
+    chunks_off_their_text,
+    chunks_without_vectors,
+    newer_schema,
+    no_chat,
+    refuse_unmatched_vectors,
+)
 from .records import (
     CHUNK_COLUMNS,
     ChunkRecord,
@@ -400,6 +408,11 @@ class PostgresStore(SharedReads):
         """This store: it searches vectors in the database (:meth:`dense_search` on the HNSW index)."""
         return self
 
+    @property
+    def index_feed(self) -> IndexFeed | None:
+        """None: no index lives beside the database (the retriever's BM25 index of it is kept in memory)."""
+        return None
+
     def close(self) -> None:
         """Close the pool (connections in use close when returned); the store reconnects on next use (as
         SQLiteStore does)."""
@@ -455,7 +468,7 @@ class PostgresStore(SharedReads):
                 "docs/DEPLOY.md)"
             ) from exc
         except psycopg.Error as exc:
-            raise StoreError(f"{self._where}: cannot open library: {exc}") from exc
+            raise cannot_open(self._where, exc) from exc
         finally:
             conn.close()
 
@@ -484,8 +497,7 @@ class PostgresStore(SharedReads):
                              " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())")
                 version = self._version(conn)
                 if version > SCHEMA_VERSION:
-                    raise StoreError(f"{self._where}: library schema v{version} is newer than this chapterverse"
-                                     f" (v{SCHEMA_VERSION})")
+                    raise newer_schema(self._where, version, SCHEMA_VERSION)
                 if version == SCHEMA_VERSION:
                     return
                 name, script = MIGRATIONS[version]
@@ -584,9 +596,7 @@ class PostgresStore(SharedReads):
 
     def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
         """Insert every document (and remove ``replace`` ids) in one transaction; return their ids in order."""
-        for doc in docs:
-            if len(doc.vectors) != len(doc.chunks):
-                raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        refuse_unmatched_vectors(docs)
         texts = [doc.files[c.file_ordinal].text[c.start:c.end] for doc in docs for c in doc.chunks]
         clean = [nul_free(doc) for doc in docs]
         dim = int(self.get_meta("embedding_dim") or 0)
@@ -933,7 +943,7 @@ class PostgresStore(SharedReads):
         with self.transaction() as tx:
             # The chat row lock orders concurrent appends to one chat, as SQLite's single writer does.
             if tx.execute("SELECT 1 FROM chats WHERE id=%s FOR UPDATE", (chat_id,)).fetchone() is None:
-                raise NotFoundError(f"no chat with id {chat_id}")
+                raise no_chat(chat_id)
             tx.execute(
                 "INSERT INTO messages SELECT %s, coalesce(max(seq), -1) + 1, %s, %s, %s, %s FROM messages"
                 " WHERE chat_id=%s",
@@ -957,11 +967,11 @@ class PostgresStore(SharedReads):
         missing = self._one("SELECT count(*) FROM chunks c LEFT JOIN vectors v ON v.chunk_id=c.id"
                             " WHERE v.chunk_id IS NULL")[0]
         if missing:
-            problems.append(f"{missing} chunks have no vector")
+            problems.append(chunks_without_vectors(missing))
         bad_spans = self._one('SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id'
                               ' WHERE substr(f.text, c.start+1, c."end"-c.start) <> c.text')[0]
         if bad_spans:
-            problems.append(f"{bad_spans} chunks do not match their file text at their position")
+            problems.append(chunks_off_their_text(bad_spans))
         invalid = self._one("SELECT count(*) FROM pg_index i WHERE NOT i.indisvalid AND i.indrelid IN"
                             " (to_regclass('chunks'), to_regclass('vectors'))")[0]
         if invalid:

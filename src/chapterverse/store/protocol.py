@@ -2,15 +2,26 @@
 
 :class:`~chapterverse.store.sqlite.SQLiteStore` and :class:`~chapterverse.store.postgres.PostgresStore`
 implement :class:`Store`; code outside ``store/`` is typed against it, so a second implementation is checked by
-mypy at every call site rather than discovered by a test. What only some stores can do is an explicit
-capability, a flag (:attr:`Store.lists_terms`) or a property that is ``None`` where the store lacks it
-(:attr:`Store.vector_search`), never a probe of attribute names.
+mypy at every call site rather than discovered by a test. :class:`Store` is the union of five roles, each a
+protocol a caller can name when it needs no more (``chat_markdown(store: ChatStore, ...)``):
+
+- :class:`DocumentStore`: documents and their files, TOC and segments, written and read whole;
+- :class:`ChunkStore`: chunks and vectors, the search primitives and what the embedding model recorded;
+- :class:`SummaryStore`: the segment summaries a model wrote, by model and prompt version;
+- :class:`ChatStore`: the reader's chats and their messages;
+- :class:`LockStore`: the library as a whole: where it is, its connections, locks between processes, meta
+  values, and the catch-up, checks and repairs that span every table.
+
+What only some stores can do is an explicit capability, a flag (:attr:`ChunkStore.lists_terms`) or a property
+that is ``None`` where the store lacks it (:attr:`ChunkStore.vector_search`, :attr:`ChunkStore.index_feed`),
+never a probe of attribute names or of the store's class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .records import (
@@ -27,7 +38,13 @@ from .records import (
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Store", "VectorSearch"]
+    from .vectorfile import VectorRows
+
+__all__ = ["Store", "DocumentStore", "ChunkStore", "SummaryStore", "ChatStore", "LockStore", "VectorSearch",
+           "IndexFeed", "LexicalRow"]
+
+LexicalRow = tuple[int, int, int, str, str]
+"""(chunk id, doc id, file id, terms, heading terms) of one chunk: what an in-process BM25 index is built from."""
 
 
 class VectorSearch(Protocol):
@@ -43,58 +60,41 @@ class VectorSearch(Protocol):
         ...
 
 
-class Store(Protocol):
-    """One library: documents, their files, TOC, segments, chunks and vectors, plus chats, summaries and caches.
-
-    Every write is one transaction; every read sees committed writes (see the implementations' docstrings).
-    """
-
-    url: str
-    """Where the library lives, as ``open_store`` accepts it (a ``postgresql://`` URL may carry a password)."""
+class IndexFeed(Protocol):
+    """What a store lends the indexes kept in files beside it (:mod:`chapterverse.index`), so that they follow
+    its writes by appending instead of rebuilding: where the library's file is, one read transaction, and what
+    was written after a chunk id. Chunk ids only grow, so what is newer than the largest id an index holds is
+    exactly what was written since. Every read below is of the state the enclosing :meth:`read_transaction`
+    sees (call them inside one)."""
 
     @property
-    def lists_terms(self) -> bool:
-        """Whether :meth:`lexical_rows` hands out every chunk's terms, so the retriever may build BM25 in process
-        (both stores do); a store that keeps BM25 to itself says False and is searched through
-        :meth:`lexical_search` alone."""
+    def path(self) -> Path:
+        """The library's file: the indexes' directories are named after it (``library.sqlite3`` ->
+        ``library.vectors/``, ``library.lexical/``)."""
         ...
 
-    @property
-    def vector_search(self) -> VectorSearch | None:
-        """The store's own dense search when it searches vectors in the database (PostgreSQL + pgvector);
-        ``None`` when the process searches them (the memory-mapped vector index beside a SQLite file)."""
+    def read_transaction(self) -> AbstractContextManager[object]:
+        """One read transaction for the block (or the one already open), so that a generation and the rows read
+        in it are of one state of the library."""
         ...
 
-    def close(self) -> None:
-        """Release connections; the store reconnects on next use."""
+    def lexical_rows_since(self, after: int, *, through: int | None = None, limit: int) -> list[LexicalRow]:
+        """:meth:`ChunkStore.lexical_rows` of the chunks with ``after`` < id (<= ``through``), ``limit`` at most,
+        in id order: the feed of appends and of page-by-page builds."""
         ...
 
-    # -- locks between processes
-    def lock(self, name: str) -> AbstractContextManager[None]:
-        """Hold the library-wide lock ``name`` for the block: every process using this library waits for it."""
+    def vector_rows_since(self, chunk_id: int) -> VectorRows:
+        """Where the vectors of every chunk with an id above ``chunk_id`` are: rows of the vector file."""
         ...
 
-    def locked(self, name: str) -> bool:
-        """Whether a process (this one included) holds ``lock(name)`` now."""
+    def vector_file_state(self) -> tuple[Path | None, int, int]:
+        """The current vector file (None: no vector yet), the rows committed writes filled, and a row's width."""
         ...
 
-    # -- meta
-    def get_meta(self, key: str) -> str | None: ...
-    def set_meta(self, key: str, value: str) -> None: ...
 
-    def generation(self) -> int:
-        """A counter bumped by every write that changes chunks, so caches know when to reload."""
-        ...
+class DocumentStore(Protocol):
+    """Documents and their files, TOC and segments: each document written and removed whole."""
 
-    def check_embedding_model(self, name: str, dim: int) -> None:
-        """Record the embedding model on first use; refuse vectors from any other."""
-        ...
-
-    def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
-        """Swap every chunk's vector and the recorded model in one transaction."""
-        ...
-
-    # -- writes
     def add_document(self, doc: NewDocument, *, replace: Sequence[int] = ()) -> int:
         """Insert a whole document (and remove ``replace`` ids) atomically; return its id."""
         ...
@@ -104,16 +104,10 @@ class Store(Protocol):
         in order. Many small documents written together cost each far less than one transaction apiece."""
         ...
 
-    def catch_up(self) -> None:
-        """Bring what the store keeps up to date lazily (SQLite's full-text index) up to the writes so far: a caller
-        that has written many documents calls it once, so that the first read after them does not pay for them."""
-        ...
-
     def remove_documents(self, doc_ids: Sequence[int]) -> int:
         """Remove documents (and everything derived from them) atomically; return how many existed."""
         ...
 
-    # -- document reads
     def documents(self) -> list[DocumentRecord]: ...
     def document(self, doc_id: int) -> DocumentRecord: ...
     def documents_by_source(self, source: str) -> list[DocumentRecord]: ...
@@ -135,6 +129,42 @@ class Store(Protocol):
     def toc(self, doc_id: int) -> list[TocRecord]: ...
     def segments(self, doc_id: int) -> list[SegmentRecord]: ...
 
+
+class ChunkStore(Protocol):
+    """Chunks and their vectors: listings, the search primitives, the recorded embedding model and the cache of
+    vectors made before they are written."""
+
+    @property
+    def lists_terms(self) -> bool:
+        """Whether :meth:`lexical_rows` hands out every chunk's terms, so the retriever may build BM25 in process
+        (both stores do); a store that keeps BM25 to itself says False and is searched through
+        :meth:`lexical_search` alone."""
+        ...
+
+    @property
+    def vector_search(self) -> VectorSearch | None:
+        """The store's own dense search when it searches vectors in the database (PostgreSQL + pgvector);
+        ``None`` when the process searches them (the memory-mapped vector index beside a SQLite file)."""
+        ...
+
+    @property
+    def index_feed(self) -> IndexFeed | None:
+        """What the indexes kept in files beside the store follow it by (SQLite); ``None`` where no index lives
+        beside the store (PostgreSQL): an in-process index of it is then rebuilt in memory on every change."""
+        ...
+
+    def generation(self) -> int:
+        """A counter bumped by every write that changes chunks, so caches know when to reload."""
+        ...
+
+    def check_embedding_model(self, name: str, dim: int) -> None:
+        """Record the embedding model on first use; refuse vectors from any other."""
+        ...
+
+    def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
+        """Swap every chunk's vector and the recorded model in one transaction."""
+        ...
+
     # -- chunks
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]: ...
     def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
@@ -152,7 +182,7 @@ class Store(Protocol):
         """BM25 over stemmed terms (any term may match), best first; both stores score alike."""
         ...
 
-    def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
+    def lexical_rows(self) -> list[LexicalRow]:
         """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order."""
         ...
 
@@ -176,7 +206,7 @@ class Store(Protocol):
         """The largest chunk id in the library (0 when empty)."""
         ...
 
-    # -- embedding cache and summaries
+    # -- embedding cache
     def cached_vectors(self, model: str, text_hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The vectors ``model`` made of the texts with these SHA-256 hex digests: those cached, and those of the
         library's own chunks (a store finds every vector it has written, without a call of ``cache_vectors``)."""
@@ -186,20 +216,64 @@ class Store(Protocol):
         """Keep vectors by text digest before they are written: batches of a long embedding, so it resumes."""
         ...
 
+
+class SummaryStore(Protocol):
+    """The summaries a model wrote of segments, kept by segment hash, model and prompt version."""
+
     def summaries(self, segment_hashes: Sequence[str], model: str, prompt_version: str) -> dict[str, str]: ...
     def put_summary(self, segment_hash: str, model: str, prompt_version: str, text: str,
                     dropped_tags: int) -> None: ...
 
-    # -- chats
+
+class ChatStore(Protocol):
+    """The reader's chats (each about one document, or the whole library) and their messages, in order."""
+
     def create_chat(self, doc_id: int | None, title: str) -> int: ...
     def chats(self, doc_id: int | None = None) -> list[ChatRecord]: ...
     def chat(self, chat_id: int) -> ChatRecord: ...
     def add_message(self, chat_id: int, role: str, content: str, result: dict[str, Any] | None = None) -> None: ...
     def messages(self, chat_id: int) -> list[MessageRecord]: ...
 
-    # -- integrity
+
+class LockStore(Protocol):
+    """The library as a whole: where it lives, its connections, locks between processes, meta values, and the
+    catch-up, checks and repairs that span every table."""
+
+    url: str
+    """Where the library lives, as ``open_store`` accepts it (a ``postgresql://`` URL may carry a password)."""
+
+    def close(self) -> None:
+        """Release connections; the store reconnects on next use."""
+        ...
+
+    # -- locks between processes
+    def lock(self, name: str) -> AbstractContextManager[None]:
+        """Hold the library-wide lock ``name`` for the block: every process using this library waits for it."""
+        ...
+
+    def locked(self, name: str) -> bool:
+        """Whether a process (this one included) holds ``lock(name)`` now."""
+        ...
+
+    # -- meta
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    # -- upkeep
+    def catch_up(self) -> None:
+        """Bring what the store keeps up to date lazily (SQLite's full-text index) up to the writes so far: a caller
+        that has written many documents calls it once, so that the first read after them does not pay for them."""
+        ...
+
     def integrity_problems(self) -> list[str]:
         """Disagreements between rows, the lexical index and the vectors (empty when consistent)."""
         ...
 
     def rebuild_lexical_index(self) -> None: ...
+
+
+class Store(DocumentStore, ChunkStore, SummaryStore, ChatStore, LockStore, Protocol):
+    """One library: documents, their files, TOC, segments, chunks and vectors, plus chats, summaries and caches.
+
+    Every write is one transaction; every read sees committed writes (see the implementations' docstrings).
+    """

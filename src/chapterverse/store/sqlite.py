@@ -23,15 +23,23 @@ import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from ..errors import NotFoundError, StoreError
+from ..errors import StoreError
 from ..positions import without_nul
-from .protocol import VectorSearch
-from .reads import SharedReads
+from .protocol import IndexFeed, LexicalRow, VectorSearch
+from .sharedreads import (
+    SharedReads,
+    cannot_open,
+    chunks_off_their_text,
+    chunks_without_vectors,
+    newer_schema,
+    no_chat,
+    refuse_unmatched_vectors,
+)
 from .records import (
     CHUNK_COLUMNS,
     ChunkRecord,
@@ -50,7 +58,7 @@ try:  # POSIX; elsewhere (Windows) lock() and locked() coordinate nothing
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["SQLiteStore", "SCHEMA_VERSION", "read_transaction"]
+__all__ = ["SQLiteStore", "SCHEMA_VERSION"]
 
 _T = TypeVar("_T")
 
@@ -291,6 +299,36 @@ def _hold(path: Path) -> IO[bytes]:
         handle.close()
 
 
+class _IndexFeed:
+    """What a SQLite library lends the indexes beside its file (:class:`~chapterverse.store.protocol.IndexFeed`):
+    reads of the calling thread's connection, so that those inside :meth:`read_transaction` see one state."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self._store = store
+
+    @property
+    def path(self) -> Path:
+        return self._store.path
+
+    def read_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return read_transaction(self._store.db)
+
+    def lexical_rows_since(self, after: int, *, through: int | None = None, limit: int) -> list[LexicalRow]:
+        """``lexical_rows()`` of the chunks with ``after`` < id (<= ``through``), ``limit`` at most, in id order."""
+        sql = "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks WHERE id > ?"
+        args: list[int] = [after]
+        if through is not None:
+            sql += " AND id <= ?"
+            args.append(through)
+        return self._store.db.execute(sql + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
+
+    def vector_rows_since(self, chunk_id: int) -> VectorRows:
+        return self._store.vector_file.since(self._store.db, chunk_id)
+
+    def vector_file_state(self) -> tuple[Path | None, int, int]:
+        return self._store.vector_file.current(self._store.db)
+
+
 class SQLiteStore(SharedReads):
     """A library in one SQLite file."""
 
@@ -303,13 +341,13 @@ class SQLiteStore(SharedReads):
         self.url = f"sqlite:///{self.path}"
         self._local = threading.local()
         self.vector_file = VectorFile(self.path)
-        """Where the vectors are (the vector index maps its rows: ``vector_file.since(store.db, chunk_id)``)."""
+        """Where the vectors are (the vector index maps its rows: ``index_feed.vector_rows_since(chunk_id)``)."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._migrate()
             self.vector_file.recover(self.db)
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot open library: {exc}") from exc
+            raise cannot_open(str(self.path), exc) from exc
 
     # -- connections and transactions -------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -358,6 +396,11 @@ class SQLiteStore(SharedReads):
         """None: vectors are searched in process, by the memory-mapped index beside the file (``chapterverse.index.vectors``)."""
         return None
 
+    @property
+    def index_feed(self) -> IndexFeed | None:
+        """What the memory-mapped indexes beside the file follow this library by (``chapterverse.index``)."""
+        return _IndexFeed(self)
+
     def close(self) -> None:
         conn = getattr(self._local, "db", None)
         if conn is not None:
@@ -405,7 +448,7 @@ class SQLiteStore(SharedReads):
         db = self.db
         version = db.execute("PRAGMA user_version").fetchone()[0]
         if version > SCHEMA_VERSION:
-            raise StoreError(f"{self.path}: library schema v{version} is newer than this chapterverse (v{SCHEMA_VERSION})")
+            raise newer_schema(str(self.path), version, SCHEMA_VERSION)
         for number in range(version, SCHEMA_VERSION):
             migration = MIGRATIONS[number]
             try:
@@ -487,9 +530,7 @@ class SQLiteStore(SharedReads):
 
     def add_documents(self, docs: Sequence[NewDocument], *, replace: Sequence[int] = ()) -> list[int]:
         """Insert every document (and remove ``replace`` ids) in one transaction; return their ids in order."""
-        for doc in docs:
-            if len(doc.vectors) != len(doc.chunks):
-                raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+        refuse_unmatched_vectors(docs)
         clean = [nul_free(doc) for doc in docs]
         with self.transaction() as tx:
             for old in replace:
@@ -740,7 +781,7 @@ class SQLiteStore(SharedReads):
         with self.transaction() as tx:
             # Checked, not left to the foreign key: an unknown chat is the caller's NotFoundError, as on PostgreSQL.
             if tx.execute("SELECT 1 FROM chats WHERE id=?", (chat_id,)).fetchone() is None:
-                raise NotFoundError(f"no chat with id {chat_id}")
+                raise no_chat(chat_id)
             seq = tx.execute("SELECT coalesce(max(seq), -1) + 1 FROM messages WHERE chat_id=?", (chat_id,)).fetchone()[0]
             tx.execute(
                 "INSERT INTO messages VALUES (?,?,?,?,?,?)",
@@ -765,14 +806,14 @@ class SQLiteStore(SharedReads):
             " (SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= c.id) AND c.id < b.first_chunk + b.count)"
         ).fetchone()[0]
         if missing:
-            problems.append(f"{missing} chunks have no vector")
+            problems.append(chunks_without_vectors(missing))
         problems += self._vector_file_problems(db)
         bad_spans = db.execute(
             'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
             " != c.text"
         ).fetchone()[0]
         if bad_spans:
-            problems.append(f"{bad_spans} chunks do not match their file text at their position")
+            problems.append(chunks_off_their_text(bad_spans))
         return problems
 
     def _vector_file_problems(self, db: sqlite3.Connection) -> list[str]:

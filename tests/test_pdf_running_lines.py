@@ -13,7 +13,7 @@ from chapterverse.chunking import chunk_document
 from chapterverse.library import Library
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 from chapterverse.sources.pdf import read_pdf
-from chapterverse.sources.running import mark_running_lines
+from chapterverse.sources.pdf_running_lines import mark_running_lines
 
 BODY = [
     "The keeper climbed the stair at dusk.\nShe lit the lamp and wound the clock.\nThe lens began to turn.",

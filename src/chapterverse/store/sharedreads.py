@@ -1,4 +1,5 @@
-"""The reads whose SQL both databases accept as written, once, over two primitives each store supplies.
+"""What the two stores share, written once: the reads whose SQL both databases accept as written, and the
+messages both give (an unknown chat, a schema too new, vectors that do not match, integrity problems).
 
 ``SQLiteStore`` and ``PostgresStore`` inherit :class:`SharedReads` and give it ``_rows`` and ``_one`` (run a
 statement, all rows or the first) and ``_P``, their driver's parameter mark (``?`` for sqlite3, ``%s`` for
@@ -12,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from ..errors import EmbeddingMismatchError, NotFoundError
+from ..errors import EmbeddingMismatchError, NotFoundError, StoreError
 from ..positions import without_nul
 from .records import (
     CHAT_COLUMNS,
@@ -27,6 +28,7 @@ from .records import (
     DocumentRecord,
     FileRecord,
     MessageRecord,
+    NewDocument,
     SegmentRecord,
     TocRecord,
     chat_record,
@@ -38,7 +40,39 @@ from .records import (
     toc_record,
 )
 
-__all__ = ["SharedReads"]
+__all__ = ["SharedReads", "no_chat", "cannot_open", "newer_schema", "refuse_unmatched_vectors",
+           "chunks_without_vectors", "chunks_off_their_text"]
+
+
+# -- the messages both stores give
+def no_chat(chat_id: int) -> NotFoundError:
+    return NotFoundError(f"no chat with id {chat_id}")
+
+
+def cannot_open(where: str, exc: Exception) -> StoreError:
+    return StoreError(f"{where}: cannot open library: {exc}")
+
+
+def newer_schema(where: str, version: int, supported: int) -> StoreError:
+    """A library that a newer chapterverse migrated: never read by this one, which might misread it."""
+    return StoreError(f"{where}: library schema v{version} is newer than this chapterverse (v{supported})")
+
+
+def refuse_unmatched_vectors(docs: Sequence[NewDocument]) -> None:
+    """StoreError, before anything is written, for a document whose vectors are not one per chunk."""
+    for doc in docs:
+        if len(doc.vectors) != len(doc.chunks):
+            raise StoreError(f"{doc.source}: {len(doc.chunks)} chunks but {len(doc.vectors)} vectors")
+
+
+def chunks_without_vectors(count: int) -> str:
+    """The integrity problem of ``count`` chunks that no vector belongs to."""
+    return f"{count} chunks have no vector"
+
+
+def chunks_off_their_text(count: int) -> str:
+    """The integrity problem of ``count`` chunks whose text is not their file's text at their span."""
+    return f"{count} chunks do not match their file text at their position"
 
 
 class SharedReads(ABC):
@@ -176,7 +210,7 @@ class SharedReads(ABC):
     def chat(self, chat_id: int) -> ChatRecord:
         row = self._one(f"SELECT {CHAT_COLUMNS} FROM chats WHERE id={self._P}", (chat_id,))
         if row is None:
-            raise NotFoundError(f"no chat with id {chat_id}")
+            raise no_chat(chat_id)
         return chat_record(row)
 
     def messages(self, chat_id: int) -> list[MessageRecord]:

@@ -1,7 +1,7 @@
 """Concurrent ``.npy`` loads never raise CPython 3.11's "AST constructor recursion depth mismatch".
 
 Found by the load run (scripts/loadtest.py): a search that reopened the memory-mapped indexes after a write
-failed with SystemError. See chapterverse.astlock for the mechanism.
+failed with SystemError. See chapterverse.threadsafe_ast for the mechanism.
 """
 
 from __future__ import annotations

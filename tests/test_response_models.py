@@ -1,10 +1,10 @@
-"""The OpenAPI document is the reference for the knowledge-base and reader answers (server/shapes.py)."""
+"""The OpenAPI document is the reference for the knowledge-base and reader answers (server/response_models.py)."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
-from chapterverse.server import kb, reader
+from chapterverse.server import rag, reader
 
 NOT_JSON = {("post", "/api/documents/{doc_id}/ask"), ("get", "/api/chats/{chat_id}/export")}
 """Server-Sent Events and Markdown: described in docs/READER_API.md, not by a JSON schema."""
@@ -12,7 +12,7 @@ NOT_JSON = {("post", "/api/documents/{doc_id}/ask"), ("get", "/api/chats/{chat_i
 
 def test_every_json_route_of_the_kb_and_reader_names_its_answer_model() -> None:
     app = FastAPI()
-    app.include_router(kb.router)
+    app.include_router(rag.router)
     app.include_router(reader.router)
     paths = app.openapi()["paths"]
     missing = []

@@ -4,6 +4,8 @@ Each route names its model as ``response_model``, so the OpenAPI document (``/op
 ``/docs``) is the reference for every shape, and FastAPI checks each answer against it: a field a handler sends
 that its model does not declare is an error (``extra="forbid"``), never silently dropped, so the models cannot
 drift from the code. Fields that some answers leave out are excluded when unset (``_absent``), not sent as null.
+An answer and its citations are not declared here: a chat's messages hold ``answering.AnswerResult`` with
+``citations.Citation`` itself, the type every answer path returns and every front end sends.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..answering.result import AnswerResult
 
 __all__ = [
     "KbStatus", "KbLimits", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
@@ -361,57 +365,10 @@ class ReaderChats(_Shape):
     chats: list[ReaderChatInfo]
 
 
-class _Stored(BaseModel):
-    """A shape kept in the library: answers written by older versions may lack later fields or hold retired ones,
-    so fields default and unknown ones pass through (the route sends what is stored, ``exclude_unset``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-
-class CitationShape(_Stored):
-    n: int = Field(description="Footnote number: order of first appearance in the answer.")
-    tag: str
-    doc_id: int
-    doc_title: str
-    text: str
-    toc_path: list[str] = []
-    file: int = 0
-    start: int = 0
-    end: int = 0
-
-
-class AnswerSpanShape(_Stored):
-    tag: str
-    text: str
-    citation: int = Field(description="The n of the citation that contains it.")
-
-
-class AnswerResultShape(_Stored):
-    """An answer (the ask stream's ``done`` event, kept with the chat): ``answer`` holds its kept tags inline."""
-
-    answer: str
-    found: bool
-    mode: str
-    citations: list[CitationShape] = []
-    notice: str | None = None
-    dropped_tags: list[dict[str, str]] = Field([], description="{tag, reason} of each tag removed.")
-    unsupported_sentences: list[str] = []
-    unverified_quotes: list[str] = []
-    tool_calls: list[dict[str, Any]] = []
-    usage: dict[str, int] = {}
-    metadata: dict[str, Any] = {}
-    confidence: float | None = Field(None, description="Extractive answers: probability the shown sentences "
-                                                       "hold the answer; null for a model's answer.")
-    answer_spans: list[AnswerSpanShape] = []
-    state: Literal["answered", "unsure", "not_found"] | None = Field(
-        None, description="answered; unsure (no answer, but the cited passages may help; found is false); "
-                          "not_found. Null only in chats stored before the field existed.")
-
-
 class ReaderMessage(_Shape):
     role: str
     content: str
-    result: AnswerResultShape | None
+    result: AnswerResult | None = Field(description="The answer (null for a question), sent as it was stored.")
 
 
 class ReaderChat(_Shape):

@@ -1,5 +1,8 @@
 """``/v1/rag/*``: the knowledge-base API, with the paths, fields and error codes of the RAG server it replaces.
 
+The routes only: requests are checked and turned into calls of ``knowledgebase.KnowledgeBase``, which holds
+what a write does, and its results into answers.
+
 Every chunk in an answer carries ``index`` (its stable chunk id) and ``tag`` (its position,
 ``f5-12-300``), so knowledge-base answers are citable. With RAG disabled every endpoint answers
 503 ``RAG_NOT_ENABLED``. Endpoints are plain ``def``: FastAPI runs them in its thread pool, so
@@ -19,11 +22,19 @@ from starlette.concurrency import run_in_threadpool
 
 from ..cancel import CancelToken, client_gone
 from ..errors import ClientGoneError
+from ..knowledgebase import (
+    RANKED_LIMIT,
+    AmbiguousSourceError,
+    ChunkItem,
+    ChunkNotFoundError,
+    KnowledgeBase,
+    UpsertItem,
+)
 from ..positions import defang_tags
-from .bodies import require_text_body
 from .errors import ApiError
 from .limits import MAX_ID, check_length, check_metadata
-from .shapes import (
+from .lone_surrogates import require_text_body
+from .response_models import (
     KbAdded,
     KbChunkPage,
     KbChunksAdded,
@@ -37,7 +48,6 @@ from .shapes import (
     KbUpserted,
     KbUpsertedMany,
 )
-from .knowledge import RANKED_LIMIT, AmbiguousSourceError, ChunkItem, ChunkNotFoundError, KnowledgeBase, UpsertItem
 from .state import server_state
 
 __all__ = ["router"]

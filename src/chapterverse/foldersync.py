@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ChapterverseError, InputError, StoppingError
-from ..library import ORIGIN_KEY, IngestResult, Library, Progress
-from ..sources import Root, iter_folder
+from .cancel import CancelToken
+from .errors import ChapterverseError, InputError, StoppingError
+from .library import ORIGIN_KEY, IngestResult, Library
+from .sources import Root, iter_folder
 
 __all__ = ["FolderSync", "SyncReport", "ORIGIN_KEY", "README_NAME", "ensure_folder"]
 
@@ -79,20 +80,21 @@ class FolderSync:
     """A folder and the library's documents of it, kept in step; blocking (call it from a worker thread).
 
     ``exclusive`` is the knowledge base's write lock (a sync must not interleave with other writes, in this
-    server or another on the library); ``progress`` is called as a changed file is read and embedded, and
-    may raise StoppingError to abandon it before anything is written. Files are opened beneath the folder
-    (``sources.Root``): a FIFO, a file reached through a swapped-in symlink or (unless ``hardlinks``) one with
-    other hard links is one bad file, skipped with its reason, never a sync that hangs or reads outside.
+    server or another on the library); ``cancel`` (the server's token) is checked as a changed file is read
+    and embedded: a stopping server abandons the file, before anything of it is written, and the sync. Files
+    are opened beneath the folder (``sources.Root``): a FIFO, a file reached through a swapped-in symlink or
+    (unless ``hardlinks``) one with other hard links is one bad file, skipped with its reason, never a sync that
+    hangs or reads outside.
     """
 
     def __init__(self, library: Library, path: str | Path, *, exclusive: Callable[[], AbstractContextManager[None]],
-                 progress: Progress, hardlinks: bool = False) -> None:
+                 cancel: CancelToken, hardlinks: bool = False) -> None:
         self.library = library
         self.path = Path(path)
         self.root = Root(self.path, hardlinks=hardlinks)
         self.last_sync: SyncReport | None = None
         self._exclusive = exclusive
-        self._progress = progress
+        self._cancel = cancel
         self._snapshot: dict[str, tuple[int, int]] = {}
 
     def sync(self, *, force_rebuild: bool = False) -> SyncReport:
@@ -135,7 +137,7 @@ class FolderSync:
     def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> IngestResult:
         """The file (re-)indexed only when its content hash changed, or ``force_rebuild``; a copy of content
         already indexed under another source is not indexed twice."""
-        result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, progress=self._progress,
+        result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, cancel=self._cancel,
                                           metadata={ORIGIN_KEY: "folder"}, root=self.root)
         if result.changed:
             log.info("RAG: indexed %s", source)

@@ -1,5 +1,6 @@
 """The knowledge base: one Library holding a folder's files (kept in sync by ``foldersync.py``) and text added
-over the API, with the chunk edits, the lock and the server lifetime that every write to it shares.
+over the API, with the chunk edits, the lock and the server lifetime that every write to it shares. This is its
+domain logic; ``server/rag.py`` serves it over HTTP as ``/v1/rag/*``.
 
 API text becomes ordinary documents (format ``kb``): ``add_document`` is one auto-chunked file,
 ``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
@@ -30,14 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from ..cancel import CancelToken, server_stopping
-from ..errors import EmbeddingMismatchError, InputError, NotFoundError
-from ..library import USER_METADATA_KEY, Hit, Library, SearchResult, content_hash
-from ..sources import ParsedDocument, ParsedFile, PreChunk
-from ..store import ChunkRecord, DocumentRecord, NewDocument, Store
+from .cancel import CancelToken, server_stopping
+from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
+from .library import USER_METADATA_KEY, Library, content_hash
+from .positions import Span
+from .retrieval import Hit, SearchResult
+from .sources import ParsedDocument, ParsedFile, PreChunk
+from .store import ChunkRecord, DocumentRecord, NewDocument, Store
 
 __all__ = [
     "KnowledgeBase",
@@ -59,7 +60,6 @@ SERVER_KEY = "kb_server"
 """Metadata key of a ``persist: false`` document: the id of the server process that added it."""
 LOCK_NAME = "knowledge-base"
 """The store lock that knowledge-base writes, syncs and startups hold, across every server on the library."""
-_EMBED_STEP = 256
 RANKED_LIMIT = 1_000
 """How many chunks a ranked ``/chunks/list`` ranks (its ``total`` is at most this; pages past it are empty)."""
 RANKED_PAUSE_S = 0.5
@@ -134,7 +134,7 @@ class KnowledgeBase:
         self._no_search = threading.Condition()
         self.stopping = CancelToken()
         """Cancelled when this server stops; the parent of every request's token (see ``close``)."""
-        self.folder = FolderSync(library, folder, exclusive=self._exclusive, progress=self.stopping.progress,
+        self.folder = FolderSync(library, folder, exclusive=self._exclusive, cancel=self.stopping,
                                  hardlinks=hardlinks)
         """The folder's files, synced under this knowledge base's lock (``hardlinks``: ``--allow_hardlinks``)."""
 
@@ -194,23 +194,23 @@ class KnowledgeBase:
             self._running = None
 
     def ensure_embedding_model(self, *, force_rebuild: bool) -> None:
-        """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise."""
+        """Re-embed everything when the model changed and a rebuild was asked for; refuse otherwise.
+
+        The re-embedding is the library's (``Library.reembed_if_model_changed``, as ``chapterverse ingest`` does
+        it): each chunk embedded with its context line, as a fresh index embeds it, through the embedding cache,
+        and abandoned at the next batch, old vectors kept, when the server stops.
+        """
         stored = self.store.get_meta("embedding_model")
-        embedder = self.library.embedder
-        if stored is None or stored == embedder.name:
+        name = self.library.embedder.name
+        if stored is None or stored == name:
             return
         if not force_rebuild:
             raise EmbeddingMismatchError(
-                f"the knowledge base in {self.folder.path} was indexed with {stored}, not {embedder.name}; restart with "
-                f"--rag_force_rebuild to re-embed it with {embedder.name} (or drop --rag_embedding_model)")
+                f"the knowledge base in {self.folder.path} was indexed with {stored}, not {name}; restart with "
+                f"--rag_force_rebuild to re-embed it with {name} (or drop --rag_embedding_model)")
         with self._exclusive():
-            chunks = self.store.chunks()
-            vectors: dict[int, np.ndarray] = {}
-            for i in range(0, len(chunks), _EMBED_STEP):
-                part = chunks[i:i + _EMBED_STEP]
-                vectors.update(zip((c.id for c in part), embedder.embed([c.text for c in part])))
-            self.store.replace_embedding_model(embedder.name, embedder.dim, vectors)
-        log.info("RAG: re-embedded %d chunks with %s (was %s)", len(chunks), embedder.name, stored)
+            count = self.library.reembed_if_model_changed(cancel=self.stopping)
+        log.info("RAG: re-embedded %d chunks with %s (was %s)", count, name, stored)
 
     # -- reads ----------------------------------------------------------------------------------------
     def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
@@ -259,7 +259,7 @@ class KnowledgeBase:
             "index": chunk.id, "source": chunk.source, "chunk_index": chunk.chunk_index,
             "metadata": self.effective_metadata(chunk, doc), "is_dynamic": chunk.dynamic,
             "persist": not doc.ephemeral if doc else True, "doc_id": chunk.doc_id,
-            "tag": f"f{chunk.file_id}-{chunk.start}-{chunk.end}",
+            "tag": Span(chunk.file_id, chunk.start, chunk.end).key,
             "text": chunk.text if include_text else None,
         }
         if score is not None:
@@ -350,7 +350,7 @@ class KnowledgeBase:
         would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
         """
         unembedded = self._unembedded(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
-        return self.library.embed_prepared([unembedded], progress=cancel.progress, label=unembedded.source)[0]
+        return self.library.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
 
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
@@ -390,7 +390,7 @@ class KnowledgeBase:
                 parsed = _prechunked(source, "kb", pieces)
                 prepared.append(self.library.prepare(
                     parsed, source=source, content_hash=content_hash(joined), size_bytes=len(joined), dynamic=dynamic,
-                    ephemeral=not persist, metadata=self._api_metadata(persist), progress=token.progress))
+                    ephemeral=not persist, metadata=self._api_metadata(persist), cancel=token))
             token.check(f"writing {len(items)} chunks")
             return [self.store.document(doc_id) for doc_id in self.store.add_documents(prepared)]
 
@@ -437,10 +437,10 @@ class KnowledgeBase:
         writes: dict[int, NewDocument] = {}
         for n, (item, source) in enumerate(zip(items, sources)):
             if item.text.strip():
-                token.progress(f"chunking {len(items)} documents", n, len(items))
+                token.checkpoint(f"chunking {len(items)} documents")
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
-        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), progress=token.progress,
+        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), cancel=token,
                                                            label=f"{len(writes)} documents")))
         with self._exclusive():
             token.check(f"writing {len(items)} documents")

@@ -1,0 +1,164 @@
+"""The retrieve-inject-filter step both OpenAI-compatible routes take (``rag_mode=inject``), chat completions
+and the Responses API alike.
+
+Per request: retrieve with the last user message (condensed with the earlier turns when it leans on them:
+``rewrite.py``, ``--rag_rewrite``); when a chunk clears the threshold, inject one context block
+(``injection.py``); either way the reply goes through a :class:`injection.ReplyFilter` against the injected
+evidence, which ``replies.py`` applies in each API's format. A retrieval failure is logged and the chat goes on
+without context.
+
+Retrieval reads at most ``--max_query_chars`` of the last user message (the message itself is forwarded
+whole); when it read less, the answer says so in ``X-Chapterverse-Query-Truncated``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from .. import Hit
+from ..citations import ResolvedSpan
+from ..errors import ChapterverseError, TagError
+from ..positions import Span
+from .injection import ReplyFilter, context_block, header_language, hits_summary, inject_context, last_user_text
+from .relay import upstream_headers
+from .rewrite import carry_query, llm_query
+from .state import ServerState
+from .upstream import Upstream
+
+__all__ = ["TRUNCATED_HEADER", "Grounding", "ground", "next_turn", "shortened"]
+
+log = logging.getLogger(__name__)
+_turns = itertools.count(1)
+TRUNCATED_HEADER = "X-Chapterverse-Query-Truncated"
+"""Present (the characters retrieval read) when the last user message was longer than --max_query_chars."""
+
+
+def next_turn() -> int:
+    """The number the log's ``RAG turn N`` lines give the next request."""
+    return next(_turns)
+
+
+def shortened(text: str, limit: int = 80) -> str:
+    """``text`` on one line, at most ``limit`` characters, for the log."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Grounding:
+    """One turn's retrieval: the items with the context injected, and the filter the reply goes through."""
+
+    turn: int
+    items: list[Any]
+    """The messages (or Responses input items) with the context block added; as given when nothing was found."""
+    hits: list[Hit]
+    reply_filter: ReplyFilter
+    new_filter: Callable[[], ReplyFilter]
+    """Another filter against the same evidence, for a reply's further choices (their citations are not reported)."""
+    read: int | None
+    """The characters of the last user message retrieval read, when it read less than the whole message."""
+
+    def forwarded(self, body: dict[str, Any], field: str) -> dict[str, Any]:
+        """The request with ``field`` (``messages``, ``input``) replaced by the injected items, when any were."""
+        return {**body, field: self.items} if self.hits else body
+
+    def mark(self, response: Response) -> None:
+        """Tell the client, in ``X-Chapterverse-Query-Truncated``, when retrieval read part of its message."""
+        if self.read is not None:
+            response.headers[TRUNCATED_HEADER] = str(self.read)
+
+    def log_citations(self, citations: list[dict[str, Any]]) -> None:
+        """Log what the reply cites and which of its tags the filter removed."""
+        if citations:
+            log.info("RAG turn %d: reply cites %s", self.turn,
+                     "; ".join(f"{c['source']}#c{c['chunk_index']} [{c['tag']}]" for c in citations))
+        dropped = self.reply_filter.dropped
+        if dropped:
+            log.info("RAG turn %d: removed %d unverified tag(s): %s", self.turn, len(dropped),
+                     ", ".join(f"{d['tag']} ({d['reason']})" for d in dropped))
+
+
+async def ground(state: ServerState, items: list[Any], asked_model: object, upstream: Upstream, turn: int, *,
+                 part_type: str = "text") -> Grounding | None:
+    """Retrieve for the last user item of ``items`` and inject what clears the threshold; None when the server
+    has no knowledge base (the request and its reply pass untouched). ``part_type`` names a content part added
+    to a list content: ``text`` in chat completions, ``input_text`` in the Responses API."""
+    if state.kb is None:
+        return None
+    found = last_user_text(items)
+    hits: list[Hit] = []
+    read = None
+    if found is not None:
+        index, text = found
+        query = text[:state.settings.max_query_chars]
+        retrieval = await _retrieval_query(state, items, asked_model, upstream, index, query)
+        items, hits = await _inject(state, items, index, retrieval, turn, part_type=part_type)
+        read = len(query) if len(query) < len(text) else None
+
+    def new_filter() -> ReplyFilter:
+        return ReplyFilter(hits, state.settings.rag_tags, _resolver(state))
+
+    return Grounding(turn, items, hits, new_filter(), new_filter, read)
+
+
+async def _retrieval_query(state: ServerState, messages: list[Any], asked_model: object, upstream: Upstream,
+                           index: int, query: str) -> str:
+    """What retrieval reads for the user turn at ``index`` of ``messages``: ``query`` condensed with the earlier
+    turns as ``--rag_rewrite`` says (``rewrite.py``), at most ``--max_query_chars`` long. ``asked_model`` is the
+    request's model, used by ``llm`` when no ``--llm_model`` replaces it."""
+    mode = state.settings.rag_rewrite
+    if mode == "off":
+        return query
+    if mode in ("llm", "hyde"):
+        model = upstream.model or (str(asked_model) if asked_model else None)
+        rewritten = await llm_query(state.http, f"{upstream.base_url}/chat/completions", upstream_headers(upstream),
+                                    model, messages, index, query, state.settings.rag_rewrite_timeout_s,
+                                    hypothetical=mode == "hyde")
+        if rewritten:
+            return rewritten[:state.settings.max_query_chars]
+    return carry_query(messages, index, query)[:state.settings.max_query_chars]
+
+
+async def _inject(state: ServerState, messages: list[Any], index: int, query: str, turn: int, *,
+                  part_type: str) -> tuple[list[Any], list[Hit]]:
+    """``messages`` with the context retrieved for ``query`` added to message ``index``, and the hits; the
+    messages as they were (and no hits) when nothing clears the threshold or retrieval fails."""
+    assert state.kb is not None
+    settings = state.settings
+    try:
+        hits = await run_in_threadpool(state.kb.search, query, k=settings.rag_top_k, threshold=settings.rag_threshold)
+    except Exception as exc:  # retrieval must never stop the conversation
+        log.warning("RAG turn %d: retrieval failed, forwarding without context: %s: %s", turn, type(exc).__name__, exc)
+        return messages, []
+    if not hits:
+        log.info("RAG turn %d: nothing above threshold %.2f for %r — forwarded untouched", turn,
+                 settings.rag_threshold, shortened(query))
+        return messages, []
+    block = context_block(hits, header_language(settings.rag_language, query))
+    injected = inject_context(messages, block, settings.rag_inject_as, index, part_type=part_type)
+    log.info("RAG turn %d: injected %d chunks as %s for %r — %s", turn, len(hits), settings.rag_inject_as,
+             shortened(query), hits_summary(hits))
+    log.info("RAG turn %d: injected context:\n%s", turn, block)
+    return injected, hits
+
+
+def _resolver(state: ServerState) -> Callable[[Span], ResolvedSpan | None]:
+    """Resolves a tag the reply cites against the knowledge base's library; None for one it does not hold."""
+    assert state.kb is not None
+    library = state.kb.library
+
+    def resolve(span: Span) -> ResolvedSpan | None:
+        try:
+            r = library.resolve(span)
+        except (TagError, ChapterverseError):
+            return None
+        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
+
+    return resolve

@@ -1,0 +1,248 @@
+"""Talking to the upstream model for the OpenAI-compatible routes: the request's JSON, the call, its errors, the
+SSE loop, and the secret masking every relayed byte goes through.
+
+The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``, and ``--llm_model``
+(when set) replaces the request's ``model``. An upstream error is answered with a fixed message and a status
+(``_upstream_error``), never with the upstream's body: a hosted endpoint's 401 may echo the key it was sent. A
+successful answer is relayed with every configured secret masked (:func:`_relayed`, ``redaction.SecretMasker`` for
+streams): an upstream may echo the key in a model list, in a reply's text or in an error event inside a 200 stream.
+
+What the knowledge base changes in a reply is the caller's :class:`ReplyRewriter` (``replies.py``); without one
+the reply goes out as it came, masked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import httpx
+from fastapi import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from ..redaction import SecretMasker, mask_secrets
+from .errors import ApiError, error_body
+from .state import ServerState
+from .upstream import Upstream
+
+__all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
+           "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events"]
+
+log = logging.getLogger(__name__)
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_PASSED_STATUSES = frozenset({400, 404, 408, 413, 422, 429})
+"""Upstream statuses about the request itself, passed on so the client can act (fix it, wait); any other
+(401, 403: the server's own key; 5xx) is the server's problem, answered 502."""
+
+NO_UPSTREAM = ("no upstream model: start the server with --llm_base_url (and --llm_model), or set them in the "
+               "reader's settings")
+"""What every proxy path (chat completions, responses, models) answers, 503, when no model is configured."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """An upstream API the proxy relays: its path under the base URL, and how its stream says it broke."""
+
+    path: str
+    broken: Callable[[dict[str, Any]], str]
+    """The SSE event, in this API's own format, that tells the client the upstream stream broke."""
+
+
+CHAT_COMPLETIONS = Endpoint("/chat/completions", lambda error: f"data: {json.dumps(error)}\n\n")
+RESPONSES = Endpoint("/responses",
+                     lambda error: f"event: error\ndata: {json.dumps({'type': 'error', **error})}\n\n")
+
+
+class ReplyRewriter(Protocol):
+    """What the knowledge base does to one reply (``replies.py``): a whole reply's JSON, or its stream line by
+    line."""
+
+    def whole(self, data: Any) -> bool:
+        """Rewrite a whole reply in place; False when it is not one (it is relayed as it came)."""
+
+    def line(self, line: str) -> list[str]:
+        """One line of the upstream's stream (no line break); the SSE text to send for it."""
+
+    def close(self) -> list[str]:
+        """The stream ended: the SSE text still to send."""
+
+
+# ------------------------------------------------------------------------------------------ the request
+
+
+def _not_finite(constant: str) -> Any:
+    """``json.loads`` hook: NaN and Infinity are not JSON, and no upstream request may carry them."""
+    raise ValueError(f"{constant} is not a JSON number")
+
+
+class _NumberOutOfRange(ValueError):
+    """A JSON number too large for a double."""
+
+
+def _finite(number: str) -> float:
+    """``json.loads`` hook: ``1e999`` is valid JSON, but as a double it is infinite, which no upstream request
+    may carry (the request's JSON could not be written: a 500, before issue 28)."""
+    value = float(number)
+    if not math.isfinite(value):
+        shown = number if len(number) <= 40 else f"{number[:37]}..."
+        raise _NumberOutOfRange(f"the number {shown} is too large (beyond a double's range, about 1.8e308)")
+    return value
+
+
+async def request_json(request: Request) -> Any:
+    """The request's body as JSON: 400 ``BAD_INPUT`` when it is not JSON (NaN and Infinity included) or is
+    nested too deeply; 422 ``BAD_INPUT`` when it is JSON with a number beyond a double's range."""
+    try:
+        return json.loads(await request.body(), parse_constant=_not_finite, parse_float=_finite)
+    except RecursionError as exc:
+        raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
+    except _NumberOutOfRange as exc:
+        raise ApiError(422, "BAD_INPUT", str(exc)) from exc
+    except ValueError as exc:
+        raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
+
+
+# ------------------------------------------------------------------------------------- the call, its errors
+
+
+def require_upstream(state: ServerState) -> Upstream:
+    """The upstream as it is configured now; 503 ``NO_UPSTREAM`` when there is none."""
+    upstream = state.upstream.current
+    if not upstream.base_url:
+        raise ApiError(503, "NO_UPSTREAM", NO_UPSTREAM)
+    return upstream
+
+
+def upstream_headers(upstream: Upstream) -> dict[str, str]:
+    """The headers of every request to the upstream: the server's key, never the client's."""
+    headers = {"Content-Type": "application/json"}
+    if upstream.api_key:
+        headers["Authorization"] = f"Bearer {upstream.api_key}"
+    return headers
+
+
+def _upstream_failure(exc: httpx.HTTPError, upstream: Upstream) -> ApiError:
+    if isinstance(exc, httpx.TimeoutException):
+        return ApiError(504, "UPSTREAM_TIMEOUT", f"{upstream.shown_url} did not answer in time")
+    return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.shown_url}: {type(exc).__name__}")
+
+
+def _upstream_error(status: int, upstream: Upstream) -> ApiError:
+    """A fixed answer for an upstream error status; its body (which may echo the key) is dropped, not relayed."""
+    log.warning("upstream %s answered HTTP %d", upstream.shown_url, status)
+    return ApiError(status if status in _PASSED_STATUSES else 502, "UPSTREAM_ERROR",
+                    f"the upstream model answered HTTP {status}; see the server's log")
+
+
+async def _send(state: ServerState, upstream: Upstream, request: httpx.Request, *, stream: bool) -> httpx.Response:
+    """The upstream's answer to ``request``, its failures and error statuses mapped to our own errors."""
+    try:
+        reply = await state.http.send(request, stream=stream)
+    except httpx.HTTPError as exc:
+        raise _upstream_failure(exc, upstream) from exc
+    if reply.status_code >= 400:
+        await reply.aclose()
+        raise _upstream_error(reply.status_code, upstream)
+    return reply
+
+
+async def relay_get(state: ServerState, upstream: Upstream, path: str) -> Response:
+    """The upstream's answer to a GET of ``path`` (``/models``), relayed masked."""
+    request = state.http.build_request("GET", f"{upstream.base_url}{path}", headers=upstream_headers(upstream))
+    reply = await _send(state, upstream, request, stream=False)
+    return _relayed(reply.content, reply.status_code, reply.headers.get("content-type", "application/json"))
+
+
+async def relay(state: ServerState, upstream: Upstream, endpoint: Endpoint, body: dict[str, Any],
+                rewriter: ReplyRewriter | None, turn: int) -> Response:
+    """Send ``body`` to the upstream's ``endpoint`` and answer with its reply, streamed when the request asks for
+    a stream, rewritten by ``rewriter`` when there is one."""
+    if upstream.model:
+        body["model"] = upstream.model
+    request = state.http.build_request("POST", f"{upstream.base_url}{endpoint.path}", json=body,
+                                       headers=upstream_headers(upstream))
+    streamed = bool(body.get("stream"))
+    reply = await _send(state, upstream, request, stream=streamed)
+    if streamed:
+        return _relayed_stream(_events(reply, rewriter, endpoint, turn))
+    return _relayed_reply(reply, rewriter)
+
+
+def _relayed_reply(reply: httpx.Response, rewriter: ReplyRewriter | None) -> Response:
+    """A whole reply: rewritten when it is JSON the rewriter knows, else as it came."""
+    media_type = reply.headers.get("content-type", "application/json")
+    if rewriter is None:
+        return _relayed(reply.content, reply.status_code, media_type)
+    try:
+        data = reply.json()
+    except ValueError:
+        return _relayed(reply.content, reply.status_code, media_type)
+    if not rewriter.whole(data):
+        return _relayed(reply.content, reply.status_code, media_type)
+    return relayed_json(data, reply.status_code)
+
+
+async def _events(reply: httpx.Response, rewriter: ReplyRewriter | None, endpoint: Endpoint,
+                  turn: int) -> AsyncGenerator[bytes, None]:
+    """The SSE loop: the upstream's stream, rewritten line by line (or its bytes as they come without a
+    rewriter); a stream that breaks ends with the endpoint's error event."""
+    try:
+        if rewriter is None:
+            async for raw in reply.aiter_raw():
+                yield raw
+            return
+        async for line in reply.aiter_lines():
+            for out in rewriter.line(line):
+                yield out.encode()
+        for out in rewriter.close():
+            yield out.encode()
+    except httpx.HTTPError as exc:
+        log.warning("RAG turn %d: upstream stream broke: %s", turn, exc)
+        error = error_body("UPSTREAM_INTERRUPTED", f"the upstream stream broke: {type(exc).__name__}", openai=True)
+        yield endpoint.broken(error).encode()
+    finally:
+        await reply.aclose()
+
+
+# ---------------------------------------------------------------------------------------- secret masking
+
+
+def _relayed(content: bytes, status: int, media_type: str) -> Response:
+    """An upstream's answer as the client gets it: every configured secret masked (``redaction.mask_secrets``)."""
+    return Response(mask_secrets(content), status_code=status, media_type=media_type)
+
+
+def relayed_json(data: Any, status: int = 200) -> Response:
+    """``data`` as JSON, masked as :func:`_relayed` masks: a rewritten reply still carries what the upstream
+    echoed."""
+    return _relayed(bytes(JSONResponse(data).body), status, "application/json")
+
+
+def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
+    """An SSE stream made of an upstream's answer, every configured secret masked as its lines go out."""
+
+    async def masked() -> AsyncIterator[bytes]:
+        masker = SecretMasker()
+        try:
+            async for piece in pieces:
+                out = masker.feed(piece)
+                if out:
+                    yield out
+            tail = masker.flush()
+            if tail:
+                yield tail
+        finally:
+            await pieces.aclose()
+
+    return StreamingResponse(masked(), media_type="text/event-stream", headers=_SSE_HEADERS)
+
+
+def relayed_events(events: Iterator[str]) -> StreamingResponse:
+    """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), each masked;
+    a blocking iterator, which Starlette runs in a thread."""
+    masked = (mask_secrets(event.encode()) for event in events)  # each event is whole: nothing to hold back
+    return StreamingResponse(masked, media_type="text/event-stream", headers=_SSE_HEADERS)
