@@ -50,7 +50,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Library:
 
 
 def test_the_packaged_meaning_model_ranks_with_the_embedder_it_was_fit_on(demo: Library) -> None:
-    model = replace(load_reader_model(), cross_weight=0.0)  # the reading model's part: test_reading_model.py
+    model = load_reader_model()
     assert model.meaning is not None and model.meaning.embedder == demo.embedder.name
     reading = read_evidence(demo, "What did the lighthouse keeper find in the storm?")
     ranked = reading.ranking_scores(model)
@@ -84,18 +84,3 @@ def test_a_confidence_model_without_sound_thresholds_is_refused(tmp_path: Path, 
         model_from_json(raw, tmp_path / "weights.json")
     model = load_reader_model()
     assert 0 <= model.unsure_threshold <= model.answer_threshold <= 1
-
-
-def test_the_reading_model_reorders_the_best_candidates_and_drops_the_rest(demo: Library) -> None:
-    from chapterverse.answering.extractive import CROSS_SENTENCES
-
-    model = replace(load_reader_model(), cross_weight=0.5)
-    reading = read_evidence(demo, "What did the lighthouse keeper find in the storm?", model=model)
-    first = replace(model, cross_weight=0.0)
-    ranked_first = reading.ranking_scores(first)
-    read = np.flatnonzero(~np.isnan(reading.cross))
-    assert len(read) == min(CROSS_SENTENCES, len(reading.candidates))
-    assert set(read) == set(np.argsort(-ranked_first, kind="stable")[:CROSS_SENTENCES].tolist())
-    fused = reading.ranking_scores(model)
-    assert np.allclose(fused[read], ranked_first[read] + 0.5 * reading.cross[read])
-    assert np.isneginf(np.delete(fused, read)).all()

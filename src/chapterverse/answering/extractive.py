@@ -22,7 +22,6 @@ from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
 from ..retrieval import Hit
-from .cross_encoder import ReadingModel, load_reading_model
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
@@ -41,12 +40,6 @@ EMBEDDED_SENTENCES = 16
 """Candidate sentences given their own vector. On the dev sets (FairytaleQA val, XQuAD-en, SQuAD-it: about
 20-30 candidates a question) the three best sentences are the same as when every candidate is embedded,
 down to 8; the rest keep their passage's cosine as the estimate of their own."""
-CROSS_SENTENCES = 8
-"""Candidates the reading model reads, the best the sentence and meaning models rank: 8 pairs of 64 tokens
-cost about 110 ms on two cores, and on the training questions the gold sentence is among them for most
-questions whose candidates hold it at all."""
-NO_CROSS = -10.0
-"""The confidence model's reading-model input when nothing was read: far below any sentence it reads."""
 UNSURE_PASSAGES = 3
 """Passages shown when the reader is unsure: the best-ranked sentence of each of this many retrieved passages."""
 
@@ -75,8 +68,6 @@ class Reading:
     """The candidates that were given their own vector (rows of :attr:`candidates`)."""
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     """Their vectors, in the order of :attr:`embedded`."""
-    cross: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
-    """The reading model's logit of each candidate it read (NaN for the others; empty when it read none)."""
 
     def describe(self) -> None:
         """Compute the features of the candidates and the question's coverage from the evidence."""
@@ -90,18 +81,6 @@ class Reading:
         """The order to show candidates in: the meaning model's scores of the embedded ones (the others,
         which the sentence model already ranked lower, come last), or the sentence model's when the meaning
         model does not fit this library's embedder."""
-        ranked = self._first_ranking(model)
-        if not model.cross_weight or not len(self.cross):
-            return ranked
-        read = ~np.isnan(self.cross)
-        fused = np.full(len(ranked), -np.inf)
-        fused[read] = ranked[read] + model.cross_weight * self.cross[read]
-        return fused
-
-    def _first_ranking(self, model: ReaderModel) -> np.ndarray:
-        """The meaning model's scores of the embedded candidates (the others, which the sentence model
-        already ranked lower, come last), or the sentence model's when the meaning model does not fit this
-        library's embedder: the order the reading model's candidates are drawn in."""
         scores = model.sentence_scores(self.features)
         meaning = model.meaning_for(self.embedder, len(self.query_vector))
         if meaning is None or not len(self.embedded):
@@ -110,18 +89,6 @@ class Reading:
         ranked[self.embedded] = meaning.scores(meaning_inputs(self.features[self.embedded], self.query_vector,
                                                               self.vectors))
         return ranked
-
-    def read_closely(self, model: ReaderModel, reader: ReadingModel) -> None:
-        """Have the reading model read the :data:`CROSS_SENTENCES` candidates ranked best so far."""
-        chosen = np.argsort(-self._first_ranking(model), kind="stable")[:CROSS_SENTENCES]
-        self.cross = np.full(len(self.candidates), np.nan)
-        self.cross[chosen] = reader.scores(self.question.text, [self.candidates[i].text for i in chosen])
-
-    @property
-    def best_cross(self) -> float:
-        """The reading model's highest logit over what it read (:data:`NO_CROSS` when it read nothing)."""
-        read = self.cross[~np.isnan(self.cross)] if len(self.cross) else self.cross
-        return float(read.max()) if len(read) else NO_CROSS
 
 
 def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequence[int] | None = None,
@@ -153,7 +120,6 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         cosines[chosen] = vectors @ query_vector
         reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
-        reading.read_closely(model or load_reader_model(), load_reading_model())
     reading.stand_in = stand_in_similarity(library.embedder, reading)
     return reading
 
@@ -182,7 +148,7 @@ def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
         float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], reading.coverage,
         reading.missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
         reading.stand_in, float(bool(missing_names(reading.question, reading.candidates, reading.languages))),
-        margin, float(reading.features[:, FEATURES.index("window_overlap")].max()), reading.best_cross,
+        margin, float(reading.features[:, FEATURES.index("window_overlap")].max()),
     ])
 
 

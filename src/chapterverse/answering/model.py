@@ -50,7 +50,6 @@ CONFIDENCE_FEATURES: tuple[str, ...] = (
     "missing_name",  # the question names someone or something the evidence never mentions
     "margin",  # how far the best sentence's score stands above the second's
     "window_overlap",  # the most of the question's weight one sentence and its neighbours hold
-    "cross",  # the reading model's highest logit over the candidates it read
 )
 
 
@@ -109,9 +108,6 @@ class ReaderModel:
     unsure_threshold: float = 0.5
     """The confidence from which, below :attr:`answer_threshold`, the reader shows passages that may help
     instead of "Not found"."""
-    cross_weight: float = 0.0
-    """How much the reading model's logit (:mod:`.cross_encoder`) adds to the ranking score of each
-    candidate it read; 0 ranks by the sentence and meaning models alone."""
 
     def meaning_for(self, embedder: str, dim: int) -> MeaningModel | None:
         """The meaning model when it was fit on this embedder's vectors, else None."""
@@ -135,7 +131,7 @@ class ReaderModel:
                            "answer_threshold": round(self.answer_threshold, 4),
                            "unsure_threshold": round(self.unsure_threshold, 4)},
             "compose": {"keep_ratio": self.keep_ratio, "max_sentences": self.max_sentences,
-                        "max_chars": self.max_chars, "cross_weight": self.cross_weight},
+                        "max_chars": self.max_chars},
             "provenance": self.provenance,
             **({"meaning": self.meaning.to_json()} if self.meaning is not None else {}),
         }
@@ -155,7 +151,6 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
         confidence_weights=_vector(raw["confidence"], CONFIDENCE_FEATURES, path),
         confidence_bias=float(raw["confidence"]["bias"]), keep_ratio=float(compose["keep_ratio"]),
         max_sentences=int(compose["max_sentences"]), max_chars=int(compose["max_chars"]),
-        cross_weight=float(compose.get("cross_weight", 0.0)),
         provenance=str(raw.get("provenance", "")),
         **_thresholds(raw["confidence"], path),
         meaning=_meaning_from_json(raw["meaning"], path) if "meaning" in raw else None)

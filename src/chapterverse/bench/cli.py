@@ -55,6 +55,8 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 
 * fit-thresholds: --questions FILE (as answers --questions) of long books, with absent questions.
 
+* fit-reader: --qa DIR and --questions FILE (the long-book questions' train half); torch and transformers.
+
 * latency: an existing --library and --squad files whose questions are asked.
 
 * underload: the shared books and xquad/xquad.en.dev.json, as scale.
@@ -327,19 +329,19 @@ def fit_reader_command(
     qa: Annotated[Path, typer.Option("--qa", help="The QA dev sets folder (../shared/data/qa).")] = Path(
         "../shared/data/qa"),
     questions: Annotated[Path, typer.Option(
-        "--questions", help="The long-book question file; its training half is learnt from.")] = Path(
-        "tests/data/longbooks/questions.jsonl"),
+        "--questions", help="The long-book question file: its train half is learnt from, its test half judged.")
+    ] = Path("tests/data/longbooks/questions.jsonl"),
     work: Annotated[Path, typer.Option(
-        "--work", help="Where the training groups and checkpoints are kept; a run there resumes.")] = Path(
-        "bench-reader"),
+        "--work", help="Where the training groups, checkpoints and the exported model are kept; a run there "
+                       "resumes.")] = Path("bench-reader"),
     epochs: Annotated[float, typer.Option("--epochs", min=0.01, help="Passes over the training groups.")] = 1.0,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch threads.")] = 2,
-    write: Annotated[bool, typer.Option("--write", help="Replace the packaged answering/reading_model/.")] = False,
 ) -> None:
-    """Train the reading model (a three-layer MiniLM cross-encoder, needs the test extra: torch and
-    transformers) and export it to ONNX with int8 weights; with --write into the package, else into WORK/model."""
-    from ..answering.cross_encoder import MODEL_DIR
-    from .fit_reader import export, train, training_groups
+    """Train the cross-encoder reading model (the first three layers of all-MiniLM-L6-v2; needs the test
+    extra: torch, transformers, onnx), export it to WORK/model as int8 ONNX, and print how well the exported
+    model ranks the gold sentence first on held-out questions (see docs/BENCHMARKS.md, "Reading model")."""
+    from .cross_encoder import open_reading_model
+    from .fit_reader import evaluate, export, held_out_groups, train, training_groups
 
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -351,9 +353,11 @@ def fit_reader_command(
     checkpoint = train(groups, work, epochs=epochs, threads=threads, progress=say)
     provenance = (f"bench fit-reader --epochs {epochs}: {len(groups)} groups "
                   f"({sum(g.answerable for g in groups)} answerable)")
-    description = export(checkpoint, MODEL_DIR if write else work / "model", provenance)
-    stdout.print(json.dumps({**description, "seconds": round(time.perf_counter() - started, 1)}, indent=1),
-                 markup=False, highlight=False)
+    description = export(checkpoint, work / "model", provenance)
+    model = open_reading_model(work / "model")
+    held_out = {name: evaluate(model.scores, held) for name, held in held_out_groups(qa, questions).items()}
+    stdout.print(json.dumps({**description, "held_out": held_out, "seconds": round(time.perf_counter() - started, 1)},
+                            indent=1), markup=False, highlight=False)
 
 
 @bench_app.command("fit-thresholds")
@@ -804,8 +808,7 @@ def fit_answers_command(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
     confidence_only: Annotated[bool, typer.Option(
         "--confidence-only", help="Keep the packaged sentence, meaning and composition models; refit the "
-                                  "reading model's weight in the ranking, the confidence model and its two "
-                                  "thresholds.")] = False,
+                                  "confidence model and its two thresholds.")] = False,
     write: Annotated[bool, typer.Option("--write", help="Rewrite the packaged answering/reader_weights.json.")] = False,
 ) -> None:
     """Fit the extractive reader (sentence ranking, composition, confidence and its answer and unsure
@@ -814,8 +817,8 @@ def fit_answers_command(
     from dataclasses import replace
 
     from ..answering.model import load_reader_model
-    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_cross_weight, fit_reader,
-                              training_sets, write_weights)
+    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_reader, training_sets,
+                              write_weights)
 
     plan = FitPlan(fairytaleqa_limit, squad_limit, in_domain_limit, long_limit, per_document, seed)
     data = TrainingData()
@@ -830,9 +833,7 @@ def fit_answers_command(
     if confidence_only:
         base = load_reader_model()
         first_fit = base.provenance.split(REFIT_MARK)[0]
-        model, cross_figures = fit_cross_weight(data, replace(base, provenance=f"{first_fit}{REFIT_MARK}{provenance}"))
-        model, figures = fit_confidence(data, model)
-        figures.update(cross_figures)
+        model, figures = fit_confidence(data, replace(base, provenance=f"{first_fit}{REFIT_MARK}{provenance}"))
     else:
         model, figures = fit_reader(data, provenance)
     figures["seconds"] = time.perf_counter() - started

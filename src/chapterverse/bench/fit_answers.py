@@ -421,28 +421,10 @@ def _best_keep_ratio(model: ReaderModel, data: TrainingData,
 
 
 def _ranking(model: ReaderModel, data: TrainingData, i: int) -> np.ndarray:
-    """:meth:`Reading.ranking_scores` of question ``i`` (every candidate embedded)."""
-    if not len(data.features[i]):
-        return np.zeros(0)
-    return data.readings[i].ranking_scores(model)
-
-
-CROSS_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0)
-
-
-def fit_cross_weight(data: TrainingData, model: ReaderModel) -> tuple[ReaderModel, dict[str, float]]:
-    """``model`` with the reading model's weight in the ranking that shows gold for the most answerable
-    training questions (ties go to the smaller weight); with the share at each weight tried."""
-    answerable = [i for i, a in enumerate(data.answerable) if a and len(data.labels[i])]
-    trials: dict[str, float] = {}
-    best = (-1.0, 0.0)
-    for weight in CROSS_WEIGHTS:
-        trial = replace(model, cross_weight=weight)
-        holds = float(np.mean([bool(data.labels[i][_shown(trial, data, i)].any()) for i in answerable]))
-        trials[f"holds_gold@cross{weight}"] = holds
-        if holds > best[0]:
-            best = (holds, weight)
-    return replace(model, cross_weight=best[1]), {"cross_weight": best[1], **trials}
+    """:meth:`Reading.ranking_scores` of question ``i`` from the stored inputs (every candidate embedded)."""
+    if model.meaning is None:
+        return model.sentence_scores(data.features[i])
+    return model.meaning.scores(data.meaning[i])
 
 
 def write_weights(model: ReaderModel, path: Path = WEIGHTS_PATH) -> None:

@@ -12,9 +12,11 @@ The steps, each a function here:
    word-sharing neighbours) plus a pointwise logistic loss over every pair, absent groups included, so that
    the logit means something on its own. Checkpoints every :data:`CHECKPOINT_EVERY` steps; a run resumes.
 3. :func:`export`: ONNX, then int8 weights (onnxruntime's dynamic quantisation), and ``model.json``
-   describing both files (:func:`chapterverse.answering.cross_encoder.describe_files`).
+   describing both files (:func:`.cross_encoder.describe_files`).
+4. :func:`evaluate` on :func:`held_out_groups`: how often the exported model ranks the gold sentence first,
+   and how well its best score tells answerable groups from absent ones.
 
-Needs the ``test`` extra (torch, transformers); what it writes runs with onnxruntime alone.
+Needs the ``test`` extra (torch, transformers, onnx); what it writes runs with onnxruntime alone.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..answering.cross_encoder import describe_files
+from .cross_encoder import describe_files
 from ..sources import read_source
 from .answers import AnswerSet, load_fairytaleqa, load_question_file, load_squad_answers, split_articles
 from .reader_pairs import Group, groups_of

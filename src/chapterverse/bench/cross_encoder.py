@@ -1,16 +1,15 @@
-"""The reading model: a small cross-encoder that reads a question and a candidate sentence together.
+"""A cross-encoder reading model as exported by ``bench fit-reader``: question and sentence read together.
 
 A sentence vector is computed without the question, and word overlap cannot tell "the sun, who was just
-setting" (the answer to "Who was setting?") from a line that repeats the question's words. A cross-encoder
-attends across both texts at once. Ours is the first three layers of all-MiniLM-L6-v2, fine-tuned here on
-FairytaleQA train, the even articles of SQuAD-it and SQuAD-es and the training half of the long-book
-questions (``chapterverse bench fit-reader``), exported to ONNX with int8 weights and run with onnxruntime:
-no torch at run time.
+setting" (the answer to "Who was setting?") from a line that repeats the question's words; a cross-encoder
+attends across both texts at once. This runs an exported model with onnxruntime and the ``tokenizers``
+library (no torch), as the reader would: it is here, beside its trainer, because no model trained so far
+answers better than the shipped reader (docs/BENCHMARKS.md, "Reading model"), so none is packaged yet.
 
-The files live in ``reading_model/``: ``model.onnx``, ``tokenizer.json`` and ``model.json``, which names
-the format, the base model, the input length and the SHA-256 of the other two. A file that does not match its
-description (a partial copy, a model fit for another tokenizer, an older format) is refused with
-:class:`ReadingModelError` rather than scored with silently.
+A model is a folder of ``model.onnx``, ``tokenizer.json`` and ``model.json``, which names the format, the base
+model, the input length and the SHA-256 of the other two. Files that do not match their description (a partial
+copy, a model fit for another tokenizer, an older format) are refused with :class:`ReadingModelError` rather
+than scored with silently.
 """
 
 from __future__ import annotations
@@ -19,18 +18,16 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["FORMAT", "MODEL_DIR", "ReadingModel", "ReadingModelError", "load_reading_model", "describe_files"]
+__all__ = ["FORMAT", "ReadingModel", "ReadingModelError", "open_reading_model", "describe_files"]
 
 FORMAT = "chapterverse-cross-encoder/1"
 """What :class:`ReadingModel` knows how to run: a BERT-style ONNX graph over (input_ids, attention_mask,
 token_type_ids) returning one logit per pair."""
-MODEL_DIR = Path(__file__).with_name("reading_model")
 THREADS = 2
 
 
@@ -69,7 +66,7 @@ class ReadingModel:
         return np.asarray(logits, dtype=np.float64).reshape(len(sentences))
 
 
-def open_reading_model(directory: Path = MODEL_DIR) -> ReadingModel:
+def open_reading_model(directory: Path) -> ReadingModel:
     """The model in ``directory``, checked against its ``model.json``."""
     description = _description(directory)
     import onnxruntime
@@ -102,9 +99,3 @@ def _description(directory: Path) -> dict[str, Any]:
             raise ReadingModelError(f"{file}: missing or not the file the model was fit with (SHA-256 differs); "
                                     f"refit it with `chapterverse bench fit-reader`")
     return description
-
-
-@lru_cache(maxsize=1)
-def load_reading_model() -> ReadingModel:
-    """The packaged reading model (opened once per process)."""
-    return open_reading_model()
