@@ -21,6 +21,7 @@ Needs the ``test`` extra (torch, transformers, onnx); what it writes runs with o
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import pickle
@@ -31,9 +32,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .cross_encoder import describe_files
+import numpy as np
+
 from ..sources import read_source
 from .answers import AnswerSet, load_fairytaleqa, load_question_file, load_squad_answers, split_articles
+from .cross_encoder import describe_files
 from .reader_pairs import Group, groups_of
 from .retrieval import BenchDocument
 
@@ -187,8 +190,6 @@ def export(checkpoint: Path, target: Path, provenance: str) -> dict[str, Any]:
     shutil.copyfile(base_model_dir() / "tokenizer.json", target / "tokenizer.json")
     description = describe_files(target, base="sentence-transformers/all-MiniLM-L6-v2", layers=LAYERS,
                                  max_length=MAX_LENGTH, steps=int(state["step"]), provenance=provenance)
-    import json
-
     (target / "model.json").write_text(json.dumps(description, indent=1) + "\n", encoding="utf-8")
     return description
 
@@ -227,8 +228,6 @@ def held_out_groups(qa: Path, long_books: Path, per_set: int = 300) -> dict[str,
 def evaluate(scores: Callable[[str, Sequence[str]], Any], groups: Sequence[Group]) -> dict[str, float]:
     """``top1``: answerable groups whose gold sentence scores highest; ``auc``: how often an answerable
     group's best score is above an absent group's (what a confidence threshold can separate)."""
-    import numpy as np
-
     best_answerable, best_absent, first = [], [], []
     for group in groups:
         logits = np.asarray(scores(group.question, group.sentences))
