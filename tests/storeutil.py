@@ -28,3 +28,22 @@ def random_model_store(directory: Path, dim: int) -> SQLiteStore:
     store = SQLiteStore(directory / "library.sqlite3")
     store.check_embedding_model("test-random", dim)
     return store
+
+
+class DelegatingStore:
+    """A store that is no SQLiteStore: it answers every call with a SQLite library's answer, feed included, so
+    an index that works with it knows the store by its protocol, not its class."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._inner, name)
+
+
+class NoFeedStore(SQLiteStore):
+    """A SQLite library that lends the indexes no feed, as PostgreSQL does."""
+
+    @property
+    def index_feed(self) -> None:
+        return None

@@ -12,6 +12,7 @@ import pytest
 
 from chapterverse.index.lexical import LexicalIndex, LexicalSettings
 from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
+from storeutil import DelegatingStore, NoFeedStore
 
 WORDS = [f"w{i:03d}" for i in range(300)] + ["whale", "whaler", "whalebone", "ship", "shipment", "captain"]
 QUERIES = [["whale", "ship"], ["w001", "w002", "w250"], ["captain", "w007", "captain"], ["nothing"], ["w299"]]
@@ -311,30 +312,12 @@ def test_a_build_leaves_numpys_huge_page_setting_as_it_found_it(store: SQLiteSto
             toggle(previous)
 
 
-class _Delegating:
-    """A store that is no SQLiteStore: it answers every call with a SQLite library's answer, feed included."""
-
-    def __init__(self, inner: SQLiteStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
-
-
-class _NoFeed(SQLiteStore):
-    """A SQLite library that lends the indexes no feed, as PostgreSQL does."""
-
-    @property
-    def index_feed(self) -> None:
-        return None
-
-
 def test_the_index_lives_beside_a_store_that_lends_a_feed_and_in_memory_beside_one_that_does_not(
         store: SQLiteStore) -> None:
     rng = np.random.default_rng(12)
     add_doc(store, rng, 40, "a")
-    followed = LexicalIndex.open(_Delegating(store))  # type: ignore[arg-type]
-    in_memory = LexicalIndex.open(_NoFeed(store.path))
+    followed = LexicalIndex.open(DelegatingStore(store))  # type: ignore[arg-type]
+    in_memory = LexicalIndex.open(NoFeedStore(store.path))
     add_doc(store, rng, 10, "b")
     assert_matches_fresh_build(followed, store)
     assert_matches_fresh_build(in_memory, store)

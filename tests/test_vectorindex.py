@@ -12,7 +12,7 @@ import pytest
 from chapterverse.errors import StoreError
 from chapterverse.store import SQLiteStore
 from chapterverse.index.vectors import IndexSettings, VectorIndex
-from storeutil import passages_document, random_model_store
+from storeutil import DelegatingStore, NoFeedStore, passages_document, random_model_store
 
 DIM = 32
 
@@ -402,31 +402,13 @@ def test_a_chunk_without_a_vector_leaves_the_others_indexed(store: SQLiteStore) 
     assert sorted(p.name for p in index.directory.iterdir() if ".tmp" in p.name) == []
 
 
-class _Delegating:
-    """A store that is no SQLiteStore: it answers every call with a SQLite library's answer, feed included."""
-
-    def __init__(self, inner: SQLiteStore) -> None:
-        self._inner = inner
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._inner, name)
-
-
-class _NoFeed(SQLiteStore):
-    """A SQLite library that lends the indexes no feed, as PostgreSQL does."""
-
-    @property
-    def index_feed(self) -> None:
-        return None
-
-
 def test_the_index_follows_whatever_store_lends_it_a_feed_not_a_class(store: SQLiteStore, tmp_path: Path) -> None:
     rng = np.random.default_rng(21)
     add_doc(store, rng.standard_normal((40, DIM)), "a")
-    index = VectorIndex.open(_Delegating(store))  # type: ignore[arg-type]
+    index = VectorIndex.open(DelegatingStore(store))  # type: ignore[arg-type]
     add_doc(store, rng.standard_normal((10, DIM)), "b")
     q = unit(rng.standard_normal(DIM))
     assert_same(index.search(q, 10), brute_force(store, q, 10))
     assert index.directory == tmp_path / "library.vectors" and index.stats().last_refresh == "appended"
-    with pytest.raises(StoreError, match="_NoFeed: the memory-mapped vector index serves SQLite libraries"):
-        VectorIndex(_NoFeed(store.path))
+    with pytest.raises(StoreError, match="NoFeedStore: the memory-mapped vector index serves SQLite libraries"):
+        VectorIndex(NoFeedStore(store.path))
