@@ -13,7 +13,8 @@ import pytest
 import Stemmer
 
 from chapterverse import analysis
-from chapterverse.analysis import LANGUAGES, detect_language, index_terms, normalize, query_terms, word_tokens
+from chapterverse.analysis import (LANGUAGES, detect_language, in_another_language, index_terms, normalize,
+                                   query_terms, word_tokens)
 
 ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \t\n.,;:!?'\"()[]-/\\*&%$#@~`^|<>=+{}"
 WIDE = (
@@ -72,6 +73,25 @@ def test_index_terms_are_each_tokens_stem_also_after_the_memo_starts_afresh(monk
     for language, sentence in SENTENCES.items():  # the second time every word is in the memo
         expected = " ".join(Stemmer.Stemmer(language).stemWords(re.findall(r"\w+", normalize(sentence))))
         assert index_terms(sentence, language) == index_terms(sentence, language) == expected
+
+
+@pytest.mark.parametrize(("question", "evidence", "crosses"), [
+    ("What is the name of the sick girl in the wheelchair in Frankfurt?",
+     "Und als sie nun ins Zimmer trat, saß da Klara in ihrem Rollstuhl und die Dame war bei ihr.", True),
+    ("¿Cuántos soldados de plomo había en la caja?",
+     "There were once five-and-twenty tin soldiers; they were all brothers, for they had all been born of one old "
+     "tin spoon.", True),
+    ("Who is Dante's guide through Hell?",
+     "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura, ché la diritta via era smarrita.", True),
+    # French and Spanish share "la" and "de": a French question about a French book is not a translation
+    ("Comment s'appelle la mère de Jeanne ?",
+     "Elle était la fille unique du baron et de la baronne, et elle ne savait rien.", False),
+    ("Who is Ben Gunn?", "This brought me near to where I had encountered Ben Gunn, the maroon.", False),
+    ("Ben Gunn?", "This brought me near to where I had encountered Ben Gunn, the maroon.", False),
+    ("Pinocchio?", "C'era una volta un pezzo di legno, e il falegname lo trovò nella sua bottega.", False),
+])
+def test_a_question_in_another_language_than_its_evidence(question: str, evidence: str, crosses: bool) -> None:
+    assert in_another_language(question, evidence) is crosses
 
 
 def test_the_language_is_the_one_whose_stopwords_are_most_frequent() -> None:

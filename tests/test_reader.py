@@ -45,6 +45,21 @@ def test_question_kinds_in_three_languages(question: str, kind: str) -> None:
     assert read_question(question, LANGS).kind == kind
 
 
+@pytest.mark.parametrize(("question", "kind"), [
+    ("What is the name of the inn?", "name"), ("What was Tristana's father's name?", "name"),
+    ("What nickname do the men give Silver?", "name"), ("¿Cómo se llamaba la criada de don Lope?", "name"),
+    ("Come si chiama l'isola?", "name"), ("Comment s'appelle le père de Jeanne ?", "name"),
+    ("Wie heißt der Diener im Hause Sesemann?", "name"), ("Qui Jeanne épouse-t-elle ?", "who"),
+    ("Où vivait tante Lison ?", "where"), ("Wer ist die blinde Frau?", "who"), ("Wie alt ist Heidi?", "number"),
+    ("Woher stammte der Alm-Öhi?", "where"), ("En quelle année Jeanne sort-elle du couvent ?", "when"),
+    ("How did the captain die?", "how"), ("Who named the ship?", "who"),
+])
+def test_name_questions_and_french_and_german_question_words(question: str, kind: str) -> None:
+    """A question asking for a name wants a name it does not hold, as "who" does; French and German
+    question words are read like the other languages' (they were read as "what" before)."""
+    assert read_question(question, [*LANGS, "french", "german"]).kind == kind
+
+
 def test_the_subject_of_a_definitional_question_keeps_its_spelling() -> None:
     question = read_question("Who is Queequeg?", LANGS)
     assert question.subject == ("queequeg",) and question.subject_pattern == "Queequeg"

@@ -123,16 +123,31 @@ def language_for_code(code: str | None) -> str | None:
 
 def detect_language(text: str, default: str = "english") -> str:
     """The Snowball language whose stopwords are most frequent in ``text`` (a cheap, robust guess)."""
-    tokens = word_tokens(text[:200_000])
-    if not tokens:
-        return default
-    scores = dict.fromkeys(_STOPWORDS, 0)
-    stopword_counts = Counter(filter(_STOPWORD_LANGUAGES.__contains__, tokens))  # only stopwords are counted
-    for word, count in stopword_counts.items():  # each distinct stopword once, not each stopword list
-        for language in _STOPWORD_LANGUAGES[word]:
-            scores[language] += count
+    scores = stopword_counts(text)
     best = max(scores, key=scores.__getitem__)
     return best if scores[best] > 0 else default
+
+
+def stopword_counts(text: str) -> dict[str, int]:
+    """How many of ``text``'s words are stopwords of each language (a word counts for every language it is a
+    stopword of: "de" for Spanish, French and Italian alike)."""
+    scores = dict.fromkeys(_STOPWORDS, 0)
+    counts = Counter(filter(_STOPWORD_LANGUAGES.__contains__, word_tokens(text[:200_000])))
+    for word, count in counts.items():  # each distinct stopword once, not each stopword list
+        for language in _STOPWORD_LANGUAGES[word]:
+            scores[language] += count
+    return scores
+
+
+def in_another_language(question: str, evidence: str) -> bool:
+    """Whether ``question`` is written in another language than ``evidence``: the evidence's language has at
+    most half as many stopwords in the question as the question's own language. A question in English about
+    an Italian book shares none of its words, which says nothing about whether the book answers it."""
+    evidence_language = detect_language(evidence, default="")
+    asked = stopword_counts(question)
+    own = max(asked, key=asked.__getitem__)
+    return (bool(evidence_language) and asked[own] > 0 and own != evidence_language
+            and asked[evidence_language] * 2 <= asked[own])
 
 
 class _StemMemo(dict[str, str]):

@@ -7,7 +7,9 @@ model (re-ranked by the meaning model where it was fit on the library's embedder
 one to three in reading order (:mod:`.model`). Whether to answer at all is the
 confidence model's calibrated probability that the sentences it would show hold the answer: from the
 model's answer threshold it answers; below it, down to the unsure threshold, it says it found no direct
-answer and shows the best passages that may help (cited, ``found`` false); below that, "Not found".
+answer and shows the best passages that may help (cited, ``found`` false); below that, "Not found". A
+question in another language than the book, about what the book is about, is never "Not found": its words
+cannot be looked for in the book's, so the reader shows the passages that may help instead.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis import in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
+from ..relevance import ANCHORS
 from ..retrieval import Hit
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
@@ -41,6 +45,8 @@ EMBEDDED_SENTENCES = 16
 20-30 candidates a question) the three best sentences are the same as when every candidate is embedded,
 down to 8; the rest keep their passage's cosine as the estimate of their own."""
 UNSURE_PASSAGES = 3
+EVIDENCE_SAMPLE = 10
+"""Candidate sentences whose words say which language the evidence is in."""
 """Passages shown when the reader is unsure: the best-ranked sentence of each of this many retrieved passages."""
 
 
@@ -60,6 +66,9 @@ class Reading:
     coverage: float = 0.0
     missing: float = 0.0
     stand_in: float = 1.0
+    cross_language: bool = False
+    """The question is in another language than its evidence (:func:`analysis.in_another_language`): the
+    words it lacks are not evidence that the book does not answer it."""
     """How close in meaning the evidence comes to the question words it lacks: the mean, over those words,
     of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
     embedder: str = ""
@@ -121,6 +130,7 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
+    reading.cross_language = in_another_language(question_text, " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE]))
     return reading
 
 
@@ -139,16 +149,21 @@ def stand_in_similarity(embedder: Embedder, reading: Reading) -> float:
 
 
 def confidence_features(reading: Reading, scores: np.ndarray) -> np.ndarray:
-    """The confidence model's inputs (:data:`.model.CONFIDENCE_FEATURES`) for one reading."""
+    """The confidence model's inputs (:data:`.model.CONFIDENCE_FEATURES`) for one reading. Across languages
+    the question's missing words and names are read as found (a translated question lacks them all), so the
+    confidence rests on meaning and the sentence model's score."""
     best = int(np.argmax(scores))
     row = reading.features[best]
     ranked = np.sort(scores)[::-1]
     margin = float(ranked[0] - ranked[1]) if len(ranked) > 1 else 1.0
+    missing_name = not reading.cross_language and bool(
+        missing_names(reading.question, reading.candidates, reading.languages))
+    coverage, missing, stand_in = (1.0, 0.0, 1.0) if reading.cross_language else (
+        reading.coverage, reading.missing, reading.stand_in)
     return np.array([
-        float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], reading.coverage,
-        reading.missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
-        reading.stand_in, float(bool(missing_names(reading.question, reading.candidates, reading.languages))),
-        margin, float(reading.features[:, FEATURES.index("window_overlap")].max()),
+        float(scores[best]), row[FEATURES.index("cos")], row[FEATURES.index("overlap")], coverage,
+        missing, max((h.dense for h in reading.hits), default=0.0), math.log1p(len(reading.candidates)),
+        stand_in, float(missing_name), margin, float(reading.features[:, FEATURES.index("window_overlap")].max()),
     ])
 
 
@@ -194,7 +209,7 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0, state="not_found")
     scores = model.sentence_scores(reading.features)
     confidence = round(model.confidence(confidence_features(reading, scores)), 4)
-    if confidence < model.unsure_threshold:
+    if confidence < model.unsure_threshold and not _related_across_languages(reading):
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence,
                             state="not_found")
     if confidence < model.answer_threshold:
@@ -207,6 +222,14 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
     spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
                         answer_spans=spans, state="answered")
+
+
+def _related_across_languages(reading: Reading) -> bool:
+    """A question in another language than the book, about something the book is about: its best passage is
+    relevant at the recall-oriented level (:data:`relevance.ANCHORS`), which the relevance model judges on
+    meaning when words cannot match. Such a question gets passages that may help, never "Not found"."""
+    recall_level = ANCHORS[0][1]
+    return reading.cross_language and max((h.score for h in reading.hits), default=0.0) >= recall_level
 
 
 def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:

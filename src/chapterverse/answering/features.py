@@ -43,7 +43,7 @@ FEATURES: tuple[str, ...] = (
     "length",  # log of the sentence's characters, over log(200)
     "first_in_paragraph",
     "dialogue",  # the sentence opens with a quotation mark or dash
-    "who_name",  # who-question and the sentence names someone the question does not
+    "who_name",  # who- or name-question and the sentence names someone the question does not
     "when_time",  # when-question and the sentence holds a date or time expression
     "number_number",  # how-many question and the sentence holds a number
     "where_place",  # where-question and the sentence holds a place phrase
@@ -53,9 +53,13 @@ FEATURES: tuple[str, ...] = (
 )
 
 NUMBER_WORDS = frozenset(
-    "one two three four five six seven eight nine ten eleven twelve twenty thirty forty fifty hundred thousand "
-    "million billion dozen half once twice first second third uno dos tres cuatro cinco seis siete ocho nueve diez "
-    "cien ciento mil millon millones due tre quattro cinque sei sette otto nove dieci cento mille milioni".split())
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion dozen "
+    "score half once twice first second third uno dos tres cuatro cinco seis siete ocho nueve diez once doce quince "
+    "veinte treinta cuarenta cincuenta cien ciento mil millon millones due tre quattro cinque sei sette otto nove "
+    "dieci undici dodici quindici venti trenta quaranta cinquanta cento mille milioni deux trois quatre cinq sept huit "
+    "neuf dix onze douze quinze vingt trente quarante cinquante cent zwei drei vier funf sechs sieben acht neun zehn "
+    "elf zwolf zwanzig dreißig hundert tausend".split())
 TIME_WORDS = frozenset(
     "january february march april may june july august september october november december monday tuesday "
     "wednesday thursday friday saturday sunday morning evening night midnight noon dawn dusk day days week weeks "
@@ -148,7 +152,7 @@ def _answer_type(question: Question, sentence: str) -> list[float]:
     has_time = bool(re.search(r"\b1\d{3}\b|\b20\d{2}\b", sentence)) or any(t in TIME_WORDS for t in tokens)
     definition, subject_first = _definition(question, tokens, sentence)
     return [
-        float(kind == "who" and new_name),
+        float(kind in ("who", "name") and new_name),
         float(kind == "when" and has_time),
         float(kind == "number" and has_number),
         float(kind == "where" and bool(_PLACE.search(sentence))),

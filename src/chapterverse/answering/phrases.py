@@ -20,9 +20,6 @@ __all__ = ["answer_phrase"]
 
 _WORD = re.compile(r"\w[\w'’-]*", re.UNICODE)
 MAX_PHRASE_WORDS = 10
-_NAMING_WORDS = frozenset({"name", "named", "called", "nombre", "llama", "llamaba", "llamado", "nome", "chiama",
-                           "chiamava", "chiamato"})
-"""Question words that ask what something is called: answered by a name, as "who" is."""
 _DATE_GLUE = frozenset({"of", "de", "del", "di", "the", "el", "il"})
 _NAME_GLUE = frozenset({"of", "de", "del", "di", "da", "van", "von", "la", "le"})
 _ORDINAL = re.compile(r"\d+(st|nd|rd|th)|\w+(th|st|nd|rd)|first|second|third|primero|segundo|primo|secondo")
@@ -31,7 +28,7 @@ _ORDINAL = re.compile(r"\d+(st|nd|rd|th)|\w+(th|st|nd|rd)|first|second|third|pri
 def answer_phrase(sentence: str, question: Question, languages: Sequence[str]) -> tuple[int, int] | None:
     """Offsets of the answer phrase inside ``sentence``, or None when no run of new words has what the
     question's kind asks for."""
-    kind = "who" if question.words & _NAMING_WORDS else question.kind
+    kind = "who" if question.kind == "name" else question.kind  # a name is asked for as "who" asks
     if kind not in ("who", "when", "number"):
         return None
     words = [(m.start(), m.end(), m.group(0)) for m in _WORD.finditer(sentence)]

@@ -17,15 +17,24 @@ __all__ = ["Question", "read_question", "reader_terms"]
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern)) for kind, pattern in (
     ("number", r"\bhow (many|much|old|long|far|big|tall)\b|\bwhat (percentage|number|amount)\b"
-               r"|\bcuant[oa]s?\b|\bque (porcentaje|cantidad)\b|\bquant[aeio]\b|\bcombien\b|\bwie (viele|viel)\b"
-               r"|\bquantos?\b|\bquantas?\b"),
-    ("when", r"\bwhen\b|\bwhat (year|time|day|month|century|date|age)\b|\bcuando\b|\ben que (ano|siglo|fecha|epoca)\b"
-             r"|\bquando\b|\bin (che|quale) (anno|secolo|epoca)\b|\bquand\b|\bwann\b|\bem que ano\b"),
-    ("who", r"\bwho(m|se)?\b|\bquien(es)?\b|\bchi\b|\bwer\b|\bquem\b"),
-    ("where", r"\bwhere\b|\b(a|de)?donde\b|\bdove\b|\bwo\b|\bonde\b"),
-    ("why", r"\bwhy\b|\bpor que\b|\bperche\b|\bcome mai\b|\bpourquoi\b|\bwarum\b|\bpor que\b"),
+               r"|\bcuant[oa]s?\b|\bque (porcentaje|cantidad|edad)\b|\bquant[aeio]\b|\bcombien\b|\bquel age\b"
+               r"|\bwie (viele|viel|alt|lange|weit|gross)\b|\bquantos?\b|\bquantas?\b"),
+    ("when", r"\bwhen\b|\bwhat (year|time|day|month|century|date|age)\b|\bcuando\b|\ben que (ano|siglo|fecha|epoca|mes)\b"
+             r"|\bquando\b|\bin (che|quale) (anno|secolo|epoca)\b|\bquand\b|\bquel(le)? (annee|jour|mois|siecle)\b"
+             r"|\bwann\b|\bin welchem (jahr|monat)\b|\bem que ano\b"),
+    ("who", r"\bwho(m|se)?\b|\bquien(es)?\b|\bchi\b|\bqui\b|\bwer\b|\bwem\b|\bwen\b|\bwessen\b|\bquem\b"),
+    ("where", r"\bwhere\b|\b(a|de)?donde\b|\bdove\b|\bou\b|\bwo(hin|her)?\b|\bonde\b"),
+    ("why", r"\bwhy\b|\bpor que\b|\bperche\b|\bcome mai\b|\bpourquoi\b|\bwarum\b|\bweshalb\b|\bwieso\b"),
     ("how", r"\bhow\b|\bcomo\b|\bcome\b|\bcomment\b|\bwie\b"),
 ))
+_NAME_ASKED = re.compile(
+    r"\b(names?|nicknames?|called|named|nombres?|apodo|sobrenombre|llama|llamaba|llaman|llamaban|llamo|nome|nomi"
+    r"|soprannome|chiama|chiamava|chiamano|chiamavano|chiamato|noms?|surnom|appelle|appelait|appellent|nomme"
+    r"|heißt|heisst|hieß|hiess|heißen|heissen|hießen|nennen|nennt|nannte|nannten|namen?|spitzname)\b")
+"""A what- or how-question that asks for a name ("What is the name of the inn?", "¿Cómo se llamaba la
+criada?", "Wie heißt der Diener?"): it wants a name the question does not hold, as a who-question does."""
+_NAME_WORDS = 8
+"""The name word counts among the first eight words ("What was Tristana's father's name?")."""
 _YES_NO = re.compile(r"^(did|does|do|is|was|were|are|can|could|will|would|has|have|had|should|must)\b")
 _LEAD_WORDS = 3
 """A question word counts only among the first three words ("In what year", "¿En qué año"), so
@@ -109,9 +118,10 @@ def _kind(flat: str) -> str:
     lead = " ".join(flat.split()[:_LEAD_WORDS])
     found = [(m.start(), order, kind) for order, (kind, pattern) in enumerate(_KIND_PATTERNS)
              if (m := pattern.search(lead))]
-    if found:
-        return min(found)[2]
-    return "yesno" if _YES_NO.match(flat) else "what"
+    kind = min(found)[2] if found else "yesno" if _YES_NO.match(flat) else "what"
+    if kind in ("what", "how") and _NAME_ASKED.search(" ".join(flat.split()[:_NAME_WORDS])):
+        return "name"
+    return kind
 
 
 def _subject(flat: str, languages: Sequence[str]) -> tuple[str, ...]:
