@@ -424,11 +424,11 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
                                  done=done)
     except KeyboardInterrupt:
         _report_interrupted(stored)
-    if not as_book:
-        _report_skipped(paths, nothing_ingested=not results and not failures)
+    skipped: list[Path] = [] if as_book else _report_skipped(paths, nothing_ingested=not results and not failures)
     if json_out:
         _emit({"documents": [_document_json(r) for r in results],
-               "failed": [{"path": f.path, "reason": f.reason} for f in failures]})
+               "failed": [{"path": f.path, "reason": f.reason} for f in failures],
+               "skipped": [{"path": str(file), "reason": _unsupported_reason(file)} for file in skipped]})
     elif bar:
         for result in results:
             _print_document(result)
@@ -496,9 +496,10 @@ def _same_destination(first: Any, second: Any) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
-    """Name the files of the folders in ``paths`` that were passed over for their type, on stderr; exit 2 when
-    nothing at all was ingested (an empty folder, or one of other files), which is never what was meant."""
+def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> list[Path]:
+    """Name the files of the folders in ``paths`` that were passed over for their type, on stderr, and return
+    them (``--json`` lists them too); exit 2 when nothing at all was ingested (an empty folder, or one of other
+    files), which is never what was meant."""
     from .sources import SUPPORTED_SUFFIXES, unsupported_files
 
     skipped = [file for path in paths if path.is_dir() for file in unsupported_files(path)]
@@ -510,6 +511,12 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
     if nothing_ingested:
         _fail(InputError(f"nothing to ingest in {', '.join(str(p) for p in paths)}: no files of the supported "
                          f"types ({' '.join(sorted(SUPPORTED_SUFFIXES))})"))
+    return skipped
+
+
+def _unsupported_reason(file: Path) -> str:
+    """Why a folder's file was passed over, for ``--json``: its type, named by its extension."""
+    return f"unsupported type ({file.suffix.lower() or 'no extension'})"
 
 
 @command()
