@@ -438,13 +438,20 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
 
 def _report_interrupted(stored: list[IngestResult]) -> NoReturn:
     """Ctrl-C during ingest: say what the library kept (each document is written whole or not at all), exit 130."""
-    kept = [r.document for r in stored if r.changed]
-    named = ", ".join(d.source for d in kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
-    stderr.print(f"interrupted: {len(kept)} document{'' if len(kept) == 1 else 's'} added before it "
-                 f"{'are' if len(kept) != 1 else 'is'} kept{f' ({named})' if kept else ''}; the one being read "
-                 "was not written. Run the same command again to go on (what is stored is not read twice).",
+    stderr.print(_interrupted_message([r.document.source for r in stored if r.changed]),
                  markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(130)
+
+
+def _interrupted_message(kept: list[str]) -> str:
+    """The line a Ctrl-C during ingest prints: the documents (by source) that were added before it and stay."""
+    if not kept:
+        done = "interrupted before any document was added"
+    else:
+        named = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        done = f"interrupted: kept {len(kept)} document{'' if len(kept) == 1 else 's'} added before Ctrl-C ({named})"
+    return (f"{done}; the one being read was not written. Run the same command again to go on (what is stored is "
+            "not read twice).")
 
 
 def _document_json(result: IngestResult) -> dict[str, Any]:
