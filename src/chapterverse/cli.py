@@ -587,6 +587,8 @@ def _require_text(text: str, what: str, limit: int) -> None:
 
 
 def _print_answer(result: AnswerResult) -> None:
+    """An answer with its citations numbered, then, for the extractive reader's answer, its confidence on a dim
+    line of its own (unsure and not found say what they are in their words), then the footnotes."""
     from rich.text import Text
 
     text = result.answer
@@ -596,6 +598,8 @@ def _print_answer(result: AnswerResult) -> None:
     for phrase in result.answer_spans:
         shown.highlight_words([phrase.text], style="bold")
     stdout.print(shown, highlight=False)
+    if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
+        stdout.print(f"confidence {result.confidence:.2f}", style="dim", markup=False, highlight=False)
     if result.notice:
         stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
     if result.citations:
