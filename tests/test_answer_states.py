@@ -117,6 +117,19 @@ def test_cli_ask_says_it_is_unsure_and_cites_the_passages(demo_dir: Path, demo: 
     assert refused["state"] == "not_found" and refused["found"] is False and refused["citations"] == []
 
 
+def test_cli_ask_shows_an_answers_confidence_on_its_own_line(demo_dir: Path) -> None:
+    """The plain output says how sure an answer is, as --json does: one line after the answer, before the
+    footnotes; unsure and not found say what they are in their own words, with no such line."""
+    answered = json.loads(cli("ask", ANSWERED_QUESTION, "--library", str(demo_dir), "--json").stdout)
+    assert answered["state"] == "answered", answered
+    lines = cli("ask", ANSWERED_QUESTION, "--library", str(demo_dir)).stdout.splitlines()
+    at = lines.index(f"confidence {answered['confidence']:.2f}")
+    assert "Admiral" in " ".join(lines[:at]) and lines[at + 1] == "" and lines[at + 2].startswith("[1] [f"), lines
+    for question in (UNSURE_QUESTION, OFF_TOPIC_QUESTION):
+        shown = cli("ask", question, "--library", str(demo_dir))
+        assert shown.returncode == 0 and "confidence" not in shown.stdout, shown.stdout
+
+
 # ------------------------------------------------------------------------------------------ the HTTP API
 
 

@@ -100,6 +100,21 @@ def test_skipped_files_are_named_beside_what_was_ingested(tmp_path: Path) -> Non
     assert progress.startswith("ingested notes.md: 1 file, 1 chunk, 1 segment, ") and progress.endswith(" s")
 
 
+def test_json_lists_the_skipped_files_as_the_plain_output_names_them(tmp_path: Path) -> None:
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    (folder / "notes.md").write_text("# Notes\n\nThe lamp was lit at dusk.\n")
+    (folder / "image.PNG").write_bytes(b"\x89PNG")
+    (folder / "README").write_text("no extension")
+    result = process("--json", "ingest", str(folder), "--library", str(tmp_path / "lib"))
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert [d["source"] for d in payload["documents"]] == ["notes.md"] and payload["failed"] == []
+    assert payload["skipped"] == [{"path": str(folder / "README"), "reason": "unsupported type (no extension)"},
+                                  {"path": str(folder / "image.PNG"), "reason": "unsupported type (.png)"}]
+    assert f"skipped 2 files of unsupported types: {folder / 'README'}, {folder / 'image.PNG'}" in result.stderr
+
+
 @pytest.mark.parametrize("command", ["ask", "search"])
 def test_an_unknown_document_id_exits_2_for_search_and_ask(library: Path, command: str) -> None:
     code, output = run(command, "whale", "--doc", "9999", "--library", str(library))

@@ -75,6 +75,25 @@ def test_deeply_nested_chat_body_is_a_400(server: Server) -> None:
         assert search.status_code == 400
 
 
+NOT_JSON = [
+    (b"not json", "the request body is not valid JSON: Expecting value: line 1 column 1 (char 0)"),
+    (b'{"query": "lamp",\n}', "the request body is not valid JSON: Expecting property name enclosed in double "
+                             "quotes: line 2 column 1 (char 18)"),
+    (b'{"query": "\xff"}', "the request body is not valid JSON: 'utf-8' codec can't decode byte 0xff in position "
+                          "11: invalid start byte"),
+    (b"[" * 100_000, "the request body is nested too deeply"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), sorted({(method, path) for method, path, _ in JSON_ENDPOINTS}))
+def test_a_body_that_is_not_json_says_why_and_where_on_every_route(server: Server, method: str, path: str) -> None:
+    with server.client() as client:
+        for raw, message in NOT_JSON:
+            reply = _post_raw(client, method, path, raw)
+            assert reply.status_code == 400, reply.text
+            assert (reply.json()["code"], reply.json()["message"]) == ("BAD_INPUT", message), (raw[:20], reply.text)
+
+
 @pytest.mark.parametrize(("raw", "found"), [
     (b'{"a": "\\ud800"}', "\\ud800"),
     (b'{"\\udc00": 1}', "\\udc00"),

@@ -424,11 +424,11 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
                                  done=done)
     except KeyboardInterrupt:
         _report_interrupted(stored)
-    if not as_book:
-        _report_skipped(paths, nothing_ingested=not results and not failures)
+    skipped: list[Path] = [] if as_book else _report_skipped(paths, nothing_ingested=not results and not failures)
     if json_out:
         _emit({"documents": [_document_json(r) for r in results],
-               "failed": [{"path": f.path, "reason": f.reason} for f in failures]})
+               "failed": [{"path": f.path, "reason": f.reason} for f in failures],
+               "skipped": [{"path": str(file), "reason": _unsupported_reason(file)} for file in skipped]})
     elif bar:
         for result in results:
             _print_document(result)
@@ -438,13 +438,20 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
 
 def _report_interrupted(stored: list[IngestResult]) -> NoReturn:
     """Ctrl-C during ingest: say what the library kept (each document is written whole or not at all), exit 130."""
-    kept = [r.document for r in stored if r.changed]
-    named = ", ".join(d.source for d in kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
-    stderr.print(f"interrupted: {len(kept)} document{'' if len(kept) == 1 else 's'} added before it "
-                 f"{'are' if len(kept) != 1 else 'is'} kept{f' ({named})' if kept else ''}; the one being read "
-                 "was not written. Run the same command again to go on (what is stored is not read twice).",
+    stderr.print(_interrupted_message([r.document.source for r in stored if r.changed]),
                  markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(130)
+
+
+def _interrupted_message(kept: list[str]) -> str:
+    """The line a Ctrl-C during ingest prints: the documents (by source) that were added before it and stay."""
+    if not kept:
+        done = "interrupted before any document was added"
+    else:
+        named = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        done = f"interrupted: kept {len(kept)} document{'' if len(kept) == 1 else 's'} added before Ctrl-C ({named})"
+    return (f"{done}; the one being read was not written. Run the same command again to go on (what is stored is "
+            "not read twice).")
 
 
 def _document_json(result: IngestResult) -> dict[str, Any]:
@@ -496,9 +503,10 @@ def _same_destination(first: Any, second: Any) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
-    """Name the files of the folders in ``paths`` that were passed over for their type, on stderr; exit 2 when
-    nothing at all was ingested (an empty folder, or one of other files), which is never what was meant."""
+def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> list[Path]:
+    """Name the files of the folders in ``paths`` that were passed over for their type, on stderr, and return
+    them (``--json`` lists them too); exit 2 when nothing at all was ingested (an empty folder, or one of other
+    files), which is never what was meant."""
     from .sources import SUPPORTED_SUFFIXES, unsupported_files
 
     skipped = [file for path in paths if path.is_dir() for file in unsupported_files(path)]
@@ -510,6 +518,12 @@ def _report_skipped(paths: list[Path], *, nothing_ingested: bool) -> None:
     if nothing_ingested:
         _fail(InputError(f"nothing to ingest in {', '.join(str(p) for p in paths)}: no files of the supported "
                          f"types ({' '.join(sorted(SUPPORTED_SUFFIXES))})"))
+    return skipped
+
+
+def _unsupported_reason(file: Path) -> str:
+    """Why a folder's file was passed over, for ``--json``: its type, named by its extension."""
+    return f"unsupported type ({file.suffix.lower() or 'no extension'})"
 
 
 @command()
@@ -573,6 +587,8 @@ def _require_text(text: str, what: str, limit: int) -> None:
 
 
 def _print_answer(result: AnswerResult) -> None:
+    """An answer with its citations numbered, then, for the extractive reader's answer, its confidence on a dim
+    line of its own (unsure and not found say what they are in their words), then the footnotes."""
     from rich.text import Text
 
     text = result.answer
@@ -582,6 +598,8 @@ def _print_answer(result: AnswerResult) -> None:
     for phrase in result.answer_spans:
         shown.highlight_words([phrase.text], style="bold")
     stdout.print(shown, highlight=False)
+    if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
+        stdout.print(f"confidence {result.confidence:.2f}", style="dim", markup=False, highlight=False)
     if result.notice:
         stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
     if result.citations:

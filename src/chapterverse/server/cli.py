@@ -40,7 +40,20 @@ def _configure_logging(level: str) -> logging.Logger:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Parse ``argv``, open the libraries, serve until interrupted. Exit code 0, 1 (runtime) or 2 (bad input)."""
+    """Parse ``argv``, open the libraries, serve until interrupted. Exit code 0, 1 (runtime) or 2 (bad input).
+
+    Ctrl-C is 0, as uvicorn's own clean stop is, both while the server loads (typer would otherwise exit 130
+    without a word) and while it serves. A knowledge-base sync it cuts short keeps the documents it wrote whole
+    (one transaction each); the next start syncs the rest."""
+    try:
+        return _start(argv)
+    except KeyboardInterrupt:
+        print("stopped by Ctrl-C while starting, before serving", file=sys.stderr)
+        return 0
+
+
+def _start(argv: Sequence[str]) -> int:
+    """:func:`main`, up to Ctrl-C while starting."""
     from .config import parse_serve_args
     from .security import check_bind
 
@@ -98,13 +111,15 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     except ChapterverseError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
-    log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it", settings.host,
-             listening.getsockname()[1],
-             _library_named(settings) + ("" if existed else ", new and empty: created now"),
-             f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
-             else "; knowledge base disabled (--rag_enabled to turn it on)")
     config = stopping.config(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    # Ctrl-C while serving: uvicorn shuts down cleanly, then raises it again on its way out (or, in the moment
+    # before uvicorn takes the signal over, it comes here itself). The server stopped as asked: 0.
     with contextlib.suppress(KeyboardInterrupt):
+        log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it",
+                 settings.host, listening.getsockname()[1],
+                 _library_named(settings) + ("" if existed else ", new and empty: created now"),
+                 f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
+                 else "; knowledge base disabled (--rag_enabled to turn it on)")
         stopping.StoppingServer(config, abandon=app.state.cv.abandon_work).run(sockets=[listening])
     return 0
 

@@ -7,7 +7,9 @@ errors are mapped here, at the one HTTP boundary, and every message passes the s
 
 A request the schema refuses is 400 ``BAD_INPUT`` when it is not what the endpoint takes (not JSON,
 a required field missing, a wrong type), and 422 ``BAD_INPUT`` when it is well-formed but a value is
-refused: an unknown field where the endpoint forbids them, a malformed URL, a text over its limit.
+refused: an unknown field where the endpoint forbids them, a malformed URL, a text over its limit. A body
+that is not JSON gets the same message on every route, the proxy's included: why and where it stops parsing
+(:func:`unparsable_body`).
 
 A browser that asks for an address the reader does not have (``/nope``, ``/read/abc``) gets a small HTML page
 that says so and links back to the library, with status 404; the APIs' clients (every ``/api`` and ``/v1``
@@ -16,6 +18,7 @@ path, and any request that does not ask for HTML before JSON) always get the JSO
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -41,7 +44,7 @@ from ..errors import (
     TagError,
 )
 
-__all__ = ["ApiError", "error_body", "error_response", "install_error_handlers", "OPENAI_PATHS"]
+__all__ = ["ApiError", "error_body", "error_response", "install_error_handlers", "unparsable_body", "OPENAI_PATHS"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +103,24 @@ def from_chapterverse(exc: ChapterverseError) -> ApiError:
     if isinstance(exc, StoreError):
         return ApiError(500, "STORE_ERROR", str(exc))
     return ApiError(500, "INTERNAL", str(exc))
+
+
+def unparsable_body(exc: ValueError | RecursionError) -> ApiError:
+    """400 ``BAD_INPUT`` for a request body that does not parse as JSON, in the same words on every route: those
+    whose body FastAPI parses (``/v1/rag/*``, the reader's ``/api/*``) and the proxy's, which parses its own."""
+    if isinstance(exc, RecursionError):
+        return ApiError(400, "BAD_INPUT", "the request body is nested too deeply")
+    return ApiError(400, "BAD_INPUT", f"the request body is not valid JSON: {exc}")
+
+
+def _unparsed_body(exc: RequestValidationError) -> ApiError | None:
+    """:func:`unparsable_body` for FastAPI's own parse failure, which it words ``0: JSON decode error``: the
+    reason and the place, as ``json`` words them (``Expecting value: line 1 column 1 (char 0)``)."""
+    for error in exc.errors():
+        if error.get("type") == "json_invalid":
+            position = int(error["loc"][-1])
+            return unparsable_body(json.JSONDecodeError(str(error["ctx"]["error"]), str(exc.body), position))
+    return None
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -161,6 +182,8 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         if _is_page_request(request):  # /read/abc: an address that names no book
             return _not_found_page(request)
+        if (unparsed := _unparsed_body(exc)) is not None:
+            return error_response(unparsed.status, unparsed.code, unparsed.message, path=request.url.path)
         errors = exc.errors()
         status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400
         return error_response(status, "BAD_INPUT", _validation_message(exc), path=request.url.path)
@@ -169,6 +192,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404 and _is_page_request(request):
             return _not_found_page(request)
+        if isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's "error parsing the body"
+            unparsed = unparsable_body(exc.__cause__)  # (bytes not UTF-8, nesting beyond the recursion limit)
+            return error_response(unparsed.status, unparsed.code, unparsed.message, path=request.url.path)
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
         return error_response(exc.status_code, code, str(exc.detail), path=request.url.path)
 

@@ -25,7 +25,7 @@ from fastapi import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from ..redaction import SecretMasker, mask_secrets
-from .errors import ApiError, error_body
+from .errors import ApiError, error_body, unparsable_body
 from .state import ServerState
 from .upstream import Upstream
 
@@ -98,12 +98,10 @@ async def request_json(request: Request) -> Any:
     nested too deeply; 422 ``BAD_INPUT`` when it is JSON with a number beyond a double's range."""
     try:
         return json.loads(await request.body(), parse_constant=_not_finite, parse_float=_finite)
-    except RecursionError as exc:
-        raise ApiError(400, "BAD_INPUT", "the request body is nested too deeply") from exc
     except _NumberOutOfRange as exc:
         raise ApiError(422, "BAD_INPUT", str(exc)) from exc
-    except ValueError as exc:
-        raise ApiError(400, "BAD_INPUT", f"the request body is not JSON: {exc}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise unparsable_body(exc) from exc
 
 
 # ------------------------------------------------------------------------------------- the call, its errors
