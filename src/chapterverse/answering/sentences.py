@@ -22,14 +22,16 @@ from .reader_library import ReaderLibrary
 
 __all__ = ["Candidate", "gather_candidates", "is_answer_prose", "definition_candidates", "definition_pattern"]
 
-SENTENCE_REACH = 400
-"""Characters read around each passage, so a passage cut mid-sentence still yields whole sentences."""
+MAX_SENTENCE_CHARS = 600
+"""Longer "sentences" are unsplit blocks (tables, verse without punctuation): not shown as one answer."""
+SENTENCE_REACH = MAX_SENTENCE_CHARS + 40
+"""Characters read around each passage: a sentence that overlaps the passage and is short enough to be shown
+lies whole in that window, however the passage cut it. The window's own first and last sentences are never
+candidates (:func:`_window_sentences`); the 40 spare keep a whole one there out of reach of the passage."""
 MAX_DEFINITIONS = 4
 """Sentences of the form "X was a ..." added for "Who/What is X?", first in reading order (introductions)."""
 DEFINITION_DOCUMENTS = 2
 """Documents searched for them: the question's own, or the two best-retrieved of a library-wide question."""
-MAX_SENTENCE_CHARS = 600
-"""Longer "sentences" are unsplit blocks (tables, verse without punctuation): not shown as one answer."""
 
 _CHAPTER_LINE = re.compile(
     r"^(chapter|capitulo|capitolo|canto|book|part|libro|parte|chapitre|kapitel|section|seccion)\s+"
@@ -101,8 +103,9 @@ def gather_candidates(library: ReaderLibrary, hits: Sequence[Hit], question: Que
             names = [hit.doc_title, *(t.title for t in library.store.toc(chunk.doc_id))]
             titles[chunk.doc_id] = frozenset(" ".join(word_tokens(name)) for name in names)
         text = texts[chunk.file_id]
-        spans = sentence_spans(text, max(0, chunk.start - SENTENCE_REACH), chunk.end + SENTENCE_REACH)
-        for i, (start, end) in enumerate(spans):
+        spans, whole = _window_sentences(text, chunk.start, chunk.end)
+        for i in whole:
+            start, end = spans[i]
             span = Span(chunk.file_id, start, end)
             if end <= chunk.start or start >= chunk.end or span in seen:
                 continue
@@ -114,6 +117,20 @@ def gather_candidates(library: ReaderLibrary, hits: Sequence[Hit], question: Que
             after = _neighbour(text, spans, i + 1, end)
             out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before))
     return out + definition_candidates(library, hits, question, languages, seen, titles)
+
+
+def _window_sentences(text: str, start: int, end: int) -> tuple[list[tuple[int, int]], range]:
+    """The sentences of the window ``SENTENCE_REACH`` code points around ``text[start:end]``, and which of
+    them are whole.
+
+    The window's edges fall wherever the arithmetic puts them, mid-word as often as not, and the splitter
+    starts its first sentence and ends its last one there: Don Quijote's "-Si por buena fama ... -dijo el
+    bachiller-, solo vuestra merced ..." became "achiller-, solo vuestra merced ...". So those two are not
+    whole unless the window reached the text's own start or end; they stay in the list only as the
+    neighbours of the sentences next to them."""
+    low, high = max(0, start - SENTENCE_REACH), min(len(text), end + SENTENCE_REACH)
+    spans = sentence_spans(text, low, high)
+    return spans, range(1 if low > 0 else 0, len(spans) - 1 if high < len(text) else len(spans))
 
 
 def _neighbour(text: str, spans: Sequence[tuple[int, int]], i: int, edge: int) -> str:
