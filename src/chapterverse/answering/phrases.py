@@ -23,7 +23,8 @@ from .sentences import definition_pattern
 
 __all__ = ["answer_phrase"]
 
-_WORD = re.compile(r"\w[\w'’-]*", re.UNICODE)
+_WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
+"""A word with its inner apostrophes and hyphens ("d’août", "Pesce-cane"), never a closing quote."""
 MAX_PHRASE_WORDS = 10
 MAX_NAMES = 5
 MAX_DISTANCE = 4
@@ -42,7 +43,8 @@ _POSSESSIVE = re.compile(r"['’]s$")
 _ROMAN = re.compile(r"[IVXLCDM]+")
 """A pronoun "I" or a chapter number, never a name."""
 _OPENERS = set(".!?:;\"“”«»‹›()[]—–-¿¡'‘’…")
-"""Punctuation after which a capital starts a sentence or a quoted clause, and says nothing of a name."""
+"""Punctuation after which a capital starts a sentence or a quoted clause, and says nothing of a name (an
+apostrophe right after a word closes it instead: "Burns' Jacksonville")."""
 _MONTHS_AND_DAYS = frozenset(
     "january february march april may june july august september october november december monday tuesday "
     "wednesday thursday friday saturday sunday enero febrero marzo abril mayo junio julio agosto septiembre "
@@ -51,6 +53,8 @@ _MONTHS_AND_DAYS = frozenset(
     "janvier fevrier mars avril mai juin juillet aout septembre octobre novembre decembre lundi mardi mercredi "
     "jeudi vendredi samedi dimanche januar februar marz juni juli oktober dezember montag dienstag mittwoch "
     "donnerstag freitag samstag sonntag".split())
+_ALSO_WORDS = frozenset({"may", "march", "mars"})
+"""Months that are also words ("it may", "they march"): a month only where capitalised as a name is."""
 _TIMES_OF_DAY = frozenset(
     "morning evening night midnight noon dawn dusk sunrise sunset tonight yesterday today tomorrow winter summer "
     "spring autumn noche medianoche mediodia madrugada amanecer anochecer ayer hoy invierno verano primavera otono "
@@ -58,14 +62,16 @@ _TIMES_OF_DAY = frozenset(
     "nuit minuit midi aube hier hiver ete printemps automne abend nacht mitternacht mittag gestern heute morgen "
     "fruhling sommer herbst".split())
 """Words that say when by themselves. "after", "before", "then" and "once" only order events: never a date."""
-_DATE_GLUE = frozenset({"of", "de", "del", "di", "the", "el", "il", "at", "in", "a", "o'clock", "century", "siglo",
-                        "secolo", "am", "pm"})
-_ORDINAL = re.compile(r"\d+(st|nd|rd|th)|\w+(th|st|nd|rd)|first|second|third|primero|segundo|primo|secondo")
+_DATE_GLUE = frozenset({"of", "de", "del", "di", "the", "el", "il", "at", "in", "a", "o'clock", "am", "pm"})
+_ORDINAL = re.compile(r"\d+(st|nd|rd|th)|(\w+-)?(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
+                      r"|eleventh|twelfth|\w+teenth|\w+tieth)|primero|segundo|tercero|primo|secondo|terzo")
 _CARDINALS = (NUMBER_WORDS - {"first", "second", "third", "once"}) | frozenset(
     "deux trois quatre cinq sept huit neuf dix onze douze vingt trente cent mille zwei drei vier funf sechs "
     "sieben acht neun zehn elf zwolf zwanzig dreissig hundert tausend".split())
 """How many is answered by a count, not an ordinal ("first I") nor "once" (which is also Spanish eleven)."""
 _CURRENCY = "$£€¥"
+_CENTURY = frozenset({"century", "siglo", "secolo", "siecle", "jahrhundert"})
+"""A date when an ordinal goes before it ("the early nineteenth century")."""
 _ROLES = frozenset({"king", "queen", "prince", "princess", "emperor", "empress", "count", "countess", "duke",
                     "duchess", "lord", "lady", "captain", "admiral", "general", "colonel", "doctor", "professor",
                     "rey", "reina", "principe", "princesa", "conde", "re", "regina", "principessa", "conte"})
@@ -184,13 +190,18 @@ def _read_words(sentence: str, question: Question, languages: Sequence[str]) -> 
     for m in _WORD.finditer(sentence):
         text, flat = m.group(0), normalize(m.group(0))
         gap = sentence[words[-1].end:m.start()] if words else ""
-        honorific = gap.strip() == "." and words[-1].flat in _HONORIFICS
-        opens = not words or "\n" in gap or (any(c in _OPENERS for c in gap.strip()) and not honorific)
+        honorific = gap.strip() == "." and _abbreviates(words[-1].text)
+        opens = not words or "\n" in gap or (any(c in _OPENERS for c in gap.lstrip("'’").strip()) and not honorific)
         matched = sorted(text_stems(text, langs) & terms)
         term = matched[0] if matched and _first_token(text) in content else ""
         words.append(_Word(m.start(), m.end(), text, flat, opens, any(c in _BREAKS for c in gap) and not honorific,
                            _first_token(text) in content, flat in question.words or bool(matched), term))
     return words
+
+
+def _abbreviates(text: str) -> bool:
+    """An honorific or an initial, whose full stop ends no sentence ("Mr. Holmes", "W. Haydon Burns")."""
+    return normalize(text) in _HONORIFICS or len(text) == 1 and text.isupper()
 
 
 def _first_token(text: str) -> str:
@@ -219,9 +230,11 @@ class _Reading:
             return self.name(i)
         if self.kind == "when":
             day = re.split(r"['’]", word.flat)[-1]
-            return (bool(re.fullmatch(r"\d{3,4}|\d{1,2}[:.]\d\d", word.text)) or day in _MONTHS_AND_DAYS
-                    or day in _TIMES_OF_DAY)
-        return any(c.isdigit() for c in word.text) or word.flat in _CARDINALS
+            return (bool(re.fullmatch(r"\d{3,4}|\d{1,2}[:.]\d\d", _first_token(word.text)))
+                    or (day in _MONTHS_AND_DAYS and (day not in _ALSO_WORDS or self.name(i)))
+                    or day in _TIMES_OF_DAY
+                    or word.flat in _CENTURY and i > 0 and bool(_ORDINAL.fullmatch(self.words[i - 1].flat)))
+        return any(c.isdigit() for c in word.text) or _first_token(word.text) in _CARDINALS
 
     def name(self, i: int) -> bool:
         """A capitalised word whose capital is its own: not a sentence's or line's first word, a stopword
@@ -259,7 +272,7 @@ class _Reading:
         if not gap.strip():
             return gap.count("\n") <= 1
         if self.kind == "name":
-            return gap.strip() == "." and left.flat in _HONORIFICS
+            return gap.strip() == "." and _abbreviates(left.text)
         return gap.strip() == "," and right.text.isdigit() and (self.kind == "number" or len(right.text) == 4)
 
     def expressions(self) -> list[tuple[int, int, int, int]]:
@@ -335,9 +348,10 @@ class _Reading:
                    for at in near.get(self.verb, []))
 
     def nearest(self, found: Sequence[tuple[int, int, int, int]]) -> tuple[int, int] | None:
-        """The expression nearest the question's words: within :data:`MAX_DISTANCE` of one of them, then
-        the least summed distance to each (a digit breaking ties: a year before "evening"); None when two
-        different expressions are equally near."""
+        """The expression nearest the question's words: within :data:`MAX_DISTANCE` of one of them (any
+        distance for the one date of a sentence that holds one), then the least summed distance to each
+        (a digit breaking ties: a year before "evening"; then words apart); None when two different
+        expressions are equally near."""
         near: dict[str, list[int]] = {}
         for i, w in enumerate(self.words):
             if w.term:
@@ -346,19 +360,23 @@ class _Reading:
                 near.setdefault("#name", []).append(i)
         if not near:
             return None
-
-        def key(item: tuple[int, int, int, int]) -> tuple[float, int]:
-            lo, hi, start, end = item
-            each = {term: min(self.distance(lo, hi, at) for at in spots) for term, spots in near.items()}
-            digit = any(c.isdigit() for c in self.text[start:end])
-            summed = sum(min(d, _TERM_CAP) * (_NAMING_WEIGHT if term == "#name" else 1.0) for term, d in each.items())
-            return summed - digit - _SUBJECT_BONUS * self.subject_of_verb(hi, near), min(each.values())
-
-        ranked = sorted((item for item in found if key(item)[1] <= MAX_DISTANCE), key=key)
+        keys = {item: self.nearness(item, near) for item in found}
+        alone = self.kind == "when" and len({normalize(self.text[s:e]) for _, _, s, e in found}) == 1
+        ranked = sorted((item for item in found if alone or keys[item][2] <= MAX_DISTANCE), key=keys.__getitem__)
         if not ranked:
             return None
         best = ranked[0]
-        rivals = [item for item in ranked[1:] if key(item)[0] == key(best)[0]
+        rivals = [item for item in ranked[1:] if keys[item][:2] == keys[best][:2]
                   and (item[2] >= best[3] or item[3] <= best[2])
                   and normalize(self.text[item[2]:item[3]]) != normalize(self.text[best[2]:best[3]])]
         return None if rivals else (best[2], best[3])
+
+    def nearness(self, item: tuple[int, int, int, int], near: dict[str, list[int]]) -> tuple[float, int, int]:
+        """(summed distance to each of the question's terms, less the bonuses; words apart; distance to
+        the nearest term)."""
+        lo, hi, start, end = item
+        each = {term: min(self.distance(lo, hi, at) for at in spots) for term, spots in near.items()}
+        apart = sum(min(min(abs(at - lo), abs(at - hi)) for at in spots) for spots in near.values())
+        digit = any(c.isdigit() for c in self.text[start:end])
+        summed = sum(min(d, _TERM_CAP) * (_NAMING_WEIGHT if term == "#name" else 1.0) for term, d in each.items())
+        return summed - digit - _SUBJECT_BONUS * self.subject_of_verb(hi, near), apart, min(each.values())
