@@ -2,12 +2,13 @@
 
 The phrase is what the question's kind asks for, found beside the question's own words: a name for who
 and for "what is X called" ("the ship's cook, Barbecue"), a date for when, a number for how many, and for
-"Who is X?" about a named X the description that introduces X ("Ben Gunn, the maroon"). Every candidate
-is an expression of words the question lacks; the one with the fewest content words between it and a word
-of the question wins. No phrase when none stands near the question's words, when two different ones stand
-equally near (a list of names: the reader cannot tell which), or for other kinds (what, why, how, where):
-a wrongly emphasised phrase misleads more than none. It is always an exact sub-span of the sentence, a
-citable tag of its own.
+"Who is X?" about a named X the description that introduces X ("Ben Gunn, the maroon"). Every name, date
+or count of the sentence is a candidate (never its first word, a pronoun or a stopword, nor a name holding
+the question's own); the one standing nearest the question's words wins (fewest other content words and
+clause breaks between, summed over the question's terms). No phrase when none stands near them, when two
+different ones stand equally near or the sentence lists many (the reader cannot tell which), or for other
+kinds (what, why, how, where): a wrongly emphasised phrase misleads more than none. It is always an exact
+sub-span of the sentence, a citable tag of its own.
 """
 
 from __future__ import annotations
@@ -27,9 +28,12 @@ _WORD = re.compile(r"\w+(?:['’-]\w+)*", re.UNICODE)
 """A word with its inner apostrophes and hyphens ("d’août", "Pesce-cane"), never a closing quote."""
 MAX_PHRASE_WORDS = 10
 MAX_NAMES = 5
+"""A sentence with more different candidates than this is a list ("ni como el caballo de Belorofonte, que se
+llamaba Pegaso, ni ..."): no phrase."""
 MAX_DISTANCE = 4
-"""A phrase is marked only when at most this many content words (counting itself as one) separate it from
-a word of the question: farther off, it is as often about something else."""
+"""A phrase is marked only within this distance of one of the question's words (1 + the content words the
+question lacks and the clause breaks between): farther off, it is as often about something else. The one
+date of a sentence is marked at any distance."""
 _NAMING_WORDS = frozenset({"name", "named", "called", "nombre", "llama", "llamaba", "llamado", "nome", "chiama",
                            "chiamava", "chiamato", "appelle", "appelait", "heisst", "hiess"})
 """Question words that ask what something is called: answered by a name, as "who" is."""
@@ -95,6 +99,10 @@ _TERM_CAP = 8
 _NAMING_WEIGHT = 0.5
 """A word that says a name ("called", "llamado") counts half a question term: it introduces any name, the
 question's own too ("don Quijote, llamado el Caballero de la Triste Figura")."""
+
+
+_Found = tuple[int, int, int, int]
+"""A candidate phrase: its first and last word and its start and end offsets in the sentence."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,11 +283,11 @@ class _Reading:
             return gap.strip() == "." and _abbreviates(left.text)
         return gap.strip() == "," and right.text.isdigit() and (self.kind == "number" or len(right.text) == 4)
 
-    def expressions(self) -> list[tuple[int, int, int, int]]:
+    def expressions(self) -> list[_Found]:
         """Every maximal expression around a core word, trimmed to start and end on one, as (first word,
         last word, start offset, end offset); none that holds the question's own name ("Mancha" of "don
         Quijote de la Mancha") or is all words of the question."""
-        found: list[tuple[int, int, int, int]] = []
+        found: list[_Found] = []
         i = 0
         while i < len(self.words):
             if not self.core(i):
@@ -302,7 +310,7 @@ class _Reading:
                 found.append(self.finish(lo, hi))
         return found
 
-    def finish(self, lo: int, hi: int) -> tuple[int, int, int, int]:
+    def finish(self, lo: int, hi: int) -> _Found:
         """A count takes its unit ("six hours": a content word the question lacks) and currency ("£4")."""
         words = self.words
         if (self.kind == "number" and hi + 1 < len(words) and words[hi + 1].content and not words[hi + 1].known
@@ -313,12 +321,12 @@ class _Reading:
             start -= 1
         return lo, hi, start, words[hi].end
 
-    def relative_subjects(self) -> list[tuple[int, int, int, int]]:
+    def relative_subjects(self) -> list[_Found]:
         """For "Who had seven sons?": "a well-to-do farmer" of "there lived a well-to-do farmer, who had
         seven sons": the noun phrase from its determiner before a relative "who" (or "con quien") followed
         by the question's words."""
         words = self.words
-        found: list[tuple[int, int, int, int]] = []
+        found: list[_Found] = []
         for w in range(1, len(words)):
             if words[w].flat not in _RELATIVE_WHO or not any(x.term for x in words[w + 1:w + 4]):
                 continue
@@ -347,7 +355,7 @@ class _Reading:
         return any(hi < at <= hi + 3 and self.distance(hi, hi, at) == 1 and not self.words[at].breaks
                    for at in near.get(self.verb, []))
 
-    def nearest(self, found: Sequence[tuple[int, int, int, int]]) -> tuple[int, int] | None:
+    def nearest(self, found: Sequence[_Found]) -> tuple[int, int] | None:
         """The expression nearest the question's words: within :data:`MAX_DISTANCE` of one of them (any
         distance for the one date of a sentence that holds one), then the least summed distance to each
         (a digit breaking ties: a year before "evening"; then words apart); None when two different
@@ -371,7 +379,7 @@ class _Reading:
                   and normalize(self.text[item[2]:item[3]]) != normalize(self.text[best[2]:best[3]])]
         return None if rivals else (best[2], best[3])
 
-    def nearness(self, item: tuple[int, int, int, int], near: dict[str, list[int]]) -> tuple[float, int, int]:
+    def nearness(self, item: _Found, near: dict[str, list[int]]) -> tuple[float, int, int]:
         """(summed distance to each of the question's terms, less the bonuses; words apart; distance to
         the nearest term)."""
         lo, hi, start, end = item
