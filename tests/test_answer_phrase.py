@@ -69,10 +69,13 @@ def test_the_phrases_a_new_user_saw_wrong(question: str, sentence: str, language
      "of the late Ezekiah Hopkins, of Lebanon, Pennsylvania, U.S.A., there is now another vacancy open which "
      "entitles a member of the League to a salary of £4 a week for purely nominal services.", "£4"),
     ("Quand eut lieu le baptême de Paul ?", "Le baptême eut lieu vers la fin d’août.", "d’août"),
+    ("How many times has Polonia won the cup?", "They also won the country’s championship in 1946, and won the cup "
+     "twice as well.", "twice"),
 ])
 def test_the_phrase_stands_beside_the_questions_words(question: str, sentence: str, expected: str | None) -> None:
-    """From the long-book questions (tests/data/longbooks): a pronoun, a sentence's or a verse line's first
-    word, a German noun, an acronym never stand for a name; a sum keeps its currency."""
+    """From the long-book questions (tests/data/longbooks) and XQuAD: a pronoun, a sentence's or a verse
+    line's first word, a German noun, an acronym never stand for a name; a sum keeps its currency; a year
+    is no count."""
     assert phrase(question, sentence, EVERY) == expected
 
 

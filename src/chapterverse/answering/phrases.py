@@ -74,6 +74,9 @@ _CARDINALS = (NUMBER_WORDS - {"first", "second", "third", "once"}) | frozenset(
     "sieben acht neun zehn elf zwolf zwanzig dreissig hundert tausend".split())
 """How many is answered by a count, not an ordinal ("first I") nor "once" (which is also Spanish eleven)."""
 _CURRENCY = "$£€¥"
+_DATE_PREPOSITIONS = frozenset({"in", "since", "until", "from", "to", "between", "en", "de", "a", "desde", "hasta",
+                                "entre", "nel", "dal", "fino", "im", "seit", "bis", "depuis"})
+"""A year after one of these ("in 1946") is a date, not how many."""
 _CENTURY = frozenset({"century", "siglo", "secolo", "siecle", "jahrhundert"})
 """A date when an ordinal goes before it ("the early nineteenth century")."""
 _ROLES = frozenset({"king", "queen", "prince", "princess", "emperor", "empress", "count", "countess", "duke",
@@ -242,6 +245,8 @@ class _Reading:
                     or (day in _MONTHS_AND_DAYS and (day not in _ALSO_WORDS or self.name(i)))
                     or day in _TIMES_OF_DAY
                     or word.flat in _CENTURY and i > 0 and bool(_ORDINAL.fullmatch(self.words[i - 1].flat)))
+        if i > 0 and self.words[i - 1].flat in _DATE_PREPOSITIONS and re.fullmatch(r"1\d{3}|20\d\d", word.text):
+            return False
         return any(c.isdigit() for c in word.text) or _first_token(word.text) in _CARDINALS
 
     def name(self, i: int) -> bool:
@@ -263,7 +268,7 @@ class _Reading:
             return flat in _NAME_GLUE or flat in _HONORIFICS
         if self.kind == "when":
             return flat in _DATE_GLUE or bool(_ORDINAL.fullmatch(flat)) or flat.isdigit() or flat in _CARDINALS
-        return flat in {"and", "y", "e", "a"}
+        return flat in {"and", "y", "e"}
 
     def starts(self, i: int) -> bool:
         """An expression starts on a core word, a name on its honorific or title, a date on its ordinal."""
