@@ -212,6 +212,8 @@ def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int =
 
 
 def _book_chunks(doc: ParsedDocument, chunk_size: int, overlap: int, *, keep_lone_headings: bool) -> list[ChunkSpec]:
+    """Each file's body cut at its contents entries into sections (:func:`_sections`), each section split; the
+    first chunk of a section holds some text after its heading when the chunk size allows."""
     specs = []
     for i, file in enumerate(doc.files):
         lo, hi = file.body or (0, len(file.text))
