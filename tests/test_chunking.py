@@ -183,9 +183,33 @@ _TEXTS = st.one_of(st.text(max_size=600), st.lists(_ALPHABET, max_size=300).map(
 @given(text=_TEXTS, chunk_size=st.integers(1, 120), data=st.data())
 def test_split_text_properties(text: str, chunk_size: int, data: st.DataObject) -> None:
     overlap = data.draw(st.integers(0, chunk_size - 1))
-    spans = split_text(text, chunk_size=chunk_size, overlap=overlap)
+    heading = data.draw(st.integers(0, len(text)))
+    spans = split_text(text, chunk_size=chunk_size, overlap=overlap, heading=heading)
     assert_valid_chunks(text, spans, chunk_size)
     assert spans == sorted(spans)
+    after = len(text) - len(text[heading:].lstrip())  # the first character of text after the heading
+    if spans and after < len(text) and after < spans[0][0] + chunk_size:
+        assert spans[0][1] > after, "the first chunk holds some text after the heading when it can"
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_chunk_document_properties(data: st.DataObject) -> None:
+    """Whatever the contents entries, chunks are exact trimmed spans of their file's body, in reading order, and
+    a chunk labelled past its start holds the heading it is labelled by."""
+    lines = st.sampled_from(["INFERNO", "-------", "Canto I", "", " ", "Nel mezzo del cammin.", "# Part", "x y z"])
+    texts = [data.draw(st.lists(lines, max_size=40).map("\n".join)) for _ in range(data.draw(st.integers(1, 3)))]
+    toc = [TocEntry("T", 1, i, data.draw(st.integers(0, len(t)))) for i, t in enumerate(texts)
+           for _ in range(data.draw(st.integers(0, 6)))]
+    doc = ParsedDocument("D", "md", [ParsedFile(t) for t in texts], toc=toc)
+    specs = chunk_document(doc, chunk_size=40, overlap=8)
+    assert [(s.file_index, s.start) for s in specs] == sorted((s.file_index, s.start) for s in specs)
+    for spec in specs:
+        piece = texts[spec.file_index][spec.start:spec.end]
+        assert piece and piece == piece.strip() and len(piece) <= 40
+        if spec.label_offset is not None:
+            assert spec.start < spec.label_offset < spec.end
+            assert any(e.file_index == spec.file_index and e.offset == spec.label_offset for e in toc)
 
 
 # ------------------------------------------------------------------------------------------- chunk_document
@@ -220,6 +244,52 @@ def test_chunk_document_never_runs_one_chapter_into_the_next() -> None:
         assert spec.end <= edges[chapter + 1], (text[spec.start:spec.end], chapter)
     assert [text[s.start:s.end] for s in specs[:2]] == chapters[:2]
     assert "".join(text[s.start:s.end] for s in specs[2:]).startswith("## Chapter 3. The Chest")
+
+
+def heading_only(doc: ParsedDocument, spec: ChunkSpec) -> bool:
+    """True when the chunk holds nothing but headings: every line with a letter or digit starts at a contents
+    entry, the rest being underlines, ornaments or blank."""
+    text = doc.files[spec.file_index].text
+    headings = {e.offset for e in doc.toc if e.file_index == spec.file_index}
+    offset, worded = spec.start, []
+    for line in text[spec.start:spec.end].split("\n"):
+        if any(ch.isalnum() for ch in line):
+            worded.append(offset)
+        offset += len(line) + 1
+    return all(o in headings for o in worded)
+
+
+def test_chunk_document_makes_no_chunk_of_a_lone_heading(tmp_path: Path) -> None:
+    """A part's title right above its first chapter's (setext or ATX), a title whose underline makes it longer
+    than a quarter chunk, and a heading with nothing after it in the file: none is a chunk of its own, the first
+    three travel with the text after them, labelled by its heading, and every chunk is still its exact text. A
+    document that is nothing but one heading keeps it: it is all there is to find."""
+    from chapterverse.sources import read_source
+
+    verse = "Nel mezzo del cammin di nostra vita mi ritrovai per una selva oscura.\n" * 12
+    long_title = "GANDALÍN, ESCUDERO DE AMADÍS DE GAULA, A SANCHO PANZA, ESCUDERO DE DON QUIJOTE"
+    path = tmp_path / "book.md"
+    path.write_text(f"INFERNO\n-------\n \n\nCanto I\n-------\n\n{verse}\n"
+                    f"# PURGATORIO\n\n## Canto I\n\n{verse}\n"
+                    f"{long_title}\n{'-' * len(long_title)}\n\n{verse}\n"
+                    "# Appendix\n", encoding="utf-8")
+    doc = read_source(path)
+    text = doc.files[0].text
+    specs = chunk_document(doc, chunk_size=512, overlap=64)
+    assert specs and not [text[s.start:s.end] for s in specs if heading_only(doc, s)]
+    assert all(0 <= s.start < s.end <= len(text) and text[s.start:s.end].strip() == text[s.start:s.end]
+               for s in specs)
+    opening = {text[s.start:s.end].split("\n")[0]: s for s in specs if s.start in {e.offset for e in doc.toc}}
+    assert set(opening) == {"INFERNO", "# PURGATORIO", long_title}
+    assert text[opening["INFERNO"].start:opening["INFERNO"].end].startswith(
+        "INFERNO\n-------\n \n\nCanto I\n-------\n\nNel mezzo")
+    canto_one = [e.offset for e in doc.toc if e.title == "Canto I"]
+    assert [opening[t].label_offset for t in ("INFERNO", "# PURGATORIO")] == canto_one
+    assert "Nel mezzo" in text[opening[long_title].start:opening[long_title].end]
+    assert not any("Appendix" in text[s.start:s.end] for s in specs)
+    note = tmp_path / "note.md"
+    note.write_text("# Meeting moved to Friday\n", encoding="utf-8")
+    assert [(s.start, s.end) for s in chunk_document(read_source(note))] == [(0, 25)], "a note that is one heading"
 
 
 def test_chunk_document_keeps_each_prechunk_whole() -> None:
@@ -446,3 +516,13 @@ def test_free_culture_pdf_segments_follow_its_outline() -> None:
     assert_tiles(doc, segs)
     assert 25 <= len(segs) <= 80
     assert any(s.title_path[-1].startswith("13: Eldred") or "Eldred" in " ".join(s.title_path) for s in segs)
+
+
+@pytest.mark.parametrize("book", ["text/divina-commedia-it.md", "text/divine-comedy-en-longfellow.txt",
+                                  "epub/sherlock-holmes.epub", "pdf/freeculture.pdf"])
+def test_shared_books_have_no_heading_only_chunk(book: str) -> None:
+    """"INFERNO\n-------" over "Canto I", "A Scandal in Bohemia" over "I", Free Culture's part pages ("PIRACY" and
+    an ornament) were chunks of their own, so search hits for any question that found nothing better."""
+    doc = read_book(shared_path("books", *book.split("/")))
+    specs = chunk_document(doc)
+    assert specs and [doc.files[s.file_index].text[s.start:s.end] for s in specs if heading_only(doc, s)] == []

@@ -124,6 +124,21 @@ def test_divina_commedia_contents_list_is_not_chunked() -> None:
     assert any(chunk.startswith("INFERNO") or "Nel mezzo del cammin" in chunk for chunk in chunks[:2])
 
 
+def test_divina_commedia_search_never_shows_a_heading_alone(tmp_path: Path) -> None:
+    """A new user's "white whale" (not in the book) got ``INFERNO\n-------`` as a hit: the part's title was a
+    chunk of its own. It now opens Canto I's first chunk, which is labelled Canto I as the chunks after it are."""
+    path = shared_path("books", "text", "divina-commedia-it.md")
+    library, doc_id = _ingested(tmp_path, path)
+    for query in ("white whale", "INFERNO", "PARADISO"):
+        for hit in library.search(query, k=3):
+            worded = [line for line in hit.chunk.text.split("\n") if any(ch.isalnum() for ch in line)]
+            assert len(worded) > 2, (query, hit.chunk.text)
+    first, second = library.store.chunks(doc_id=doc_id)[:2]
+    assert first.text.startswith("INFERNO\n-------") and "Nel mezzo del cammin" in first.text
+    assert first.title_path == second.title_path and first.title_path[-1] == "Canto I"
+    _assert_exact(library, doc_id, path.read_text(encoding="utf-8"))
+
+
 def test_longfellow_parts_cantos_and_contents() -> None:
     document = read_source(shared_path("books", "text", "divine-comedy-en-longfellow.txt"))
     assert document.title == "The Divine Comedy"

@@ -340,7 +340,8 @@ class Library:
         for i, spec in enumerate(specs):
             text = parsed.files[spec.file_index].text[spec.start:spec.end]
             pre = prechunks.get(spec.file_index)
-            path = toc_index.path_at(spec.file_index, spec.start)
+            label_at = spec.start if spec.label_offset is None else spec.label_offset  # past empty sections' headings
+            path = toc_index.path_at(spec.file_index, label_at)
             context = context_line(pre.source if pre else source if named_by_user else "", described,
                                    pre.metadata if pre else None)
             key = (*path, context)

@@ -111,6 +111,7 @@ def split_text(
     chunk_size: int = 512,
     overlap: int = 64,
     separators: Sequence[str | re.Pattern[str]] = DEFAULT_SEPARATORS,
+    heading: int = 0,
 ) -> list[tuple[int, int]]:
     """Cut ``text`` into chunks of at most ``chunk_size`` code points; return their ``(start, end)`` spans.
 
@@ -122,6 +123,9 @@ def split_text(
     overlap reads as whole words. Spans are trimmed of whitespace, never empty, in order; every
     non-whitespace character lies in at least one of them. A hard cut (no separator at all) never
     splits a combining mark or an emoji ZWJ sequence from its base when it can avoid it.
+
+    ``text[:heading]`` is a heading: the first chunk also holds some of the text after it (when ``chunk_size``
+    allows), so a heading longer than a quarter chunk (an underlined title) is not a chunk of its own.
     """
     if chunk_size <= 0:
         raise ValueError(f"chunk_size must be positive, got {chunk_size}")
@@ -132,12 +136,15 @@ def split_text(
     s = trimmed_start(text, 0, n_end)
     spans: list[tuple[int, int]] = []
     prev_end = 0
+    after_heading = trimmed_start(text, heading, n_end) + 1
     while s < n_end:
         if n_end - s <= chunk_size:
             spans.append((s, n_end))
             break
         hi = s + chunk_size
         lo = max(s + chunk_size // 4, prev_end + 1, s + 1)
+        if not spans and after_heading <= hi:
+            lo = max(lo, after_heading)
         cut = _last_boundary(text, seps, s, lo, hi)
         end = trimmed_end(text, s, cut)
         spans.append((s, end))
@@ -170,16 +177,23 @@ def _overlap_start(text: str, seps: tuple[_Sep, ...], s: int, end: int, overlap:
 
 @dataclass(frozen=True, slots=True)
 class ChunkSpec:
-    """One retrieval chunk: ``doc.files[file_index].text[start:end]``. Its index is its place in the list."""
+    """One retrieval chunk: ``doc.files[file_index].text[start:end]``. Its index is its place in the list.
+
+    ``label_offset``, when set, is where the contents path that labels the chunk is read instead of ``start``:
+    a chunk that opens with headings of empty sections ("INFERNO" right above "Canto I") holds the text of the
+    last of them, so it is labelled by that one ("Canto I"), as the chunks after it are.
+    """
 
     file_index: int
     start: int
     end: int
+    label_offset: int | None = None
 
 
 def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int = 64) -> list[ChunkSpec]:
     """The chunks of a document in reading order; a chunk never crosses a file boundary, nor leaves a file's
-    ``body`` (a PDF page's running header and footer are not content).
+    ``body`` (a PDF page's running header and footer are not content), nor is only a heading, unless the
+    document has nothing else (a Markdown note that is one heading, "# Meeting moved to Friday", is still found).
 
     Pre-chunked documents keep one chunk per :class:`PreChunk`, spanning its whole (trimmed) file text
     whatever its length; a pre-chunk whose text is only whitespace has nothing to cite and is skipped.
@@ -193,19 +207,87 @@ def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int =
             if end > start:
                 specs.append(ChunkSpec(pre.file_index, start, end))
         return specs
+    return (_book_chunks(doc, chunk_size, overlap, keep_lone_headings=False)
+            or _book_chunks(doc, chunk_size, overlap, keep_lone_headings=True))
+
+
+def _book_chunks(doc: ParsedDocument, chunk_size: int, overlap: int, *, keep_lone_headings: bool) -> list[ChunkSpec]:
+    """Each file's body cut at its contents entries into sections (:func:`_sections`), each section split; the
+    first chunk of a section holds some text after its heading when the chunk size allows."""
     specs = []
     for i, file in enumerate(doc.files):
         lo, hi = file.body or (0, len(file.text))
-        for a, b in _between_headings(lo, hi, (t.offset for t in doc.toc if t.file_index == i)):
-            specs += [ChunkSpec(i, a + start, a + end)
-                      for start, end in split_text(file.text[a:b], chunk_size=chunk_size, overlap=overlap)]
+        toc_offsets = (t.offset for t in doc.toc if t.file_index == i)
+        pieces = _between_headings(lo, hi, toc_offsets)
+        for a, label, b, headed in _sections(file.text, pieces, keep_lone_headings=keep_lone_headings):
+            heading = _heading_end(file.text, label, b) - a if headed else 0
+            specs += [ChunkSpec(i, a + start, a + end, label if a + start < label < a + end else None)
+                      for start, end in split_text(file.text[a:b], chunk_size=chunk_size, overlap=overlap,
+                                                   heading=heading)]
     return specs
 
 
-def _between_headings(lo: int, hi: int, toc_offsets: Iterable[int]) -> list[tuple[int, int]]:
-    """``[lo, hi)`` cut where a contents entry begins, so that no chunk runs from one chapter into the next:
-    a chunk is labelled by the contents path of its start, and "Chapter 1" must not hold "Chapter 2"'s text."""
-    cuts = sorted({o for o in toc_offsets if lo < o < hi})
-    edges = [lo, *cuts, hi]
-    return list(zip(edges, edges[1:]))
+_HEADING_MAX = 200
+"""A section longer than this (trimmed) is never taken for a lone heading, whatever its lines."""
 
+
+def _between_headings(lo: int, hi: int, toc_offsets: Iterable[int]) -> list[tuple[int, int, bool]]:
+    """``[lo, hi)`` cut where a contents entry begins, so that no chunk runs from one chapter into the next:
+    a chunk is labelled by the contents path of its start, and "Chapter 1" must not hold "Chapter 2"'s text.
+    Each piece says whether a contents entry begins it (the first one may start before any)."""
+    offsets = set(toc_offsets)
+    cuts = sorted(o for o in offsets if lo < o < hi)
+    edges = [lo, *cuts, hi]
+    return [(a, b, a in offsets) for a, b in zip(edges, edges[1:])]
+
+
+def _sections(text: str, pieces: list[tuple[int, int, bool]], *,
+              keep_lone_headings: bool) -> list[tuple[int, int, int, bool]]:
+    """The pieces to chunk, as ``(start, label, end, headed)``.
+
+    A piece that is only its heading (a part's title right above its first chapter's, with its setext underline;
+    a title page's one line) holds nothing to retrieve or cite, so it travels with the piece after it, which is
+    labelled by its own heading (``label``); a lone heading with no piece after it in its file (the last line of
+    a PDF page, a spine item of its own) is no chunk at all, unless ``keep_lone_headings``. Text before the first
+    contents entry is never taken for a heading: nothing says it is one.
+    """
+    sections: list[tuple[int, int, int, bool]] = []
+    pending: int | None = None
+    for a, b, headed in pieces:
+        if headed and _only_heading(text, a, b):
+            pending = a if pending is None else pending
+            continue
+        sections.append((a if pending is None else pending, a, b, headed))
+        pending = None
+    if pending is not None and keep_lone_headings:
+        sections.append((pending, pending, pieces[-1][1], True))
+    return sections
+
+
+def _only_heading(text: str, a: int, b: int) -> bool:
+    """True when ``text[a:b]`` is at most one short line with a letter or digit in it: the heading, maybe with
+    its setext underline or an ornament ("INFERNO\\n-------", "“PIRACY”\\n❚❘❙❚❘❙")."""
+    end = trimmed_end(text, a, b)
+    start = trimmed_start(text, a, end)
+    if end - start > _HEADING_MAX:
+        return False
+    worded = [line for line in text[start:end].split("\n") if any(ch.isalnum() for ch in line)]
+    return len(worded) <= 1
+
+
+def _heading_end(text: str, at: int, end: int) -> int:
+    """Where the heading at ``at`` ends: its first line, with the lines right under it that hold no letter or
+    digit (a setext underline, an ornament)."""
+    stop = _line_end(text, trimmed_start(text, at, end), end)
+    while stop < end:
+        below = _line_end(text, stop + 1, end)
+        line = text[stop + 1:below]
+        if not line.strip() or any(ch.isalnum() for ch in line):
+            break
+        stop = below
+    return stop
+
+
+def _line_end(text: str, i: int, end: int) -> int:
+    found = text.find("\n", i, end)
+    return end if found < 0 else found
