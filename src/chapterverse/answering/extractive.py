@@ -45,9 +45,9 @@ EMBEDDED_SENTENCES = 16
 20-30 candidates a question) the three best sentences are the same as when every candidate is embedded,
 down to 8; the rest keep their passage's cosine as the estimate of their own."""
 UNSURE_PASSAGES = 3
+"""Passages shown when the reader is unsure: the best-ranked sentence of each of this many retrieved passages."""
 EVIDENCE_SAMPLE = 10
 """Candidate sentences whose words say which language the evidence is in."""
-"""Passages shown when the reader is unsure: the best-ranked sentence of each of this many retrieved passages."""
 
 
 @dataclass(slots=True)
@@ -66,11 +66,11 @@ class Reading:
     coverage: float = 0.0
     missing: float = 0.0
     stand_in: float = 1.0
+    """How close in meaning the evidence comes to the question words it lacks: the mean, over those words,
+    of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
     cross_language: bool = False
     """The question is in another language than its evidence (:func:`analysis.in_another_language`): the
     words it lacks are not evidence that the book does not answer it."""
-    """How close in meaning the evidence comes to the question words it lacks: the mean, over those words,
-    of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
     embedder: str = ""
     query_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -130,7 +130,8 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
-    reading.cross_language = in_another_language(question_text, " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE]))
+    evidence = " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
+    reading.cross_language = in_another_language(question_text, evidence)
     return reading
 
 

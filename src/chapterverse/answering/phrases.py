@@ -69,9 +69,7 @@ _TIMES_OF_DAY = frozenset(
 _DATE_GLUE = frozenset({"of", "de", "del", "di", "the", "el", "il", "at", "in", "a", "o'clock", "am", "pm"})
 _ORDINAL = re.compile(r"\d+(st|nd|rd|th)|(\w+-)?(first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
                       r"|eleventh|twelfth|\w+teenth|\w+tieth)|primero|segundo|tercero|primo|secondo|terzo")
-_CARDINALS = (NUMBER_WORDS - {"first", "second", "third", "once"}) | frozenset(
-    "deux trois quatre cinq sept huit neuf dix onze douze vingt trente cent mille zwei drei vier funf sechs "
-    "sieben acht neun zehn elf zwolf zwanzig dreissig hundert tausend".split())
+_CARDINALS = (NUMBER_WORDS - {"first", "second", "third", "once"}) | {"dreissig"}
 """How many is answered by a count, not an ordinal ("first I") nor "once" (which is also Spanish eleven)."""
 _CURRENCY = "$£€¥"
 _DATE_PREPOSITIONS = frozenset({"in", "since", "until", "from", "to", "between", "en", "de", "a", "desde", "hasta",

@@ -806,10 +806,6 @@ def fit_answers_command(
     per_document: Annotated[int, typer.Option(
         "--long-documents", min=2, help="Stories joined into each long document.")] = 8,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
-    questions: Annotated[Path | None, typer.Option(
-        "--questions", help="A question file in the `bench answers --questions` format whose train split is "
-                            "learnt from too (its answerable and absent questions), e.g. "
-                            "tests/data/longbooks/questions.jsonl.")] = None,
     confidence_only: Annotated[bool, typer.Option(
         "--confidence-only", help="Keep the packaged sentence, meaning and composition models; refit the "
                                   "confidence model and its two thresholds.")] = False,
@@ -828,12 +824,11 @@ def fit_answers_command(
     data = TrainingData()
     progress = _progress(stderr.is_terminal)
     started = time.perf_counter()
-    for name, load, limit in training_sets(qa, plan, questions):
+    for name, load, limit in training_sets(qa, plan):
         collect(load(), library / name, limit, seed, data, progress=progress, kind=name)
     provenance = (f"bench fit-answers --fairytaleqa-limit {fairytaleqa_limit} --squad-limit {squad_limit} "
                   f"--in-domain-limit {in_domain_limit} --long-limit {long_limit} --long-documents {per_document} "
-                  f"--seed {seed}{f' --questions {questions.name}' if questions else ''}"
-                  f"{' --confidence-only' if confidence_only else ''}: {sum(data.answerable)} "
+                  f"--seed {seed}{' --confidence-only' if confidence_only else ''}: {sum(data.answerable)} "
                   f"answerable and {len(data.answerable) - sum(data.answerable)} absent questions")
     if confidence_only:
         base = load_reader_model()

@@ -46,7 +46,6 @@ from .answers import (
     absent_questions,
     holds_gold,
     load_fairytaleqa,
-    load_question_file,
     load_squad_answers,
     open_answer_library,
     sample_questions,
@@ -170,16 +169,10 @@ class FitPlan:
     seed: int = 0
 
 
-def training_sets(qa: Path, plan: FitPlan = FitPlan(), questions: Path | None = None,
-                  ) -> list[tuple[str, Callable[[], AnswerSet], int]]:
+def training_sets(qa: Path, plan: FitPlan = FitPlan()) -> list[tuple[str, Callable[[], AnswerSet], int]]:
     """The training sets under ``qa`` (../shared/data/qa), by cache name, with the answerable questions to
     ask of each: FairytaleQA train and the even articles of SQuAD-it and SQuAD-es (what the answer benchmark
-    reports on is left out), their in-domain absent questions, FairytaleQA train as long documents, and the
-    train split of the ``questions`` file when one is given (whole books, their own absent questions)."""
-    own: list[tuple[str, Callable[[], AnswerSet], int]] = []
-    if questions is not None:
-        path = questions
-        own.append((f"{path.parent.name}-{path.stem}-train", lambda: load_question_file(path, "train"), 1_000_000))
+    reports on is left out), their in-domain absent questions, and FairytaleQA train as long documents."""
     def fairytales() -> AnswerSet:
         return load_fairytaleqa(qa / "fairytaleqa", "train")
 
@@ -199,7 +192,6 @@ def training_sets(qa: Path, plan: FitPlan = FitPlan(), questions: Path | None = 
          lambda: without_evidence(squad("es"), squad_in_domain, plan.seed), squad_in_domain),
         (f"fairytaleqa-train-long-{plan.per_document}", lambda: long_documents(fairytales(), plan.per_document),
          plan.long_limit),
-        *own,
     ]
 
 
