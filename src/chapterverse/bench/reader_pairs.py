@@ -10,6 +10,10 @@ what makes a reader that only counts shared words sure of a wrong answer.
 
 The sentences are the ones the chunker cuts (:func:`chapterverse.chunking.sentences.sentence_spans`), so the
 model learns on what it is shown at run time.
+
+:func:`reader_groups` makes groups of another kind, from the extractive reader's own readings (what ``bench
+fit-answers`` collects): the gold sentence against the candidates the reader ranks best without holding the
+answer, the confusions a second stage over the reader would have to undo.
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..analysis import content_words
+from ..answering.model import ReaderModel
 from ..chunking.sentences import sentence_spans
 from .answers import AnswerQuestion, AnswerSet, holds_gold
+from .fit_answers import TrainingData
 
-__all__ = ["GROUP_SIZE", "Group", "groups_of"]
+__all__ = ["GROUP_SIZE", "Group", "groups_of", "reader_groups"]
 
 GROUP_SIZE = 8
 """Sentences per answerable group: the gold one, :data:`HARD` word-sharing ones and the rest at random."""
@@ -98,3 +106,22 @@ def groups_of(answer_set: AnswerSet, languages: Sequence[str], *, seed: int = 0,
             documents[question.source] = _document(texts[question.source], languages)
         groups.extend(_groups_for(question, documents[question.source], languages, rng, absent_share))
     return groups
+
+
+def reader_groups(data: TrainingData, model: ReaderModel, *, absent: int, seed: int = 0) -> list[Group]:
+    """Groups from the reader's readings: for an answerable question, the gold-holding candidate ``model``
+    ranks best, then the :data:`GROUP_SIZE` - 1 other candidates it ranks best; for up to ``absent`` questions
+    their document does not answer (drawn with ``seed``), the candidates it ranks best."""
+    answerable: list[Group] = []
+    unanswered: list[Group] = []
+    for reading, labels, answers_it, kind in zip(data.readings, data.labels, data.answerable, data.kinds):
+        order = [int(i) for i in np.argsort(-reading.ranking_scores(model), kind="stable")]
+        texts = [candidate.text[:MAX_SENTENCE_CHARS] for candidate in reading.candidates]
+        gold = [i for i in order if labels[i]]
+        if answers_it and gold:
+            others = [i for i in order if not labels[i]][:GROUP_SIZE - 1]
+            answerable.append(Group(reading.question.text, tuple(texts[i] for i in [gold[0], *others]), True, kind))
+        elif not answers_it and order:
+            unanswered.append(Group(reading.question.text, tuple(texts[i] for i in order[:GROUP_SIZE]), False, kind))
+    random.Random(seed).shuffle(unanswered)
+    return answerable + unanswered[:absent]
