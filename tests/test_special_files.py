@@ -271,3 +271,20 @@ def test_a_file_that_grows_past_its_limit_after_opening_is_refused(tmp_path: Pat
                 read()
             assert refused.value.reason == ("grew past the 100-byte limit for this format while it was read "
                                             "(10 bytes when opened)")
+
+
+def test_ctrl_c_inside_fdopen_stays_a_ctrl_c(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Ctrl-C can land inside ``os.fdopen`` after the file object took the descriptor and closed it on its
+    way out: closing it again turned the interrupt into ``OSError: Bad file descriptor`` (``serve`` stopped
+    during its knowledge-base sync exited 1 with a traceback, seen in CI)."""
+    note = tmp_path / "note.txt"
+    note.write_text("The lamp was lit at dusk.\n", encoding="utf-8")
+    real_fdopen = os.fdopen
+
+    def interrupted(fd: int, mode: str = "r") -> object:
+        real_fdopen(fd, mode).close()  # the file object owned the descriptor, and closed it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files.os, "fdopen", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        open_file(note)

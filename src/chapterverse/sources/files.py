@@ -107,11 +107,13 @@ def open_file(path: str | Path, *, root: Root | None = None, limit: int | None =
     try:
         status = os.fstat(fd)
         _check(path, status, root, limit)
-        file = os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
-    return SourceFile(path, file, status.st_size, limit)
+    # From here the file object owns the descriptor: a Ctrl-C inside fdopen may land after it took it (and
+    # closed it on its way out), so closing it here again would turn the interrupt into EBADF, or close a
+    # descriptor another thread has just been given.
+    return SourceFile(path, os.fdopen(fd, "rb"), status.st_size, limit)
 
 
 @contextmanager
