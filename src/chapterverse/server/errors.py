@@ -166,24 +166,29 @@ def _not_found_page(request: Request) -> HTMLResponse:
                         headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
 
 
+def _answer(error: ApiError, request: Request) -> JSONResponse:
+    """``error`` as the JSON answer to ``request`` (its path picks the OpenAI shape or ours)."""
+    return error_response(error.status, error.code, error.message, path=request.url.path)
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, path=request.url.path)
+        return _answer(exc, request)
 
     @app.exception_handler(ChapterverseError)
     async def _ours(request: Request, exc: ChapterverseError) -> JSONResponse:
         mapped = from_chapterverse(exc)
         if mapped.status >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
-        return error_response(mapped.status, mapped.code, mapped.message, path=request.url.path)
+        return _answer(mapped, request)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         if _is_page_request(request):  # /read/abc: an address that names no book
             return _not_found_page(request)
         if (unparsed := _unparsed_body(exc)) is not None:
-            return error_response(unparsed.status, unparsed.code, unparsed.message, path=request.url.path)
+            return _answer(unparsed, request)
         errors = exc.errors()
         status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400
         return error_response(status, "BAD_INPUT", _validation_message(exc), path=request.url.path)
@@ -193,8 +198,7 @@ def install_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 404 and _is_page_request(request):
             return _not_found_page(request)
         if isinstance(exc.__cause__, (ValueError, RecursionError)):  # FastAPI's "error parsing the body"
-            unparsed = unparsable_body(exc.__cause__)  # (bytes not UTF-8, nesting beyond the recursion limit)
-            return error_response(unparsed.status, unparsed.code, unparsed.message, path=request.url.path)
+            return _answer(unparsable_body(exc.__cause__), request)  # (bytes not UTF-8, nesting too deep)
         code = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 413: "TOO_LARGE"}.get(exc.status_code, "HTTP_ERROR")
         return error_response(exc.status_code, code, str(exc.detail), path=request.url.path)
 
