@@ -10,27 +10,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-from serverutil import free_port, serve_process, startup_line
+from serverutil import free_port, serve_process, serving
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
-
-
-@contextmanager
-def serving(*args: str) -> Iterator[subprocess.Popen[str]]:
-    """``chapterverse serve ARGS`` as its own process, killed on the way out if a test left it running."""
-    server = serve_process(*args)
-    try:
-        yield server
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
 
 
 def stopped_by_ctrl_c(server: subprocess.Popen[str]) -> tuple[int, str]:
@@ -62,9 +48,7 @@ def test_ctrl_c_stops_a_serving_server_with_exit_status_0(tmp_path: Path, mode: 
             "knowledge base": ["--rag_enabled", "--rag_kb_path", str(kb)],
             "knowledge base and library": ["--rag_enabled", "--rag_kb_path", str(kb), "--library",
                                            str(tmp_path / "lib")]}[mode]
-    port = free_port()
-    with serving("--host", "127.0.0.1", "--port", str(port), *args) as server:
-        startup_line(server)
+    with serving("--host", "127.0.0.1", *args) as (port, _, server):
         answering(port)
         code, err = stopped_by_ctrl_c(server)
     assert code == 0, err
@@ -79,14 +63,19 @@ def test_ctrl_c_while_the_knowledge_base_syncs_at_start_exits_0_and_keeps_what_i
     text = DEMO.read_text(encoding="utf-8")
     for n in range(1, 41):  # every chunk its own text: none is a copy of another
         (kb / f"book-{n:02d}.md").write_text(f"# Copy {n}\n\n{text.replace('.', f' ({n}).')}", encoding="utf-8")
-    with serving("--host", "127.0.0.1", "--port", str(free_port()), "--rag_enabled", "--rag_kb_path",
-                 str(kb)) as server:
-        assert server.stderr is not None
+    server = serve_process("--host", "127.0.0.1", "--port", str(free_port()), "--rag_enabled", "--rag_kb_path",
+                           str(kb))
+    assert server.stderr is not None
+    try:  # stopped while starting: serverutil.serving waits for the start-up line, which never comes here
         line = ""
         while "RAG: indexed" not in line:
             line = server.stderr.readline()
             assert line, "the server exited before its knowledge base synced a document"
         code, err = stopped_by_ctrl_c(server)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
     assert code == 0, err
     assert err.strip().splitlines()[-1] == "stopped by Ctrl-C while starting, before serving", err
     assert "serving the reader" not in err and "Traceback" not in err, err

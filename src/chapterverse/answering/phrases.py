@@ -81,9 +81,8 @@ _ROLES = frozenset({"king", "queen", "prince", "princess", "emperor", "empress",
                     "duchess", "lord", "lady", "captain", "admiral", "general", "colonel", "doctor", "professor",
                     "rey", "reina", "principe", "princesa", "conde", "re", "regina", "principessa", "conte"})
 """Titles the question may share with the answer ("the Emperor" asked, "the Emperor of Japan" answers)."""
-_SAYS_NAME = frozenset({"name", "named", "called", "nombre", "llamado", "llamada", "llamaba", "llamaban", "llama",
-                        "nome", "chiamato", "chiamata", "chiamava", "chiamavano", "detto", "nom", "nomme",
-                        "appele", "appelait", "heisst", "hiess", "genannt", "namens"})
+_SAYS_NAME = _NAMING_WORDS | frozenset({"llamada", "llamaban", "chiamata", "chiamavano", "detto", "nom", "nomme",
+                                        "appele", "genannt", "namens"})
 """Words of a sentence that introduce a name ("his name was Stiffstep", "men called him Assipattle")."""
 _GERMAN_NAME_LEADS = frozenset({"herr", "herrn", "frau", "fraulein", "von", "namens", "heisst", "hiess", "genannt"})
 """In German every noun is capitalised: a name is told by what goes before it."""
@@ -367,7 +366,7 @@ class _Reading:
         for i, w in enumerate(self.words):
             if w.term:
                 near.setdefault(w.term, []).append(i)
-            elif self.kind == "name" and (w.flat in _SAYS_NAME or w.flat in _NAMING_WORDS):
+            elif self.kind == "name" and w.flat in _SAYS_NAME:
                 near.setdefault("#name", []).append(i)
         if not near:
             return None
