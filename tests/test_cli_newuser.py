@@ -254,3 +254,17 @@ def test_serve_names_a_library_it_had_to_make_and_refuses_a_file_as_kb_folder(tm
     assert err.strip().splitlines()[-1] == (f"error: {notes}: --rag_kb_path names the knowledge base's folder, and "
                                             "this is not a folder"), err
     assert "Traceback" not in err
+
+
+def test_search_says_when_no_hit_is_relevant(books: Path) -> None:
+    """A query the library knows nothing about still lists its best hits, with a note on stderr that none is
+    relevant; a relevant hit gets no note, and a threshold that leaves nothing says so."""
+    unrelated = process("search", "quantum chromodynamics lattice gauge", "--k", "1", "--library", str(books))
+    assert unrelated.returncode == 0, unrelated.stderr
+    assert re.match(r"1\. \[f\d+-", unrelated.stdout)
+    assert unrelated.stderr.startswith("note: no passage reaches relevance 0.25"), unrelated.stderr
+    related = process("search", "Marta found a wooden chest", "--k", "1", "--library", str(books))
+    assert related.returncode == 0 and related.stderr == "", related.stderr
+    assert re.match(r"1\. \[f1-", related.stdout)
+    nothing = process("search", "quantum chromodynamics", "--threshold", "0.4", "--library", str(books))
+    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "note: no passage found.\n")

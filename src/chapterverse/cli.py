@@ -558,6 +558,7 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
         return
     from rich.text import Text
 
+    _note_weak_hits([float(r["score"]) for r in results], threshold)
     for rank, r in enumerate(results, start=1):
         where = _place(r["doc_title"], r["toc_path"])
         where += f", p. {r['page']}" if r["page"] else ""
@@ -565,6 +566,21 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
                      highlight=False)
         stdout.print(r["text"], markup=False, highlight=False)
         stdout.print()
+
+
+def _note_weak_hits(scores: list[float], threshold: float | None) -> None:
+    """Search always ranks something, so a query the library knows nothing about still lists hits; without
+    ``--threshold``, say on stderr when none reaches the recall-oriented relevance level
+    (:data:`relevance.ANCHORS`), so an unrelated passage is not read as the library's answer."""
+    from .relevance import ANCHORS
+
+    recall_level = ANCHORS[0][1]
+    if not scores:
+        stderr.print("note: no passage found.", markup=False, highlight=False)
+    elif threshold is None and max(scores) < recall_level:
+        stderr.print(f"note: no passage reaches relevance {recall_level:g}, the level that keeps most of what "
+                     f"answers a query: these hits are likely unrelated (--threshold {recall_level:g} leaves them "
+                     f"out).", markup=False, highlight=False, soft_wrap=True)
 
 
 def _place(doc_title: str, toc_path: list[str], *, fallback: str = "") -> str:
