@@ -1,0 +1,241 @@
+"""What is not the book is never a search hit, an answer or in a summary: an EPUB's contents pages and a Project
+Gutenberg edition's header and licence (issue 27, "books as people bring them").
+
+Both stay in the stored text, so every position is exact and the reader shows them, but they lie outside the
+files' bodies and are never chunked. Tested on EPUB, HTML and a folder of chapters built here the way Project
+Gutenberg's files are (a START line after the header, an END line before "Section 1. General Terms of Use"), and
+on the shared EPUBs, whose contents pages (nav documents in the spine, Moby-Dick's "Brief Contents",
+linear-algebra's part pages) were 45 chunks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import shared_path
+from hashembed import HashingEmbedder
+from test_sources_hostile import build_epub, xhtml
+
+from chapterverse.chunking import chunk_document
+from chapterverse.library import Library
+from chapterverse.llm.summaries import document_summaries, summarize_document
+from chapterverse.positions import Span
+from chapterverse.sources import ParsedDocument, read_source
+from chapterverse.sources.book import read_book
+
+HEADER = ("<h2>The Project Gutenberg eBook of The Keeper of Skerryvore</h2>"
+          "<p>This ebook is for the use of anyone anywhere in the United States and most other parts of the world "
+          "at no cost and with almost no restrictions whatsoever. You may copy it, give it away or re-use it under "
+          "the terms of the Project Gutenberg License included with this ebook or online at www.gutenberg.org.</p>"
+          "<p>Title: The Keeper of Skerryvore</p><p>Author: Anonymous</p>"
+          "<div><span>*** START OF THE PROJECT GUTENBERG EBOOK THE KEEPER OF SKERRYVORE ***</span></div>")
+LICENCE_TERMS = (
+    "By reading or using any part of this Project Gutenberg electronic work, you indicate that you have read, "
+    "understand, agree to and accept all the terms of this license and intellectual property agreement.",
+    "If you do not agree to abide by all the terms of this agreement, you must cease using and return or destroy "
+    "all copies of Project Gutenberg electronic works in your possession.",
+    "If you paid a fee for obtaining a copy of or access to a Project Gutenberg electronic work and you do not "
+    "agree to be bound by the terms of this agreement, you may obtain a refund from the person or entity to whom "
+    "you paid the fee.",
+    "There are a lot of things you can do with Project Gutenberg electronic works if you follow the terms of this "
+    "agreement and help preserve free future access to Project Gutenberg electronic works.",
+    "The Project Gutenberg Literary Archive Foundation owns a compilation copyright in the collection of Project "
+    "Gutenberg electronic works.",
+    "Nearly all the individual works in the collection are in the public domain in the United States.",
+    "If an individual work is unprotected by copyright law in the United States and you are located in the United "
+    "States, we do not claim a right to prevent you from copying, distributing, performing, displaying or creating "
+    "derivative works based on the work as long as all references to Project Gutenberg are removed.",
+    "The copyright laws of the place where you are located also govern what you can do with this work.",
+)
+LICENCE = ("<div><span>*** END OF THE PROJECT GUTENBERG EBOOK THE KEEPER OF SKERRYVORE ***</span></div>"
+           "<p>Updated editions will replace the previous one—the old editions will be renamed.</p>"
+           '<h2 id="licence">THE FULL PROJECT GUTENBERG LICENSE</h2>'
+           "<p>Section 1. General Terms of Use and Redistributing Project Gutenberg electronic works</p>"
+           + "".join(f"<p>1.{n}. {LICENCE_TERMS[n % 8]} {LICENCE_TERMS[(n + 3) % 8]}</p>" for n in range(40)))
+"""The END line and the licence after it, 14 k characters: a reading segment of its own, as the real one (18 k)."""
+CHAPTERS = {
+    "The Lamp Room": "The keeper climbed the hundred steps each evening to trim the great brass lamp. Its wick "
+                     "burned whale oil until the supply ship brought paraffin in the autumn.",
+    "The Wreck of the Marjorie": "A schooner named Marjorie struck the reef during the equinoctial gale. The "
+                                 "keeper rowed out alone and carried four fishermen to the rock before dawn.",
+    "The Relief Boat": "The relief boat came on the first calm Tuesday of every month. It carried letters, "
+                       "flour, tobacco and a new assistant who had never seen the open sea.",
+}
+"""Chapter titles, and words found only in each chapter's text."""
+CONTENTS_ONLY = "Illustrated Frontispiece Engraving"
+"""Words of a contents entry whose page says nothing else (a plate): they are found in the contents alone."""
+LICENCE_WORDS = "agree abide terms agreement cease destroy copies possession"
+
+
+def _chapter(title: str, prose: str, *, footer: str = "") -> str:
+    """A chapter of 8 k characters: a book of three is long enough to have several reading segments."""
+    sentences = ("The rock lay twelve miles from the mainland.", "Gannets nested on the ledges below the gallery.",
+                 "Fog horns sounded through the long winter nights.", "The keeper wrote the weather in his log.")
+    paragraphs = "".join(f"<p>{prose} {sentences[n % 4]} It was the {n}th day of his watch.</p>" for n in range(36))
+    return xhtml(f"<h1>{title}</h1>{paragraphs}{footer}", title)
+
+
+def _contents(hrefs: dict[str, str]) -> str:
+    """A contents page as many EPUBs have one in the reading order: a heading and a list of links."""
+    items = "".join(f'<li><a href="{href}">{title}</a></li>' for title, href in hrefs.items())
+    return xhtml(f"<h1>Contents</h1><ul><li><a href='c1.xhtml'>{CONTENTS_ONLY}</a></li>{items}</ul>", "Contents")
+
+
+def gutenberg_epub(path: Path) -> Path:
+    """A Project Gutenberg EPUB: a cover, the header and title page in the first document, a contents page and
+    the nav document in the spine, three chapters, the END line and the licence after the last one's text."""
+    hrefs = {title: f"c{n}.xhtml" for n, title in enumerate(CHAPTERS, 1)}
+    chapters = {"cover.xhtml": xhtml("<p>THE KEEPER OF SKERRYVORE</p>"),
+                "title.xhtml": xhtml(f"{HEADER}<h1>THE KEEPER OF SKERRYVORE</h1><p>A Tale of the Lights</p>"),
+                "contents.xhtml": _contents(hrefs)}
+    last = list(CHAPTERS)[-1]
+    for title, href in hrefs.items():
+        chapters[href] = _chapter(title, CHAPTERS[title], footer=LICENCE if title == last else "")
+    entries = {**hrefs, "THE FULL PROJECT GUTENBERG LICENSE": f"{hrefs[last]}#licence"}
+    nav = "<ol>" + "".join(f'<li><a href="{href}">{title}</a></li>' for title, href in entries.items()) + "</ol>"
+    spine = ['<itemref idref="c0"/>', '<itemref idref="c1"/>', '<itemref idref="nav"/>', '<itemref idref="c2"/>',
+             *(f'<itemref idref="c{n}"/>' for n in range(3, 3 + len(CHAPTERS)))]
+    return build_epub(path, chapters, nav=nav, spine=spine)
+
+
+def _chunk_texts(document: ParsedDocument) -> list[str]:
+    return [document.files[c.file_index].text[c.start:c.end] for c in chunk_document(document)]
+
+
+def _assert_only_the_book(chunks: list[str]) -> None:
+    """Every chapter is in the chunks; no chunk holds the header, the licence or a contents list."""
+    for title, prose in CHAPTERS.items():
+        assert any(title in chunk for chunk in chunks) and any(prose in chunk for chunk in chunks), title
+    for chunk in chunks:
+        assert "Gutenberg" not in chunk and "agreement" not in chunk and CONTENTS_ONLY not in chunk, chunk
+        assert sum(title in chunk for title in CHAPTERS) <= 1, f"a contents list: {chunk}"
+
+
+def test_epub_contents_pages_and_gutenberg_licence_are_not_chunked(tmp_path: Path) -> None:
+    document = read_source(gutenberg_epub(tmp_path / "keeper.epub"))
+    labels = [file.label for file in document.files]
+    assert labels == ["cover.xhtml", "title.xhtml", "nav.xhtml", "contents.xhtml", "c1.xhtml", "c2.xhtml",
+                      "c3.xhtml"]
+    _assert_only_the_book(_chunk_texts(document))
+    title_page = document.files[1]
+    assert title_page.body is not None and title_page.text[title_page.body[0]:].strip().startswith(
+        "THE KEEPER OF SKERRYVORE\n\nA Tale of the Lights")
+    assert [file.body for file in document.files[2:4]] == [(0, 0), (0, 0)]
+
+
+def test_search_never_finds_the_contents_or_the_licence_and_positions_stay_exact(tmp_path: Path) -> None:
+    """Chapter titles are found in their chapters, not in the contents list; a contents entry with no chapter text
+    and the licence's words find nothing of them; the stored text is still every character of each page."""
+    path = gutenberg_epub(tmp_path / "keeper.epub")
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    [result] = library.ingest([path])
+    doc_id = result.document.id
+    files = library.store.files(doc_id)
+    texts = {f.id: library.store.file(f.id).text for f in files}
+    assert [text for text in texts.values()] == [file.text for file in read_source(path).files]
+    outside = {f.id for f in files if f.label in ("cover.xhtml", "nav.xhtml", "contents.xhtml")}
+    for title, prose in CHAPTERS.items():
+        hits = library.search(title, k=5)
+        assert hits and prose in hits[0].text and not [hit for hit in hits if hit.chunk.file_id in outside]
+    for query in (CONTENTS_ONLY, LICENCE_WORDS, "Project Gutenberg License ebook gutenberg.org"):
+        for hit in library.search(query, k=10):
+            assert hit.chunk.file_id not in outside and "Gutenberg" not in hit.text, (query, hit.text)
+            assert "agreement" not in hit.text and CONTENTS_ONLY not in hit.text, (query, hit.text)
+    last = files[-1]
+    licence_at = texts[last.id].index("Section 1. General Terms of Use")
+    assert library.resolve(Span(last.id, licence_at, licence_at + 9)).text == "Section 1"
+
+
+def test_extractive_summaries_quote_no_licence_sentence(tmp_path: Path) -> None:
+    """The licence is a reading segment of its own (the nav lists it); its summary quotes nothing."""
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    [result] = library.ingest([gutenberg_epub(tmp_path / "keeper.epub")])
+    summarize_document(library, result.document.id, None)
+    summaries = [s.text or "" for s in document_summaries(library, result.document.id, ["extractive"])]
+    assert any("keeper" in summary for summary in summaries)
+    assert len(summaries) >= 2 and not [s for s in summaries if "agree" in s or "Gutenberg" in s], summaries
+
+
+def test_a_chapter_that_lists_its_sections_under_its_text_stays_a_chapter(tmp_path: Path) -> None:
+    """A chapter's opening page with a paragraph and links to its sections (linear-algebra's chapter pages) and a
+    chapter with many note references are chapters; only a page that is mostly links is a contents page."""
+    intro = ("We will motivate our study of lighthouses by studying the lamps of the northern coast, their wicks, "
+             "their lenses and the keepers who trimmed them through the winter.")
+    sections = "".join(f'<li><a href="s{n}.xhtml">Section {n}</a></li>' for n in range(1, 5))
+    notes = " ".join(f'Sentence {n} of the chapter about gannets.<a epub:type="noteref" href="notes.xhtml#n{n}">'
+                     f'{n}</a>' for n in range(1, 12))
+    chapters = {"intro.xhtml": xhtml(f"<h1>Chapter 1</h1><p>{intro}</p><ul>{sections}</ul>"),
+                **{f"s{n}.xhtml": xhtml(f"<h1>Section {n}</h1><p>{notes}</p>") for n in range(1, 5)},
+                "notes.xhtml": xhtml("".join(f'<p id="n{n}">Note {n}, a note of the text.</p>' for n in range(1, 12)))}
+    document = read_source(build_epub(tmp_path / "book.epub", chapters))
+    assert all(file.body is None for file in document.files)
+    chunks = _chunk_texts(document)
+    assert any(intro in chunk for chunk in chunks) and any("Sentence 3 of the chapter" in c for c in chunks)
+
+
+def test_html_gutenberg_edition_keeps_only_the_book(tmp_path: Path) -> None:
+    body = HEADER + "".join(_chapter(title, prose).split("<body>")[1].split("</body>")[0]
+                            for title, prose in CHAPTERS.items()) + LICENCE
+    path = tmp_path / "keeper.html"
+    path.write_text(f"<html><head><title>The Keeper</title></head><body>{body}</body></html>", encoding="utf-8")
+    document = read_source(path)
+    _assert_only_the_book(_chunk_texts(document))
+    assert "Section 1. General Terms of Use" in document.files[0].text
+
+
+def test_a_folder_of_gutenberg_chapters_leaves_out_the_licence_after_the_last(tmp_path: Path) -> None:
+    """Chapter files of a Gutenberg edition: the START line in the first, the END line and licence in the last."""
+    folder = tmp_path / "keeper"
+    folder.mkdir()
+    header = ("The Project Gutenberg eBook of The Keeper of Skerryvore\n\nTitle: The Keeper of Skerryvore\n\n"
+              "*** START OF THE PROJECT GUTENBERG EBOOK THE KEEPER OF SKERRYVORE ***\n\n")
+    licence = ("\n\n*** END OF THE PROJECT GUTENBERG EBOOK THE KEEPER OF SKERRYVORE ***\n\n"
+               "Section 1. General Terms of Use and Redistributing Project Gutenberg electronic works\n\n"
+               "1.A. By reading or using any part of this work, you indicate that you have read, understand, agree "
+               "to and accept all the terms of this agreement.\n")
+    for n, (title, prose) in enumerate(CHAPTERS.items(), 1):
+        text = f"CHAPTER {n}\n\n{title}\n\n{prose}\n\n{prose} The rock lay twelve miles from the mainland.\n"
+        (folder / f"{n:02d}.txt").write_text((header if n == 1 else "") + text
+                                             + (licence if n == len(CHAPTERS) else ""), encoding="utf-8")
+    _assert_only_the_book(_chunk_texts(read_book(folder)))
+
+
+def test_markers_quoted_without_a_start_line_cut_nothing(tmp_path: Path) -> None:
+    """An END line alone may be the book quoting one: nothing is cut without a START line."""
+    text = ("<h1>Notes on e-texts</h1><p>Old files ended with a line such as:</p>"
+            "<p>*** END OF THE PROJECT GUTENBERG EBOOK MOBY DICK ***</p><p>and then the licence followed it.</p>")
+    path = tmp_path / "notes.html"
+    path.write_text(f"<html><body>{text}</body></html>", encoding="utf-8")
+    document = read_source(path)
+    assert document.files[0].body is None
+    assert "and then the licence followed it" in " ".join(_chunk_texts(document))
+
+
+@pytest.mark.parametrize(("book", "contents_pages"), [
+    ("moby-dick.epub", {"toc-short.xhtml", "toc.xhtml"}),
+    ("accessible_epub_3.epub", {"bk01-toc.xhtml"}),
+    ("childrens-literature.epub", {"nav.xhtml"}),
+    ("epub30-spec.epub", {"xhtml/epub30-nav.xhtml"}),
+    ("linear-algebra.epub", {"xhtml/nav.xhtml", "xhtml/fcla-xml-2.30li14.xhtml", "xhtml/fcla-xml-2.30li63.xhtml",
+                             "xhtml/fcla-xml-2.30li98.xhtml", "xhtml/fcla-xml-2.30li110.xhtml"}),
+    ("sherlock-holmes.epub", set()),
+    ("don-quixote-en.epub", set()),
+])
+def test_shared_epubs_contents_pages_are_not_chunked(book: str, contents_pages: set[str]) -> None:
+    """The nav documents in the spine and the pages that are mostly links into the book, and nothing else: a
+    chapter's page listing its sections under a paragraph (linear-algebra) and endnotes (Don Quixote) stay."""
+    document = read_source(shared_path("books", "epub", book))
+    specs = chunk_document(document)
+    chunked = {document.files[spec.file_index].label for spec in specs}
+    empty = {file.label for file in document.files if file.body == (0, 0)}
+    assert empty == contents_pages and not chunked & contents_pages
+
+
+def test_moby_dick_chapter_titles_find_their_chapters_not_the_contents() -> None:
+    path = shared_path("books", "epub", "moby-dick.epub")
+    document = read_source(path)
+    chunks = _chunk_texts(document)
+    assert any(chunk.startswith("Chapter 1. Loomings.\n\nCall me Ishmael.") for chunk in chunks)
+    assert not [chunk for chunk in chunks if "Chapter 2. The Carpet-Bag." in chunk and "Loomings" in chunk]
+    assert not [chunk for chunk in chunks if "Begin Reading Moby-Dick" in chunk or "Show detailed contents" in chunk]
