@@ -157,21 +157,30 @@ def test_extractive_summaries_quote_no_licence_sentence(tmp_path: Path) -> None:
     assert len(summaries) >= 2 and not [s for s in summaries if "agree" in s or "Gutenberg" in s], summaries
 
 
-def test_a_chapter_that_lists_its_sections_under_its_text_stays_a_chapter(tmp_path: Path) -> None:
-    """A chapter's opening page with a paragraph and links to its sections (linear-algebra's chapter pages) and a
-    chapter with many note references are chapters; only a page that is mostly links is a contents page."""
+def test_a_chapter_that_lists_its_sections_keeps_its_text_but_not_the_list(tmp_path: Path) -> None:
+    """A chapter's opening page with a paragraph and links to its sections (linear-algebra's chapter pages) is a
+    chapter whose list of sections is left out; a chapter with many note references, and requirements that each
+    name the section defining them, stay text: only a page or paragraphs that are mostly links are contents."""
     intro = ("We will motivate our study of lighthouses by studying the lamps of the northern coast, their wicks, "
              "their lenses and the keepers who trimmed them through the winter.")
-    sections = "".join(f'<li><a href="s{n}.xhtml">Section {n}</a></li>' for n in range(1, 5))
+    sections = "".join(f'<p><a href="s{n}.xhtml">Section {n} Gannets of the Bass Rock</a></p>' for n in range(1, 5))
+    rules = "".join(f'<p>It must keep the lamp lit as defined in <a href="s{n}.xhtml">Section {n} Gannets of the '
+                    'Bass Rock</a>.</p>' for n in range(1, 5))
     notes = " ".join(f'Sentence {n} of the chapter about gannets.<a epub:type="noteref" href="notes.xhtml#n{n}">'
                      f'{n}</a>' for n in range(1, 12))
-    chapters = {"intro.xhtml": xhtml(f"<h1>Chapter 1</h1><p>{intro}</p><ul>{sections}</ul>"),
-                **{f"s{n}.xhtml": xhtml(f"<h1>Section {n}</h1><p>{notes}</p>") for n in range(1, 5)},
+    chapters = {"intro.xhtml": xhtml(f"<h1>Chapter 1</h1><p>{intro}</p>{sections}"),
+                **{f"s{n}.xhtml": xhtml(f"<h1>Section {n}</h1><p>{notes}</p>{rules}") for n in range(1, 5)},
                 "notes.xhtml": xhtml("".join(f'<p id="n{n}">Note {n}, a note of the text.</p>' for n in range(1, 12)))}
     document = read_source(build_epub(tmp_path / "book.epub", chapters))
     assert all(file.body is None for file in document.files)
+    intro_page = document.files[0]
+    [(start, end)] = intro_page.left_out
+    assert intro_page.text[start:end].startswith("Section 1 Gannets") and intro_page.text[end:] == ""
+    assert [file.left_out for file in document.files[1:]] == [[]] * 5
     chunks = _chunk_texts(document)
     assert any(intro in chunk for chunk in chunks) and any("Sentence 3 of the chapter" in c for c in chunks)
+    assert any("It must keep the lamp lit as defined in Section 4" in chunk for chunk in chunks)
+    assert not [chunk for chunk in chunks if "Section 1 Gannets of the Bass Rock\n\nSection 2" in chunk]
 
 
 def test_html_gutenberg_edition_keeps_only_the_book(tmp_path: Path) -> None:
@@ -230,6 +239,20 @@ def test_shared_epubs_contents_pages_are_not_chunked(book: str, contents_pages: 
     chunked = {document.files[spec.file_index].label for spec in specs}
     empty = {file.label for file in document.files if file.body == (0, 0)}
     assert empty == contents_pages and not chunked & contents_pages
+
+
+def test_contents_lists_inside_shared_pages_are_left_out_and_their_text_stays() -> None:
+    """The EPUB specification's documents open with their title, editors and a table of contents; linear-algebra's
+    chapters with a paragraph and their sections. The lists are not chunked, what is around them is."""
+    spec = read_source(shared_path("books", "epub", "epub30-spec.epub"))
+    chunks = _chunk_texts(spec)
+    assert not [chunk for chunk in chunks if "1.1. Overview\n\n1.2. Roadmap" in chunk]
+    assert any("Markus Gylling, DAISY Consortium" in chunk for chunk in chunks)
+    assert any("› 1.1 Overview\n\nThe EPUB® specification is a distribution" in chunk for chunk in chunks)
+    algebra = read_source(shared_path("books", "epub", "linear-algebra.epub"))
+    chunks = _chunk_texts(algebra)
+    assert any("We will motivate our study of linear algebra" in chunk for chunk in chunks)
+    assert not [chunk for chunk in chunks if "Section WILA What is Linear Algebra?\n\nSection SSLE" in chunk]
 
 
 def test_moby_dick_chapter_titles_find_their_chapters_not_the_contents() -> None:

@@ -91,7 +91,7 @@ def read_book(folder: str | Path, *, title: str | None = None) -> ParsedDocument
         file = chapter.files[0]
         name = pretty_name(path.stem) if file.title in (path.stem, stem_title(path)) else file.title
         files.append(ParsedFile(file.text, title=name, label=relative.as_posix(), has_text=file.has_text,
-                                body=file.body))
+                                body=file.body, left_out=file.left_out))
         formats.add(chapter.format)
         warnings += [f"{relative.as_posix()}: {warning}" for warning in chapter.warnings]
     for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):

@@ -16,10 +16,9 @@ Decisions worth knowing:
   obfuscation) raises EncryptedSourceError unless its bytes are plainly markup anyway.
 * What is not the book stays in the text, so positions are exact and the reader shows it, but outside the
   files' ``body``, so it is never chunked (never a search hit, an answer or in a summary), as an e-reader
-  keeps it out of the reading flow: a contents page (a page whose text is mostly ``<nav>`` and links into
-  the book: the nav document when the spine lists it, a "Brief Contents", a part's list of its chapters; the
-  NCX, should the spine list it as a page), and a Project Gutenberg edition's header and licence, before its
-  START line and after its END line.
+  keeps it out of the reading flow: a contents page or a contents list inside a page (``sources.navigation``;
+  the NCX too, should the spine list it as a page), and a Project Gutenberg edition's header and licence,
+  before its START line and after its END line.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from lxml import etree
 from ..errors import EncryptedSourceError, SourceError, SourceTooLargeError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
+from .navigation import contents_lists, inward_ranges, is_contents_page
 from .structure import gutenberg_spans
 from .xhtml import HtmlText, collapsed_text, html_to_text, local_name, parse_xml, xhtml_to_text
 
@@ -55,13 +55,6 @@ _OPS_TYPE = "{http://www.idpf.org/2007/ops}type"
 _XHTML_TYPES = frozenset({"application/xhtml+xml", "image/svg+xml", "application/x-dtbook+xml", "text/x-oeb1-document"})
 _HTML_TYPES = frozenset({"text/html"})
 _FONT_OBFUSCATION = frozenset({"http://www.idpf.org/2008/embedding", "http://ns.adobe.com/pdf/enc#RC"})
-_CONTENTS_SHARE = 0.6
-"""A page is a contents page when at least this share of its text lies in ``<nav>`` and links into the book;
-a chapter's opening page with its sections listed under a paragraph (linear-algebra's "Chapter M Matrices",
-0.44) stays a chapter, a part's page listing its chapters (0.66-0.90) is navigation."""
-_CONTENTS_LINKS = 3
-"""...and when it has a ``<nav>`` or at least this many links into the book (a short page with one "Next" link
-is not a contents page)."""
 
 
 class _MemberError(Exception):
@@ -355,36 +348,23 @@ def _read_spine(archive: _Archive, path: Path,
 def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths: list[str],
                           package: _Package) -> None:
     """Narrow each file's ``body`` to the book: nothing of a contents page, nothing outside a Gutenberg
-    edition's START and END lines (see the module's notes)."""
+    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes)."""
     in_spine = frozenset(paths)
     ncx = package.ncx.path if package.ncx is not None else None
     for file, parsed, file_path in zip(files, texts, paths):
-        if file_path == ncx or _is_contents_page(parsed, posixpath.dirname(file_path), in_spine):
+        base_dir = posixpath.dirname(file_path)
+
+        def inward(href: str) -> bool:
+            target = resolve_href(base_dir, href)
+            return target is not None and target[0] in in_spine
+
+        ranges = inward_ranges(parsed, inward)
+        if file_path == ncx or is_contents_page(parsed.text, ranges):
             file.narrow(0, 0)
+        else:
+            file.left_out = contents_lists(parsed.text, ranges)
     for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
         file.narrow(*span)
-
-
-def _is_contents_page(parsed: HtmlText, base_dir: str, in_spine: frozenset[str]) -> bool:
-    """Whether most of a page's text (``_CONTENTS_SHARE``) lies in ``<nav>`` elements and links to the book's
-    own documents: a contents page, however it is marked up."""
-    inward = [(start, end) for start, end, href in parsed.links
-              if (target := resolve_href(base_dir, href)) is not None and target[0] in in_spine]
-    if len(inward) < _CONTENTS_LINKS and not parsed.navs:
-        return False
-    text = parsed.text
-    covered, reached = 0, 0
-    for start, end in sorted(inward + parsed.navs):
-        start = max(start, reached)
-        if end > start:
-            covered += _visible(text[start:end])
-            reached = end
-    return covered >= _CONTENTS_SHARE * _visible(text) > 0
-
-
-def _visible(text: str) -> int:
-    """How many characters of ``text`` are not whitespace."""
-    return len("".join(text.split()))
 
 
 def _content_text(path: Path, item: _Item, data: bytes) -> HtmlText:
