@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from typing import Any
+
 import pytest
 from conftest import shared_path
+from fakellm import Reply, fake_llm
 from hashembed import HashingEmbedder
 from test_sources_hostile import build_epub, xhtml
 
 from chapterverse.chunking import chunk_document
 from chapterverse.library import Library
-from chapterverse.llm.summaries import document_summaries, summarize_document
+from chapterverse.llm.client import ChatProvider
+from chapterverse.llm.config import ProviderConfig
+from chapterverse.llm.summaries import document_summaries, segment_inputs, summarize_document
 from chapterverse.positions import Span
 from chapterverse.sources import ParsedDocument, read_source
 from chapterverse.sources.book import read_book
@@ -155,6 +160,50 @@ def test_extractive_summaries_quote_no_licence_sentence(tmp_path: Path) -> None:
     summaries = [s.text or "" for s in document_summaries(library, result.document.id, ["extractive"])]
     assert any("keeper" in summary for summary in summaries)
     assert len(summaries) >= 2 and not [s for s in summaries if "agree" in s or "Gutenberg" in s], summaries
+
+
+def test_a_models_summaries_and_evidence_never_read_the_licence_or_the_contents(tmp_path: Path) -> None:
+    """A chat model summarising the book (and the agent's tools, which give chosen segments as evidence) reads
+    only what chunks hold: the licence's segment is not sent at all, and no prompt holds a contents list."""
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    [result] = library.ingest([gutenberg_epub(tmp_path / "keeper.epub")])
+    doc_id = result.document.id
+    inputs = segment_inputs(library, doc_id)
+    assert [bool(i.tagged_text) for i in inputs] == [True, True, False]
+    prompts: list[str] = []
+
+    def summarizer(request: dict[str, Any]) -> Reply:
+        prompts.append(request["messages"][-1]["content"])
+        return Reply.text("The keeper tends the light.")
+
+    with fake_llm(handler=summarizer) as fake:
+        config = ProviderConfig(base_url=fake.base_url, model="fake-model", max_retries=1, retry_base_s=0.01,
+                                timeout_s=10)
+        counts = summarize_document(library, doc_id, ChatProvider(config))
+    assert counts["done"] == 3 and len(prompts) == 2
+    assert any(prose in prompt for prompt in prompts for prose in CHAPTERS.values())
+    for prompt in prompts:
+        assert "General Terms of Use" not in prompt and "agreement" not in prompt and CONTENTS_ONLY not in prompt
+        assert "GUTENBERG" not in prompt, "the header's START line, the nav's entry for the licence, its heading"
+
+
+def test_a_library_rebuilt_summarises_anew_what_is_no_longer_content(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A library ingested before the licence was left out keeps its chunks, and its summaries, until
+    ``ingest --force-rebuild``: then the licence's segment, which summaries are keyed by, is summarised anew."""
+    import chapterverse.sources.epub as epub
+
+    path = gutenberg_epub(tmp_path / "keeper.epub")
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    with monkeypatch.context() as before:
+        before.setattr(epub, "gutenberg_spans", lambda texts: None)
+        [result] = library.ingest([path])
+    summarize_document(library, result.document.id, None)
+    assert "agree" in (document_summaries(library, result.document.id, ["extractive"])[-1].text or "")
+    [result] = library.ingest([path], force_rebuild=True)
+    summarize_document(library, result.document.id, None)
+    summaries = document_summaries(library, result.document.id, ["extractive"])
+    assert summaries[-1].text == "" and summaries[0].text and "keeper" in summaries[0].text
 
 
 def test_a_chapter_that_lists_its_sections_keeps_its_text_but_not_the_list(tmp_path: Path) -> None:
