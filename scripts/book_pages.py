@@ -53,7 +53,8 @@ def main() -> None:
         document = read_book(path) if path.is_dir() else read_source(path)
         titles = {_norm(entry.title) for entry in document.toc} - {""}
         texts = [document.files[c.file_index].text[c.start:c.end] for c in chunk_document(document)]
-        row = [len(texts), sum(_is_contents_list(t, titles) for t in texts), sum(bool(_LICENCE.search(t)) for t in texts)]
+        row = [len(texts), sum(_is_contents_list(t, titles) for t in texts),
+               sum(bool(_LICENCE.search(t)) for t in texts)]
         totals = [a + b for a, b in zip(totals, row)]
         print(f"{path.name:34} {row[0]:7} {row[1]:8} {row[2]:7}")
     print(f"{'total':34} {totals[0]:7} {totals[1]:8} {totals[2]:7}")

@@ -193,7 +193,8 @@ class ChunkSpec:
 def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int = 64) -> list[ChunkSpec]:
     """The chunks of a document in reading order; a chunk never crosses a file boundary, nor leaves a file's
     content (``ParsedFile.content``: a PDF page's running header and footer, a Gutenberg licence, an EPUB's
-    contents page or list are not content), nor is only a heading, unless the document has nothing else (a Markdown note that is one heading, "# Meeting moved to Friday", is still found).
+    contents page or list are not content), nor is only a heading, unless the document has nothing else (a
+    Markdown note that is one heading, "# Meeting moved to Friday", is still found).
 
     Pre-chunked documents keep one chunk per :class:`PreChunk`, spanning its whole (trimmed) file text
     whatever its length; a pre-chunk whose text is only whitespace has nothing to cite and is skipped.

@@ -24,6 +24,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import contextlib
+import functools
 import posixpath
 import unicodedata
 import zipfile
@@ -352,19 +353,19 @@ def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths:
     in_spine = frozenset(paths)
     ncx = package.ncx.path if package.ncx is not None else None
     for file, parsed, file_path in zip(files, texts, paths):
-        base_dir = posixpath.dirname(file_path)
-
-        def inward(href: str) -> bool:
-            target = resolve_href(base_dir, href)
-            return target is not None and target[0] in in_spine
-
-        ranges = inward_ranges(parsed, inward)
+        ranges = inward_ranges(parsed, functools.partial(_in_spine, in_spine, posixpath.dirname(file_path)))
         if file_path == ncx or is_contents_page(parsed.text, ranges):
             file.narrow(0, 0)
         else:
             file.left_out = contents_lists(parsed.text, ranges)
     for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
         file.narrow(*span)
+
+
+def _in_spine(in_spine: frozenset[str], base_dir: str, href: str) -> bool:
+    """Whether ``href``, in a document of ``base_dir``, points at a document of the spine (or into one)."""
+    target = resolve_href(base_dir, href)
+    return target is not None and target[0] in in_spine
 
 
 def _content_text(path: Path, item: _Item, data: bytes) -> HtmlText:

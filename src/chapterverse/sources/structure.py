@@ -130,7 +130,8 @@ class _Candidate:
 
 
 def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
-    """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines."""
+    """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines
+    (:func:`gutenberg_spans` of the text alone)."""
     start = _GUTENBERG_START.search(text)
     if start is None:
         return None, None, None
@@ -139,8 +140,8 @@ def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int]
     first = _GUTENBERG_FIRST_LINE.match(header.lstrip("\ufeff").split("\n", 1)[0])
     title = fields.get("title") or (first.group("title").strip() if first else None)
     author = fields.get("author") or (first.group("author") if first and first.group("author") else None)
-    end = _GUTENBERG_END.search(text, start.end())
-    return title, author, (start.end(), end.start() if end else len(text))
+    book = gutenberg_spans([text])
+    return title, author, book[0] if book else None
 
 
 def gutenberg_spans(texts: Sequence[str]) -> list[tuple[int, int]] | None:
