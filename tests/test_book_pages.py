@@ -26,7 +26,7 @@ from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.config import ProviderConfig
 from chapterverse.llm.summaries import document_summaries, segment_inputs, summarize_document
 from chapterverse.positions import Span
-from chapterverse.sources import ParsedDocument, read_source
+from chapterverse.sources import ParsedDocument, ParsedFile, TocEntry, read_source
 from chapterverse.sources.book import read_book
 
 HEADER = ("<h2>The Project Gutenberg eBook of The Keeper of Skerryvore</h2>"
@@ -230,6 +230,23 @@ def test_a_chapter_that_lists_its_sections_keeps_its_text_but_not_the_list(tmp_p
     assert any(intro in chunk for chunk in chunks) and any("Sentence 3 of the chapter" in c for c in chunks)
     assert any("It must keep the lamp lit as defined in Section 4" in chunk for chunk in chunks)
     assert not [chunk for chunk in chunks if "Section 1 Gannets of the Bass Rock\n\nSection 2" in chunk]
+
+
+def test_chunks_keep_out_of_left_out_ranges_and_outside_the_body() -> None:
+    """``ParsedFile.content`` is the body less what is left out, and no chunk reaches into what is not content,
+    a contents entry starting inside a left-out list included."""
+    assert ParsedFile("0123456789", body=(2, 9), left_out=[(0, 3), (5, 6), (8, 10)]).content() == [(3, 5), (6, 8)]
+    assert ParsedFile("0123456789", body=(4, 4)).content() == [] and ParsedFile("").content() == []
+    paragraphs = [f"Paragraph {n} tells of the keeper and the lamp on the rock." for n in range(12)]
+    text = "\n\n".join(paragraphs)
+    listed = (text.index("Paragraph 4"), text.index("Paragraph 7") - 2)
+    file = ParsedFile(text, body=(text.index("Paragraph 1"), len(text) - 2), left_out=[listed])
+    doc = ParsedDocument("t", "epub", [file], toc=[TocEntry("Five", 0, 0, text.index("Paragraph 5"))])
+    specs = chunk_document(doc, chunk_size=120, overlap=20)
+    assert specs and all(not (s.start < listed[1] and listed[0] < s.end) for s in specs)
+    assert all(file.body is not None and file.body[0] <= s.start < s.end <= file.body[1] for s in specs)
+    covered = " ".join(text[s.start:s.end] for s in specs)
+    assert "Paragraph 3 " in covered and "Paragraph 7 " in covered and "Paragraph 5 " not in covered
 
 
 def test_html_gutenberg_edition_keeps_only_the_book(tmp_path: Path) -> None:
