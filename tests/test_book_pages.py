@@ -249,6 +249,17 @@ def test_chunks_keep_out_of_left_out_ranges_and_outside_the_body() -> None:
     assert "Paragraph 3 " in covered and "Paragraph 7 " in covered and "Paragraph 5 " not in covered
 
 
+def test_a_book_that_is_all_links_is_its_own_content(tmp_path: Path) -> None:
+    """A glossary whose every entry links to others reads as contents, page by page; when that is all the book
+    has, it is kept, or nothing of it could be found."""
+    terms = ("Lamp", "Lens", "Wick", "Gallery", "Reef")
+    entries = "".join(f'<p id="{term}"><a href="g.xhtml#{other}">{term}: see {other}</a></p>'
+                      for term, other in zip(terms, terms[1:] + terms[:1]))
+    document = read_source(build_epub(tmp_path / "glossary.epub", {"g.xhtml": xhtml(entries)}))
+    assert document.files[0].body is None and document.files[0].left_out == []
+    assert any("Wick: see Gallery" in chunk for chunk in _chunk_texts(document))
+
+
 def test_html_gutenberg_edition_keeps_only_the_book(tmp_path: Path) -> None:
     body = HEADER + "".join(_chapter(title, prose).split("<body>")[1].split("</body>")[0]
                             for title, prose in CHAPTERS.items()) + LICENCE

@@ -349,15 +349,22 @@ def _read_spine(archive: _Archive, path: Path,
 def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths: list[str],
                           package: _Package) -> None:
     """Narrow each file's ``body`` to the book: nothing of a contents page, nothing outside a Gutenberg
-    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes)."""
+    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes).
+
+    A book whose every page with text reads as contents (a glossary whose entries all link to each other) is
+    its own content: then no page is left out, as a whole or in part."""
     in_spine = frozenset(paths)
     ncx = package.ncx.path if package.ncx is not None else None
-    for file, parsed, file_path in zip(files, texts, paths):
-        ranges = inward_ranges(parsed, functools.partial(_in_spine, in_spine, posixpath.dirname(file_path)))
-        if file_path == ncx or is_contents_page(parsed.text, ranges):
+    ranges = [inward_ranges(parsed, functools.partial(_in_spine, in_spine, posixpath.dirname(file_path)))
+              for parsed, file_path in zip(texts, paths)]
+    pages = [path == ncx or is_contents_page(parsed.text, found) for parsed, path, found in zip(texts, paths, ranges)]
+    if all(page or not file.has_text for page, file in zip(pages, files)):
+        pages, ranges = [False] * len(files), [[] for _ in files]
+    for file, parsed, page, found in zip(files, texts, pages, ranges):
+        if page:
             file.narrow(0, 0)
         else:
-            file.left_out = contents_lists(parsed.text, ranges)
+            file.left_out = contents_lists(parsed.text, found)
     for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
         file.narrow(*span)
 
