@@ -553,10 +553,12 @@ def _folder_metadata(folder: Path, source: str) -> dict[str, Any] | None:
 
 
 def _segment_text(parsed: ParsedDocument, start: tuple[int, int], end: tuple[int, int]) -> str:
+    """The content (``ParsedFile.content``) of a segment, which its hash keys its summaries by: a book read anew
+    with less of it content (a contents page or a licence no longer chunked) gets summaries of what is left."""
     parts = []
     for index in range(start[0], end[0] + 1):
-        text = parsed.files[index].text
+        file = parsed.files[index]
         lo = start[1] if index == start[0] else 0
-        hi = end[1] if index == end[0] else len(text)
-        parts.append(text[lo:hi])
+        hi = end[1] if index == end[0] else len(file.text)
+        parts.append("".join(file.text[max(a, lo):min(b, hi)] for a, b in file.content()))
     return "\n\n".join(parts)

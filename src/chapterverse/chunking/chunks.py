@@ -192,8 +192,9 @@ class ChunkSpec:
 
 def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int = 64) -> list[ChunkSpec]:
     """The chunks of a document in reading order; a chunk never crosses a file boundary, nor leaves a file's
-    ``body`` (a PDF page's running header and footer are not content), nor is only a heading, unless the
-    document has nothing else (a Markdown note that is one heading, "# Meeting moved to Friday", is still found).
+    content (``ParsedFile.content``: a PDF page's running header and footer, a Gutenberg licence, an EPUB's
+    contents page or list are not content), nor is only a heading, unless the document has nothing else (a
+    Markdown note that is one heading, "# Meeting moved to Friday", is still found).
 
     Pre-chunked documents keep one chunk per :class:`PreChunk`, spanning its whole (trimmed) file text
     whatever its length; a pre-chunk whose text is only whitespace has nothing to cite and is skipped.
@@ -212,18 +213,18 @@ def chunk_document(doc: ParsedDocument, *, chunk_size: int = 512, overlap: int =
 
 
 def _book_chunks(doc: ParsedDocument, chunk_size: int, overlap: int, *, keep_lone_headings: bool) -> list[ChunkSpec]:
-    """Each file's body cut at its contents entries into sections (:func:`_sections`), each section split; the
-    first chunk of a section holds some text after its heading when the chunk size allows."""
+    """Each range of a file's content cut at its contents entries into sections (:func:`_sections`), each section
+    split; the first chunk of a section holds some text after its heading when the chunk size allows."""
     specs = []
     for i, file in enumerate(doc.files):
-        lo, hi = file.body or (0, len(file.text))
-        toc_offsets = (t.offset for t in doc.toc if t.file_index == i)
-        pieces = _between_headings(lo, hi, toc_offsets)
-        for a, label, b, headed in _sections(file.text, pieces, keep_lone_headings=keep_lone_headings):
-            heading = _heading_end(file.text, label, b) - a if headed else 0
-            specs += [ChunkSpec(i, a + start, a + end, label if a + start < label < a + end else None)
-                      for start, end in split_text(file.text[a:b], chunk_size=chunk_size, overlap=overlap,
-                                                   heading=heading)]
+        toc_offsets = [t.offset for t in doc.toc if t.file_index == i]
+        for lo, hi in file.content():
+            pieces = _between_headings(lo, hi, toc_offsets)
+            for a, label, b, headed in _sections(file.text, pieces, keep_lone_headings=keep_lone_headings):
+                heading = _heading_end(file.text, label, b) - a if headed else 0
+                specs += [ChunkSpec(i, a + start, a + end, label if a + start < label < a + end else None)
+                          for start, end in split_text(file.text[a:b], chunk_size=chunk_size, overlap=overlap,
+                                                       heading=heading)]
     return specs
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..analysis import content_words, word_tokens
-from ..chunking import SegmentSpec, sentence_spans, tagged_source_text
+from ..chunking import SegmentSpec, segment_paragraphs, sentence_spans, tagged_text
 from ..library import Library
 from ..positions import Span, find_tags
 from ..store import SegmentRecord
@@ -56,17 +56,23 @@ class SegmentInput:
 
 
 def segment_inputs(library: Library, doc_id: int) -> list[SegmentInput]:
-    """Every segment of a document with its tagged source text (each paragraph followed by its tag)."""
+    """Every segment of a document with its tagged source text: each paragraph that a chunk holds, followed by its
+    tag. A paragraph no chunk holds is not the book (an EPUB's contents page, a Project Gutenberg licence, a PDF
+    page's running header on its own line): a summary never reads it, nor does a model get it as evidence."""
     files = library.store.files(doc_id)
     ordinal_of = {f.id: f.ordinal for f in files}
     texts = [library.store.file(f.id).text for f in files]
     file_ids = [f.id for f in files]
+    chunked = SummaryProse.content(library, doc_id)
     inputs = []
     for seg in library.store.segments(doc_id):
         spec = SegmentSpec(seq=seg.seq, title_path=seg.title_path,
                            start=(ordinal_of[seg.start_file], seg.start_offset),
                            end=(ordinal_of[seg.end_file], seg.end_offset))
-        inputs.append(SegmentInput(seg, tagged_source_text(texts, file_ids, spec)))
+        paragraphs = [(Span(file_ids[i], start, end), texts[i][start:end])
+                      for i, start, end in segment_paragraphs(texts, spec)
+                      if any(a < end and start < b for a, b in chunked.get(file_ids[i], ()))]
+        inputs.append(SegmentInput(seg, tagged_text(paragraphs)))
     return inputs
 
 
@@ -225,7 +231,9 @@ def summarize_document(library: Library, doc_id: int, provider: ChatProvider | N
     lock = threading.Lock()
 
     def run(item: SegmentInput) -> None:
-        if provider is None:
+        if not item.tagged_text:  # nothing of the book in it (a contents page, a licence): nothing to summarise
+            text, removed = "", 0
+        elif provider is None:
             assert prose is not None
             text, removed = extractive_summary(item.tagged_text, prose), 0
         else:

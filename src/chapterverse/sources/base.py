@@ -31,11 +31,33 @@ class ParsedFile:
     """False for a PDF page without a text layer (scanned image)."""
     body: tuple[int, int] | None = None
     """The part of ``text`` that is content, [start, end), when it is not all of it: a PDF page's running
-    header and footer lie outside (``sources.pdf_running_lines``). They stay in ``text``, so positions are
-    exact, but are never chunked, so never searched or cited."""
+    header and footer lie outside (``sources.pdf_running_lines``), as do a Project Gutenberg edition's header
+    and licence (``sources.structure.gutenberg_spans``), and all of an EPUB's contents page (an empty body,
+    ``sources.navigation``). They stay in ``text``, so positions are exact, but are never chunked, so never
+    searched, cited or summarised."""
+    left_out: list[tuple[int, int]] = field(default_factory=list)
+    """Sorted, disjoint ranges inside ``body`` that are not content either: a contents list inside an EPUB page
+    (``sources.navigation``). Not chunked, as what lies outside ``body``."""
 
     def __post_init__(self) -> None:
         self.text = without_nul(self.text)
+
+    def narrow(self, start: int, end: int) -> None:
+        """Keep as ``body`` only what lies both in it and in [start, end) (nothing, when they do not meet)."""
+        lo, hi = self.body or (0, len(self.text))
+        lo = max(lo, start)
+        self.body = (lo, max(lo, min(hi, end)))
+
+    def content(self) -> list[tuple[int, int]]:
+        """The ranges of ``text`` that are content, in order: ``body`` less what is ``left_out``."""
+        lo, hi = self.body or (0, len(self.text))
+        ranges = []
+        for start, end in self.left_out:
+            if start > lo:
+                ranges.append((lo, min(start, hi)))
+            lo = max(lo, end)
+        ranges.append((lo, hi))
+        return [(start, end) for start, end in ranges if end > start]
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
+from .structure import gutenberg_spans
 from .text import read_html, read_markdown, read_txt, stem_title
 
 __all__ = ["CHAPTER_READERS", "book_files", "natural_key", "pretty_name", "read_book"]
@@ -90,8 +91,10 @@ def read_book(folder: str | Path, *, title: str | None = None) -> ParsedDocument
         file = chapter.files[0]
         name = pretty_name(path.stem) if file.title in (path.stem, stem_title(path)) else file.title
         files.append(ParsedFile(file.text, title=name, label=relative.as_posix(), has_text=file.has_text,
-                                body=file.body))
+                                body=file.body, left_out=file.left_out))
         formats.add(chapter.format)
         warnings += [f"{relative.as_posix()}: {warning}" for warning in chapter.warnings]
+    for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
+        file.narrow(*span)  # a Gutenberg edition cut into chapter files: the licence after END in the last one
     return ParsedDocument(title=title or pretty_name(folder.resolve().name), format=formats.pop() if len(formats) == 1
                           else "mixed", files=files, toc=toc, warnings=warnings)

@@ -14,11 +14,17 @@ Decisions worth knowing:
   climbs above the root names nothing).
 * A content document that META-INF/encryption.xml declares encrypted (other than font
   obfuscation) raises EncryptedSourceError unless its bytes are plainly markup anyway.
+* What is not the book stays in the text, so positions are exact and the reader shows it, but outside the
+  files' ``body``, so it is never chunked (never a search hit, an answer or in a summary), as an e-reader
+  keeps it out of the reading flow: a contents page or a contents list inside a page (``sources.navigation``;
+  the NCX too, should the spine list it as a page), and a Project Gutenberg edition's header and licence,
+  before its START line and after its END line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import posixpath
 import unicodedata
 import zipfile
@@ -33,6 +39,8 @@ from lxml import etree
 from ..errors import EncryptedSourceError, SourceError, SourceTooLargeError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
+from .navigation import contents_lists, inward_ranges, is_contents_page
+from .structure import gutenberg_spans
 from .xhtml import HtmlText, collapsed_text, html_to_text, local_name, parse_xml, xhtml_to_text
 
 __all__ = ["read_epub", "resolve_href", "MAX_UNCOMPRESSED_BYTES", "MAX_COMPRESSION_RATIO"]
@@ -91,6 +99,7 @@ def read_epub(source: Source) -> ParsedDocument:
         package = _read_package(archive, path)
         files, texts, paths = _read_spine(archive, path, package)
         toc, toc_warnings = _read_toc(archive, package, texts, paths)
+    _leave_out_navigation(files, texts, paths, package)
     warnings = package.warnings + toc_warnings
     for index, parsed in enumerate(files):
         parsed.title = parsed.title or _toc_title(toc, index) or texts[index].title
@@ -335,6 +344,35 @@ def _read_spine(archive: _Archive, path: Path,
         details = f" ({'; '.join(package.warnings)})" if package.warnings else ""
         raise SourceError(path, f"no readable content documents in the spine{details}")
     return files, texts, paths
+
+
+def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths: list[str],
+                          package: _Package) -> None:
+    """Narrow each file's ``body`` to the book: nothing of a contents page, nothing outside a Gutenberg
+    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes).
+
+    A book whose every page with text reads as contents (a glossary whose entries all link to each other) is
+    its own content: then no page is left out, as a whole or in part."""
+    in_spine = frozenset(paths)
+    ncx = package.ncx.path if package.ncx is not None else None
+    ranges = [inward_ranges(parsed, functools.partial(_in_spine, in_spine, posixpath.dirname(file_path)))
+              for parsed, file_path in zip(texts, paths)]
+    pages = [path == ncx or is_contents_page(parsed.text, found) for parsed, path, found in zip(texts, paths, ranges)]
+    if all(page or not file.has_text for page, file in zip(pages, files)):
+        pages, ranges = [False] * len(files), [[] for _ in files]
+    for file, parsed, page, found in zip(files, texts, pages, ranges):
+        if page:
+            file.narrow(0, 0)
+        else:
+            file.left_out = contents_lists(parsed.text, found)
+    for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
+        file.narrow(*span)
+
+
+def _in_spine(in_spine: frozenset[str], base_dir: str, href: str) -> bool:
+    """Whether ``href``, in a document of ``base_dir``, points at a document of the spine (or into one)."""
+    target = resolve_href(base_dir, href)
+    return target is not None and target[0] in in_spine
 
 
 def _content_text(path: Path, item: _Item, data: bytes) -> HtmlText:

@@ -20,11 +20,12 @@ import bisect
 import re
 import unicodedata
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -129,7 +130,8 @@ class _Candidate:
 
 
 def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
-    """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines."""
+    """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines
+    (:func:`gutenberg_spans` of the text alone)."""
     start = _GUTENBERG_START.search(text)
     if start is None:
         return None, None, None
@@ -138,8 +140,49 @@ def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int]
     first = _GUTENBERG_FIRST_LINE.match(header.lstrip("\ufeff").split("\n", 1)[0])
     title = fields.get("title") or (first.group("title").strip() if first else None)
     author = fields.get("author") or (first.group("author") if first and first.group("author") else None)
-    end = _GUTENBERG_END.search(text, start.end())
-    return title, author, (start.end(), end.start() if end else len(text))
+    book = gutenberg_spans([text])
+    return title, author, book[0] if book else None
+
+
+def gutenberg_spans(texts: Sequence[str]) -> list[tuple[int, int]] | None:
+    """Per file of a book in several files (an EPUB's spine items, a folder's chapters), the part that is the
+    book of a Project Gutenberg edition: from the end of a START line to the start of the END line after it,
+    wherever they fall. A file before the START line, or after the END line, gets an empty span: the header
+    with its "Title:" lines, the licence and "Section 1. General Terms of Use". A collection of several editions
+    keeps each one's book (a file holding the END of one and the START of the next keeps both, and what lies
+    between: a file's span is one range).
+
+    Conservative on purpose: None, so nothing is cut, unless a START line is found (an END line alone may be
+    the book quoting one), and when there would be no text between the markers.
+    """
+    if not any(_GUTENBERG_START.search(text) for text in texts):
+        return None
+    spans: list[tuple[int, int]] = []
+    inside = False
+    for text in texts:
+        ranges, inside = _book_ranges(text, inside)
+        spans.append((ranges[0][0], ranges[-1][1]) if ranges else (0, 0))
+    if not any(text[a:b].strip() for text, (a, b) in zip(texts, spans)):
+        return None
+    return spans
+
+
+def _book_ranges(text: str, inside: bool) -> tuple[list[tuple[int, int]], bool]:
+    """The ranges of ``text`` between START and END lines, given whether it begins inside a book; and whether it
+    ends inside one."""
+    ranges: list[tuple[int, int]] = []
+    at, opened = 0, 0
+    while True:
+        marker = (_GUTENBERG_END if inside else _GUTENBERG_START).search(text, at)
+        if marker is None:
+            break
+        if inside:
+            ranges.append((opened, marker.start()))
+        opened = at = marker.end()
+        inside = not inside
+    if inside:
+        ranges.append((opened, len(text)))
+    return [(a, b) for a, b in ranges if b > a], inside
 
 
 def text_structure(text: str, headings: list[Heading] | None = None) -> TextStructure:

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
-from .structure import text_structure
+from .structure import gutenberg_spans, text_structure
 from .xhtml import Heading, html_to_text, xhtml_to_text
 
 __all__ = ["read_markdown", "read_txt", "read_html", "decode_text", "markdown_headings", "txt_headings",
@@ -103,13 +103,15 @@ def stem_title(path: Path) -> str:
 
 
 def read_html(source: Source) -> ParsedDocument:
-    """A standalone HTML/XHTML file as one file; its ``<h1>``..``<h6>`` become the TOC."""
+    """A standalone HTML/XHTML file as one file; its ``<h1>``..``<h6>`` become the TOC. A Project Gutenberg
+    edition's header and licence, before its START line and after its END line, lie outside the ``body``."""
     with opened(source, limit=MAX_TEXT_BYTES) as file:
         data = file.read()
     path = file.path
     parsed = (xhtml_to_text if path.suffix.lower() == ".xhtml" else html_to_text)(data, path)
     headings = [heading for heading in parsed.headings if heading.title]
-    document = _document(path, "html", parsed.text, headings, [])
+    book = gutenberg_spans([parsed.text])
+    document = _document(path, "html", parsed.text, headings, [], book[0] if book else None)
     document.title = parsed.title or document.title
     return document
 

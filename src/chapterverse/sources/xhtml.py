@@ -60,6 +60,10 @@ class HtmlText:
     headings: list[Heading] = field(default_factory=list)
     title: str = ""
     """The ``<head><title>``, whitespace-collapsed; "" when absent."""
+    links: list[tuple[int, int, str]] = field(default_factory=list)
+    """``(start, end, href)`` of the text of every ``<a href>``: how much of a page only points elsewhere."""
+    navs: list[tuple[int, int]] = field(default_factory=list)
+    """``(start, end)`` of the text of every ``<nav>`` (a contents list, landmarks, a page list)."""
 
 
 def _check_limits(parser: etree.XMLParser | etree.HTMLParser, source: str | Path) -> None:
@@ -212,6 +216,9 @@ class _TextBuilder:
         self._open_headings: list[_OpenHeading] = []
         self._headings: list[Heading] = []
         self._bracketed: list[etree._Element] = []
+        self._open_links: list[tuple[etree._Element, int, str | None]] = []
+        self._links: list[tuple[int, int, str]] = []
+        self._navs: list[tuple[int, int]] = []
 
     def walk(self, top: etree._Element) -> None:
         """Visit ``top`` and its descendants in document order without recursion."""
@@ -242,7 +249,7 @@ class _TextBuilder:
         text = "".join(self._parts)
         for name in self._pending_anchors:
             self._anchors.setdefault(name, len(text))
-        return HtmlText(text, self._anchors, self._headings, title)
+        return HtmlText(text, self._anchors, self._headings, title, self._links, self._navs)
 
     def _non_element(self, node: etree._Element) -> None:
         """Comments and processing instructions vanish; undeclared entities (``&nbsp;`` with no DTD) decode."""
@@ -265,6 +272,9 @@ class _TextBuilder:
             self._pre_depth += 1
         if name in _HEADING_LEVELS:
             self._open_headings.append(_OpenHeading(element, _HEADING_LEVELS[name]))
+        href = element.get("href") if name == "a" else None
+        if href or name == "nav":
+            self._open_links.append((element, self._length, href))
         if not self._bracketed and _is_note_marker(element, name):
             label = collapsed_text(element)
             if label and not label.startswith(("[", "(")):
@@ -278,6 +288,9 @@ class _TextBuilder:
             self._content("]")
         if self._open_headings and self._open_headings[-1].element is element:
             self._finish_heading()
+        if self._open_links and self._open_links[-1][0] is element:
+            _, start, href = self._open_links.pop()
+            self._finish_link(start, href)
         if name == "pre":
             self._pre_depth -= 1
         if name in _BLOCK_TAGS:
@@ -291,6 +304,15 @@ class _TextBuilder:
             return
         title = " ".join("".join(self._parts[heading.part_index:]).split())
         self._headings.append(Heading(heading.level, title, heading.offset))
+
+    def _finish_link(self, start: int, href: str | None) -> None:
+        """Record where the text of a link (``href``) or a ``<nav>`` (None) lies; ``start`` may sit before a
+        separator it owed, which is whitespace, so it is never counted as the link's."""
+        if self._length > start:
+            if href is None:
+                self._navs.append((start, self._length))
+            else:
+                self._links.append((start, self._length, href))
 
     def _register_anchor(self, element: etree._Element, name: str) -> None:
         for key in (element.get("id"), element.get("name") if name == "a" else None):
