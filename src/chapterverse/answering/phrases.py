@@ -34,9 +34,6 @@ MAX_DISTANCE = 4
 """A phrase is marked only within this distance of one of the question's words (1 + the content words the
 question lacks and the clause breaks between): farther off, it is as often about something else. The one
 date of a sentence is marked at any distance."""
-_NAMING_WORDS = frozenset({"name", "named", "called", "nombre", "llama", "llamaba", "llamado", "nome", "chiama",
-                           "chiamava", "chiamato", "appelle", "appelait", "heisst", "hiess"})
-"""Question words that ask what something is called: answered by a name, as "who" is."""
 _NAME_GLUE = frozenset({"of", "de", "del", "di", "da", "van", "von", "la", "le", "du"})
 _HONORIFICS = frozenset({"mr", "mrs", "miss", "ms", "dr", "st", "sir", "d", "don", "dona", "sr", "sra", "herr",
                          "frau", "mme", "mlle", "monsieur", "madame", "signor", "signora", "messer", "mastro",
@@ -81,8 +78,9 @@ _ROLES = frozenset({"king", "queen", "prince", "princess", "emperor", "empress",
                     "duchess", "lord", "lady", "captain", "admiral", "general", "colonel", "doctor", "professor",
                     "rey", "reina", "principe", "princesa", "conde", "re", "regina", "principessa", "conte"})
 """Titles the question may share with the answer ("the Emperor" asked, "the Emperor of Japan" answers)."""
-_SAYS_NAME = _NAMING_WORDS | frozenset({"llamada", "llamaban", "chiamata", "chiamavano", "detto", "nom", "nomme",
-                                        "appele", "genannt", "namens"})
+_SAYS_NAME = frozenset({"name", "named", "called", "nombre", "llama", "llamaba", "llamado", "llamada", "llamaban",
+                        "nome", "chiama", "chiamava", "chiamato", "chiamata", "chiamavano", "detto", "nom", "nomme",
+                        "appele", "appelle", "appelait", "heisst", "hiess", "genannt", "namens"})
 """Words of a sentence that introduce a name ("his name was Stiffstep", "men called him Assipattle")."""
 _GERMAN_NAME_LEADS = frozenset({"herr", "herrn", "frau", "fraulein", "von", "namens", "heisst", "hiess", "genannt"})
 """In German every noun is capitalised: a name is told by what goes before it."""
@@ -143,10 +141,9 @@ def answer_phrase(sentence: str, question: Question, languages: Sequence[str]) -
 
 
 def _phrase_kind(question: Question) -> str | None:
-    """name (who, "what is X called"), description ("Who is <a name>?"), when, number, or None.
-
-    A kind of "name" (what :mod:`.question` may call "What is the name of ..." itself) is read as who."""
-    if question.kind in ("who", "name") or (question.kind in ("what", "how") and question.words & _NAMING_WORDS):
+    """name (who, or :mod:`.question`'s name kind: "What is X called?"), description ("Who is <a name>?"),
+    when, number, or None."""
+    if question.kind in ("who", "name"):
         return "description" if question.kind == "who" and _names_its_subject(question) else "name"
     return question.kind if question.kind in ("when", "number") else None
 
