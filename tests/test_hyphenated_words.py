@@ -80,8 +80,11 @@ def test_the_hyphenated_spelling_finds_the_joined_one(tmp_path: Path) -> None:
     found = _texts(library, [cid for cid, _ in library.retriever.lexical("e-mail", k=5)])
     assert found and "the email to her lawyer" in found[0]
     assert "the email to her lawyer" in library.search("Who got the e-mail?", k=1)[0].text
-    answer = chapterverse.ask(library, "Who got the e-mail?")
-    assert answer.citations and "the email to her lawyer" in answer.citations[0].text
+    for question in ("Who got the e-mail?", "When did Maria write the e-mail?"):
+        # the reader reads the book's "email" as the whole of the question's "e-mail", not as a missing "mail"
+        answer = chapterverse.ask(library, question)
+        assert answer.state == "answered", question
+        assert answer.citations and "the email to her lawyer" in answer.citations[0].text, question
     library.close()
 
 
