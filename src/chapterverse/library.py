@@ -540,8 +540,8 @@ def _stored_context(chunk: ChunkRecord, doc: DocumentRecord | None) -> str:
 
 def stored_terms(chunk: ChunkRecord, doc: DocumentRecord) -> tuple[str, str]:
     """(terms, heading terms) of a stored chunk as :meth:`Library.prepare_unembedded` makes them now: what a store
-    writes again when the analyzer changes (``store.sqlite``'s migration 5), from the text, headings and context
-    it keeps, so that an old library answers as one ingested today."""
+    writes again when the analyzer changes (migration 5 of ``store.sqlite``, 2 of ``store.postgres``), from the
+    text, headings and context it keeps, so that an old library answers as one ingested today."""
     from .analysis import index_terms
 
     return (index_terms(chunk.text, doc.language),

@@ -85,18 +85,18 @@ def text_stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
     return frozenset(reader_terms(text, languages)) if text else frozenset()
 
 
-Compounds = tuple[tuple[frozenset[str], frozenset[str]], ...]
+_Compounds = tuple[tuple[frozenset[str], frozenset[str]], ...]
 
 
 @lru_cache(maxsize=1024)
-def _compounds(text: str, languages: tuple[str, ...]) -> Compounds:
+def _compounds(text: str, languages: tuple[str, ...]) -> _Compounds:
     """Per hyphenated word of a question, the stems of its joined form and those of the whole word (parts and
     joined form): see :func:`_whole_words`."""
     return tuple((text_stems(joined, languages), text_stems(word, languages))
                  for word, joined in zip(hyphenated_words(text), compound_words(text)))
 
 
-def _whole_words(stems: frozenset[str], compounds: Compounds) -> frozenset[str]:
+def _whole_words(stems: frozenset[str], compounds: _Compounds) -> frozenset[str]:
     """``stems`` and, where they hold the joined form of a question's hyphenated word, that word's parts too: a
     book that writes "redheaded" holds the whole of the question's "red-headed", not a third of it. (The other
     way needs nothing: a book's "red-headed" yields "redheaded" itself, ``analysis.compound_words``.)"""
