@@ -13,8 +13,8 @@ import pytest
 import Stemmer
 
 from chapterverse import analysis
-from chapterverse.analysis import (LANGUAGES, detect_language, in_another_language, index_terms, normalize,
-                                   query_terms, word_tokens)
+from chapterverse.analysis import (LANGUAGES, compound_words, detect_language, in_another_language, index_terms,
+                                   normalize, query_terms, word_tokens)
 
 ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \t\n.,;:!?'\"()[]-/\\*&%$#@~`^|<>=+{}"
 WIDE = (
@@ -32,9 +32,21 @@ SENTENCES = {
 }
 
 
+def _plain_compounds(text: str) -> list[str]:
+    """The joined forms of the words of letters joined by single hyphens (hyphen, non-breaking or soft hyphen
+    too), in the normalized text: the definition ``compound_words`` shortcuts."""
+    hyphened = re.sub("[\u2010\u00ad]", "-", normalize(text))
+    return [w.replace("-", "") for w in re.findall(r"\b[^\W\d_]+(?:-[^\W\d_]+)+\b", hyphened)]
+
+
+def _plain_terms(text: str, stemmer: Stemmer.Stemmer) -> str:
+    return " ".join(stemmer.stemWords(re.findall(r"\w+", normalize(text)) + _plain_compounds(text)))
+
+
 def _random_texts(count: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    texts = ["", "   ", "don’t “stop” — now", "¿Qué pasó?", "naïve café", "straße", "a\u2060b", "x²+y²", "ﬁne"]
+    texts = ["", "   ", "don’t “stop” — now", "¿Qué pasó?", "naïve café", "straße", "a\u2060b", "x²+y²", "ﬁne",
+             "to-day", "Red-Headed League", "bed\u00adroom", "to\u2011morrow", "x-19", "e-mail-", "-a-b-c-d"]
     for _ in range(count):
         ascii_only = rng.random() < 0.5
         pool = ASCII if ascii_only else ASCII + WIDE
@@ -66,12 +78,11 @@ def test_index_terms_are_each_tokens_stem_also_after_the_memo_starts_afresh(monk
     for language in LANGUAGES:
         stemmer = Stemmer.Stemmer(language)
         for text in texts:
-            tokens = re.findall(r"\w+", normalize(text))
-            assert index_terms(text, language) == " ".join(stemmer.stemWords(tokens)), (language, text)
+            assert index_terms(text, language) == _plain_terms(text, stemmer), (language, text)
     assert query_terms("the keepers of lamps", ["english"]) == ["keeper", "lamp"]
     monkeypatch.setattr(analysis, "_STEM_MEMO_WORDS", 200_000)
     for language, sentence in SENTENCES.items():  # the second time every word is in the memo
-        expected = " ".join(Stemmer.Stemmer(language).stemWords(re.findall(r"\w+", normalize(sentence))))
+        expected = _plain_terms(sentence, Stemmer.Stemmer(language))
         assert index_terms(sentence, language) == index_terms(sentence, language) == expected
 
 
@@ -109,3 +120,25 @@ def test_the_language_is_the_one_whose_stopwords_are_most_frequent() -> None:
         text = " ".join(rng.choice(words) for _ in range(rng.randrange(0, 12)))
         for default in ("english", "german"):
             assert detect_language(text, default) == reference(text, default), text
+
+
+def test_compound_words_are_the_joined_hyphenated_words_of_the_normalized_text() -> None:
+    for text in _random_texts(2000, seed=4):
+        for hyphen in "-\u2010\u2011\u00ad\ufe63\uff0d":  # those that are, or become under NFKD, a hyphen
+            spelled = text.replace("-", hyphen)
+            assert compound_words(spelled) == _plain_compounds(spelled), repr(spelled)
+    assert compound_words("The Red-headed League; to-day, to\u2011morrow, bed\u00adroom") == [
+        "redheaded", "today", "tomorrow", "bedroom"]
+    assert compound_words("hispano-americano, sud-est, peut-être, mother-in-law") == [
+        "hispanoamericano", "sudest", "peutetre", "motherinlaw"]
+    assert compound_words("1914-1918, COVID-19, 555-1234, word--word, red – headed, red—headed") == []
+
+
+@pytest.mark.parametrize(("book", "question"), [("red-headed", "Redheaded"), ("redheaded", "red-headed"),
+                                                ("to-day", "today"), ("bedroom", "bed-room"), ("e-mail", "email")])
+def test_either_spelling_of_a_compound_finds_the_other(book: str, question: str) -> None:
+    """A question's terms meet a book's in the joined form, whichever of the two hyphenates the word; the parts stay
+    terms of their own on both sides."""
+    held = set(index_terms(f"He wrote of it {book}.", "english").split())
+    asked = query_terms(f"What of it {question}?", ["english", "spanish"])
+    assert held & set(asked) - set(query_terms("What of it?", ["english", "spanish"]))

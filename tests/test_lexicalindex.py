@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chapterverse.index.lexical import LexicalIndex, LexicalSettings
+from chapterverse.index.lexical import FORMAT, LexicalIndex, LexicalSettings
 from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
 from storeutil import DelegatingStore, NoFeedStore
 
@@ -206,7 +206,7 @@ def test_half_written_or_mismatched_index_is_detected_and_rebuilt(store: SQLiteS
     elif damage == "wrong-ids":
         np.save(next(directory.glob("*.ids.npy")), np.arange(80, dtype=np.int64))
     else:
-        manifest.write_text(manifest.read_text().replace('"format": 1', '"format": 99'))
+        manifest.write_text(manifest.read_text().replace(f'"format": {FORMAT}', '"format": 99'))
     (directory / "s000009.rows.npy.tmp-1").write_bytes(b"half")  # leftover of an interrupted write
     reopened = LexicalIndex.open(store)
     assert reopened.stats().last_refresh == "rebuilt"

@@ -346,7 +346,7 @@ class Library:
                                    pre.metadata if pre else None)
             key = (*path, context)
             if key not in heading_terms:
-                heading_terms[key] = index_terms(" ".join(key), language)
+                heading_terms[key] = _heading_terms(path, context, language)
             chunks.append(NewChunk(
                 file_ordinal=spec.file_index, start=spec.start, end=spec.end,
                 source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
@@ -536,6 +536,23 @@ def _stored_context(chunk: ChunkRecord, doc: DocumentRecord | None) -> str:
     metadata = doc.metadata if doc else {}
     named_by_user = ORIGIN_KEY in metadata or bool(chunk.metadata) or (doc is not None and chunk.source != doc.source)
     return context_line(chunk.source if named_by_user else "", _user_metadata(metadata), chunk.metadata)
+
+
+def stored_terms(chunk: ChunkRecord, doc: DocumentRecord) -> tuple[str, str]:
+    """(terms, heading terms) of a stored chunk as :meth:`Library.prepare_unembedded` makes them now: what a store
+    writes again when the analyzer changes (migration 5 of ``store.sqlite``, 2 of ``store.postgres``), from the
+    text, headings and context it keeps, so that an old library answers as one ingested today."""
+    from .analysis import index_terms
+
+    return (index_terms(chunk.text, doc.language),
+            _heading_terms(chunk.title_path, _stored_context(chunk, doc), doc.language))
+
+
+def _heading_terms(path: Sequence[str], context: str, language: str) -> str:
+    """What a chunk's headings and context add to its terms (the lexical index's weighted heading field)."""
+    from .analysis import index_terms
+
+    return index_terms(" ".join((*path, context)), language)
 
 
 def _embedded_text(context: str, text: str) -> str:

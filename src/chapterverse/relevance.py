@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import content_words, index_terms, word_tokens
+from .analysis import compound_words, content_words, index_terms, word_tokens
 from .index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
@@ -105,9 +105,11 @@ class QueryWords:
     @classmethod
     def of(cls, query: str, languages: Sequence[str], prefix: int) -> QueryWords:
         """The words the lexical rankings search for (every word when all are stopwords), stemmed in every
-        language of the library, as :func:`~chapterverse.analysis.query_terms` stems them."""
+        language of the library, as :func:`~chapterverse.analysis.query_terms` stems them; the joined form of a
+        hyphenated word is a word of its own ("red-headed": "red", "headed" and "redheaded")."""
         words = [w for w in content_words(query, languages) if len(w) > 1] or \
             [w for w in dict.fromkeys(word_tokens(query)) if len(w) > 1]
+        words += [w for w in dict.fromkeys(compound_words(query)) if w not in words]
         # one stemmer call per language; the words are tokens already, so the stems come back aligned
         stemmed = [index_terms(" ".join(words), lang).split() for lang in dict.fromkeys(languages or ["english"])]
         stems: dict[str, int] = {}

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..analysis import content_words, word_tokens
+from ..analysis import compound_words, content_words, hyphenated_words, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
@@ -85,6 +85,27 @@ def text_stems(text: str, languages: tuple[str, ...]) -> frozenset[str]:
     return frozenset(reader_terms(text, languages)) if text else frozenset()
 
 
+_Compounds = tuple[tuple[frozenset[str], frozenset[str]], ...]
+
+
+@lru_cache(maxsize=1024)
+def _compounds(text: str, languages: tuple[str, ...]) -> _Compounds:
+    """Per hyphenated word of a question, the stems of its joined form and those of the whole word (parts and
+    joined form): see :func:`_whole_words`."""
+    return tuple((text_stems(joined, languages), text_stems(word, languages))
+                 for word, joined in zip(hyphenated_words(text), compound_words(text)))
+
+
+def _whole_words(stems: frozenset[str], compounds: _Compounds) -> frozenset[str]:
+    """``stems`` and, where they hold the joined form of a question's hyphenated word, that word's parts too: a
+    book that writes "redheaded" holds the whole of the question's "red-headed", not a third of it. (The other
+    way needs nothing: a book's "red-headed" yields "redheaded" itself, ``analysis.compound_words``.)"""
+    for joined, whole in compounds:
+        if joined & stems:
+            stems = stems | whole
+    return stems
+
+
 @lru_cache(maxsize=8192)
 def _tokens(text: str) -> tuple[str, ...]:
     """Normalized words of a sentence (cached: accent folding is the slow part of reading a sentence)."""
@@ -118,8 +139,10 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
     rows = []
     langs = tuple(languages)
     question_pairs = _pairs(question.text, langs)
+    compounds = _compounds(question.text, langs)
     for cand, cos in zip(candidates, cosines.tolist()):
-        stems, before, after = (text_stems(t, langs) for t in (cand.text, cand.before, cand.after))
+        stems, before, after = (_whole_words(text_stems(t, langs), compounds)
+                                for t in (cand.text, cand.before, cand.after))
         window = stems | before | after
         pairs = _pairs(cand.before, langs) | _pairs(cand.text, langs) | _pairs(cand.after, langs)
         prefixes = {s[:_PREFIX] for s in stems}
@@ -182,7 +205,8 @@ def question_coverage(question: Question, candidates: Sequence[Candidate], weigh
                       languages: Sequence[str]) -> tuple[float, float]:
     """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
     candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
-    found = _evidence_stems(candidates, tuple(languages))
+    found = _whole_words(frozenset(_evidence_stems(candidates, tuple(languages))),
+                         _compounds(question.text, tuple(languages)))
     weights = {t: weight_of(t) for t in question.terms}
     total = sum(weights.values()) or 1.0
     missing = [w for t, w in weights.items() if t not in found]
@@ -193,7 +217,7 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     """The question's content words whose stems occur nowhere in the evidence ("lighthouse" in a book that
     only says "kept the light")."""
     langs = tuple(languages)
-    found = _evidence_stems(candidates, langs)
+    found = _whole_words(frozenset(_evidence_stems(candidates, langs)), _compounds(question.text, langs))
     asked = set(question.terms)
     return [w for w in content_words(question.text, languages)
             if text_stems(w, langs) & asked and not text_stems(w, langs) <= found]

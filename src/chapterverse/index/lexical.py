@@ -69,8 +69,10 @@ from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 __all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
            "FORMAT"]
 
-FORMAT = 1
-"""Version of the on-disk layout; another version is rebuilt, never read."""
+FORMAT = 2
+"""Version of the on-disk layout and of the terms in it; another version is rebuilt, never read. 2: the terms
+hold the joined forms of hyphenated words (``analysis.compound_words``), which the store's rows got by its
+migration 5; files of format 1 hold the terms from before."""
 _STEM, _PREFIX = "s:", "p:"
 _ROW_ARRAYS = {"ids": "<i8", "docs": "<i8", "files": "<i8", "lengths": "<f8"}
 _LOG = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ conformance suite (``tests/test_store_conformance.py``) runs every behaviour aga
   HNSW index, so no process holds every vector in memory. The column is an untyped ``vector`` and
   the index an expression index on ``embedding::vector(dim)``: the schema does not depend on the
   embedding model, and a model swap with another dimension rebuilds only the index.
-- **Migrations** are numbered SQL scripts, each applied in one transaction together with its row in
-  ``schema_migrations``, under an advisory lock so several servers starting at once migrate once.
+- **Migrations** are numbered SQL scripts (or Python functions), each applied in one transaction together with
+  its row in ``schema_migrations``, under an advisory lock so several servers starting at once migrate once.
 
 Connections come from a ``psycopg_pool.ConnectionPool`` of at most ``max_connections`` (16 by default): a
 request that finds them all busy waits for one (up to 30 s, then a StoreError) instead of opening more, so
@@ -61,9 +61,11 @@ from .sharedreads import (
 )
 from .records import (
     CHUNK_COLUMNS,
+    DOC_COLUMNS,
     ChunkRecord,
     NewDocument,
     chunk_record,
+    document_record,
     nul_free,
     vector_blob,
 )
@@ -189,8 +191,35 @@ CREATE TABLE messages(
     PRIMARY KEY(chat_id, seq));
 """
 
-MIGRATIONS: list[tuple[str, str]] = [("m001_initial", _M001_INITIAL)]
-"""(name, SQL script); each is applied in one transaction together with its ``schema_migrations`` row."""
+_REANALYZED_CHUNKS = 2_000
+"""Chunks migration 2 reads, analyses and writes back at a time (their text in memory, not the library's)."""
+
+
+def _m002_hyphenated_words(conn: psycopg.Connection[Any]) -> None:
+    """Analyse every chunk's text and headings again, as SQLite's migration 5 does (``store.sqlite``): the
+    analyzer now also indexes the joined form of each hyphenated word. The tsvectors follow their terms (a
+    generated column); the lexical statistics are counted again, and the generation moves, so a retriever's
+    in-memory BM25 is rebuilt from the new rows."""
+    from ..library import stored_terms  # what ingest writes for a chunk: the same function, not a copy of it
+
+    documents = {row[0]: document_record(row) for row in conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
+    after = 0
+    while rows := conn.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
+                               " WHERE c.id > %s ORDER BY c.id LIMIT %s", (after, _REANALYZED_CHUNKS)).fetchall():
+        chunks = [chunk_record(row) for row in rows]
+        analysed = [(c.id, *stored_terms(c, documents[c.doc_id])) for c in chunks]
+        conn.cursor().executemany("UPDATE chunks SET terms=%s, heading_terms=%s, ntokens=%s WHERE id=%s",
+                                  [(terms, heading, _token_count(terms) + _token_count(heading), cid)
+                                   for cid, terms, heading in analysed])
+        after = chunks[-1].id
+    PostgresStore._count_lexicon(conn)
+    PostgresStore._bump(conn)
+
+
+MIGRATIONS: list[tuple[str, str | Callable[[psycopg.Connection[Any]], None]]] = [
+    ("m001_initial", _M001_INITIAL), ("m002_hyphenated_words", _m002_hyphenated_words)]
+"""(name, SQL script or function); each is applied in one transaction together with its ``schema_migrations``
+row."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 _NAMED_LOCK = "hashtext(current_schema() || '/chapterverse'), hashtext({})"
@@ -501,7 +530,10 @@ class PostgresStore(SharedReads):
                 if version == SCHEMA_VERSION:
                     return
                 name, script = MIGRATIONS[version]
-                conn.execute(script.encode())
+                if isinstance(script, str):
+                    conn.execute(script.encode())
+                else:
+                    script(conn)
                 conn.execute("INSERT INTO schema_migrations(version, name) VALUES (%s, %s)", (version + 1, name))
 
     def schema_version(self) -> int:
@@ -983,9 +1015,14 @@ class PostgresStore(SharedReads):
         with self.transaction() as tx:
             self._lock_chunks(tx)
             tx.execute("REINDEX INDEX chunks_tsv")
-            tx.execute("TRUNCATE lexicon")
-            tx.execute("INSERT INTO lexicon(term, df) SELECT lexeme, count(*) FROM chunks,"
-                       " unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme")
-            tx.execute("UPDATE lexical_totals SET (chunks, tokens) ="
-                       " (SELECT count(*), coalesce(sum(ntokens), 0) FROM chunks)")
+            self._count_lexicon(tx)
             self._bump(tx)
+
+    @staticmethod
+    def _count_lexicon(tx: psycopg.Connection[Any]) -> None:
+        """The lexical statistics (``lexicon``, ``lexical_totals``) counted again from the chunks."""
+        tx.execute("TRUNCATE lexicon")
+        tx.execute("INSERT INTO lexicon(term, df) SELECT lexeme, count(*) FROM chunks,"
+                   " unnest(tsvector_to_array(tsv)) AS lexeme GROUP BY lexeme")
+        tx.execute("UPDATE lexical_totals SET (chunks, tokens) ="
+                   " (SELECT count(*), coalesce(sum(ntokens), 0) FROM chunks)")

@@ -42,9 +42,11 @@ from .sharedreads import (
 )
 from .records import (
     CHUNK_COLUMNS,
+    DOC_COLUMNS,
     ChunkRecord,
     NewDocument,
     chunk_record,
+    document_record,
     nul_free,
     vector_blob,
 )
@@ -230,8 +232,34 @@ def _m004_vector_file(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX vector_blocks_doc ON vector_blocks(doc_id)")
 
 
+_REANALYZED_CHUNKS = 2_000
+"""Chunks migration 5 reads, analyses and writes back at a time (their text in memory, not the library's)."""
+
+
+def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
+    """Analyse every chunk's text and headings again: the analyzer now also indexes the joined form of each
+    hyphenated word (``analysis.compound_words``: "red-headed" gives "redhead" too), and a library whose terms
+    lack it would not find the book's "red-headed" for the question "Redheaded?", while one ingested today would.
+    The full-text index is rebuilt from the new terms, and the lexical index beside the file is rebuilt too (its
+    ``FORMAT`` 2 does not read the files of format 1, which hold the old terms)."""
+    from ..library import stored_terms  # what ingest writes for a chunk: the same function, not a copy of it
+
+    documents = {row[0]: document_record(row) for row in db.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
+    after = 0
+    while rows := db.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
+                             " WHERE c.id > ? ORDER BY c.id LIMIT ?", (after, _REANALYZED_CHUNKS)).fetchall():
+        chunks = [chunk_record(row) for row in rows]
+        db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
+                       ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
+        after = chunks[-1].id
+    db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
+               " (SELECT coalesce(max(id), 0) FROM chunks))")
+    SQLiteStore._bump(db)
+
+
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
-    _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file]
+    _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file, _m005_hyphenated_words]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -487,7 +515,8 @@ class SQLiteStore(SharedReads):
         with self.transaction() as tx:
             tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
-    def _bump(self, tx: sqlite3.Connection) -> None:
+    @staticmethod
+    def _bump(tx: sqlite3.Connection) -> None:
         tx.execute(
             "INSERT INTO meta(key, value) VALUES ('generation', '1') "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
