@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .chunking.context import ORIGIN_KEY, USER_METADATA_KEY, stored_context
 from .config import default_home
 from .errors import InputError, SourceError, TagError
 from .positions import Span, parse_tag
@@ -43,15 +44,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Library", "open_library", "IngestResult", "Resolved", "Progress", "content_hash", "ORIGIN_KEY",
            "USER_METADATA_KEY"]
-
-ORIGIN_KEY = "kb_origin"
-"""Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
-/v1/rag). Their source paths are named by their users (``pedidos/cliente_456/8942``), so their words are part of
-each chunk's context; a book's file name, or the folder path ``ingest`` was given, is not."""
-
-USER_METADATA_KEY = "kb_metadata"
-"""Document metadata key holding the metadata its user gave it (the knowledge-base API's ``metadata``), kept apart
-from what the library records itself; its values are part of each chunk's context (``chunking.context``)."""
 
 Progress = Callable[[str, int, int], None]
 """progress(stage, done, total): called as a document moves through parsing and embedding. It reports, and
@@ -324,7 +316,8 @@ class Library:
 
         from .analysis import detect_language, index_terms, language_for_code
         from .chunking import build_segments, chunk_document
-        from .chunking.context import context_line
+        from .chunking.context import context_line, user_metadata
+        from .chunking.context import heading_terms as terms_of_headings
 
         sample = "\n".join(f.text for f in parsed.files[:50])[:200_000]
         language = language_for_code(parsed.metadata.get("language")) or detect_language(sample)
@@ -333,7 +326,7 @@ class Library:
         toc_index = _TocIndex.build(toc_entries)
         specs = chunk_document(parsed, chunk_size=self.chunk_size, overlap=self.chunk_overlap)
         prechunks = {p.file_index: p for p in parsed.prechunked or []}
-        described = _user_metadata(metadata)
+        described = user_metadata(metadata)
         named_by_user = ORIGIN_KEY in (metadata or {})
         heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter (and context) share their terms
         chunks: list[NewChunk] = []
@@ -346,7 +339,7 @@ class Library:
                                    pre.metadata if pre else None)
             key = (*path, context)
             if key not in heading_terms:
-                heading_terms[key] = _heading_terms(path, context, language)
+                heading_terms[key] = terms_of_headings(path, context, language)
             chunks.append(NewChunk(
                 file_ordinal=spec.file_index, start=spec.start, end=spec.end,
                 source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
@@ -427,7 +420,7 @@ class Library:
                     f"re-embedding {len(chunks)} chunks with {self.embedder.name} (library was made with {stored})",
                     0, len(chunks))
         documents = {d.id: d for d in self.store.documents()}
-        texts = [_embedded_text(_stored_context(c, documents.get(c.doc_id)), c.text) for c in chunks]
+        texts = [_embedded_text(stored_context(c, documents.get(c.doc_id)), c.text) for c in chunks]
         vectors = self._embed_uncached(texts, progress=progress, label="re-embedding", cancel=cancel)
         self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
                                            {c.id: v for c, v in zip(chunks, vectors)})
@@ -519,40 +512,6 @@ def _checkpoint(cancel: CancelToken | None, progress: Progress | None, stage: st
         cancel.checkpoint(stage)
     if progress is not None:
         progress(stage, done, total)
-
-
-def _user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The metadata a user gave a document (under :data:`USER_METADATA_KEY`), whose values describe its chunks."""
-    given = (metadata or {}).get(USER_METADATA_KEY)
-    return given if isinstance(given, Mapping) else None
-
-
-def _stored_context(chunk: ChunkRecord, doc: DocumentRecord | None) -> str:
-    """A stored chunk's context, as :meth:`Library.prepare_unembedded` made it: pre-chunked lines (whose chunk
-    source differs from the document's, or that carry their own metadata) and knowledge-base records are described
-    by their source path."""
-    from .chunking.context import context_line
-
-    metadata = doc.metadata if doc else {}
-    named_by_user = ORIGIN_KEY in metadata or bool(chunk.metadata) or (doc is not None and chunk.source != doc.source)
-    return context_line(chunk.source if named_by_user else "", _user_metadata(metadata), chunk.metadata)
-
-
-def stored_terms(chunk: ChunkRecord, doc: DocumentRecord) -> tuple[str, str]:
-    """(terms, heading terms) of a stored chunk as :meth:`Library.prepare_unembedded` makes them now: what a store
-    writes again when the analyzer changes (migration 5 of ``store.sqlite``, 2 of ``store.postgres``), from the
-    text, headings and context it keeps, so that an old library answers as one ingested today."""
-    from .analysis import index_terms
-
-    return (index_terms(chunk.text, doc.language),
-            _heading_terms(chunk.title_path, _stored_context(chunk, doc), doc.language))
-
-
-def _heading_terms(path: Sequence[str], context: str, language: str) -> str:
-    """What a chunk's headings and context add to its terms (the lexical index's weighted heading field)."""
-    from .analysis import index_terms
-
-    return index_terms(" ".join((*path, context)), language)
 
 
 def _embedded_text(context: str, text: str) -> str:

@@ -16,11 +16,21 @@ other fields). What the library records for itself (a folder it came from, parse
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["MAX_CONTEXT_WORDS", "context_line"]
+__all__ = ["MAX_CONTEXT_WORDS", "ORIGIN_KEY", "USER_METADATA_KEY", "StoredChunk", "StoredDocument", "context_line",
+           "heading_terms", "stored_context", "stored_terms", "user_metadata"]
+
+ORIGIN_KEY = "kb_origin"
+"""Document metadata key of a knowledge base's records: "folder" (a file of its folder) or "api" (added through
+/v1/rag). Their source paths are named by their users (``pedidos/cliente_456/8942``), so their words are part of
+each chunk's context; a book's file name, or the folder path ``ingest`` was given, is not."""
+
+USER_METADATA_KEY = "kb_metadata"
+"""Document metadata key holding the metadata its user gave it (the knowledge-base API's ``metadata``), kept apart
+from what the library records itself; its values are part of each chunk's context."""
 
 MAX_CONTEXT_WORDS = 48
 """A context line longer than this is cut: it describes the chunk, it must not outweigh the chunk's own text."""
@@ -55,3 +65,59 @@ def _add_words(words: dict[str, None], text: str) -> None:
     for word in _SEPARATORS.split(text[:500]):
         if word and len(words) < MAX_CONTEXT_WORDS:
             words.setdefault(word, None)
+
+
+class StoredChunk(Protocol):
+    """What a stored chunk keeps that its context and terms are made from (``store.ChunkRecord``)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    @property
+    def title_path(self) -> Sequence[str]: ...
+
+
+class StoredDocument(Protocol):
+    """What a stored document keeps that its chunks' context and terms depend on (``store.DocumentRecord``)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+    @property
+    def language(self) -> str: ...
+
+
+def user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The metadata a user gave a document (under :data:`USER_METADATA_KEY`), whose values describe its chunks."""
+    given = (metadata or {}).get(USER_METADATA_KEY)
+    return given if isinstance(given, Mapping) else None
+
+
+def stored_context(chunk: StoredChunk, doc: StoredDocument | None) -> str:
+    """A stored chunk's context, as ``Library.prepare_unembedded`` made it: pre-chunked lines (whose chunk source
+    differs from the document's, or that carry their own metadata) and knowledge-base records are described by
+    their source path."""
+    metadata = doc.metadata if doc else {}
+    named_by_user = ORIGIN_KEY in metadata or bool(chunk.metadata) or (doc is not None and chunk.source != doc.source)
+    return context_line(chunk.source if named_by_user else "", user_metadata(metadata), chunk.metadata)
+
+
+def heading_terms(path: Sequence[str], context: str, language: str) -> str:
+    """What a chunk's headings and context add to its terms (the lexical index's weighted heading field)."""
+    from ..analysis import index_terms
+
+    return index_terms(" ".join((*path, context)), language)
+
+
+def stored_terms(chunk: StoredChunk, doc: StoredDocument) -> tuple[str, str]:
+    """(terms, heading terms) of a stored chunk as ``Library.prepare_unembedded`` makes them now: what a store
+    writes again when the analyzer changes (migration 5 of ``store.sqlite``, 2 of ``store.postgres``), from the
+    text, headings and context it keeps, so that an old library answers as one ingested today."""
+    from ..analysis import index_terms
+
+    return index_terms(chunk.text, doc.language), heading_terms(chunk.title_path, stored_context(chunk, doc),
+                                                                doc.language)

@@ -200,7 +200,7 @@ def _m002_hyphenated_words(conn: psycopg.Connection[Any]) -> None:
     analyzer now also indexes the joined form of each hyphenated word. The tsvectors follow their terms (a
     generated column); the lexical statistics are counted again, and the generation moves, so a retriever's
     in-memory BM25 is rebuilt from the new rows."""
-    from ..library import stored_terms  # what ingest writes for a chunk: the same function, not a copy of it
+    from ..chunking.context import stored_terms  # what ingest writes for a chunk, not a copy of it
 
     documents = {row[0]: document_record(row) for row in conn.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
     after = 0

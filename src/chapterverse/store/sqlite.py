@@ -242,7 +242,7 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
     lack it would not find the book's "red-headed" for the question "Redheaded?", while one ingested today would.
     The full-text index is rebuilt from the new terms, and the lexical index beside the file is rebuilt too (its
     ``FORMAT`` 2 does not read the files of format 1, which hold the old terms)."""
-    from ..library import stored_terms  # what ingest writes for a chunk: the same function, not a copy of it
+    from ..chunking.context import stored_terms  # what ingest writes for a chunk, not a copy of it
 
     documents = {row[0]: document_record(row) for row in db.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
     after = 0
