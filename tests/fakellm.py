@@ -127,6 +127,7 @@ class Reply:
     def drop(cls, text: str = "The answer is cut", *, after_chunks: int = 2, chunk_size: int = 5) -> Reply:
         """Stream ``after_chunks`` chunks of ``text``, then close the socket mid-body (no final chunk).
 
+        On ``/v1/responses``: the Responses API's opening events and ``after_chunks`` text deltas, then the same.
         For a non-streaming request: close without answering at all.
         """
         return cls("drop", content=text, after_chunks=after_chunks, chunk_size=chunk_size)
@@ -524,7 +525,12 @@ class _RequestHandler(BaseHTTPRequestHandler):
         """The Responses API: a text reply as one response object, or streamed as its typed events."""
         body = body if isinstance(body, Mapping) else {}
         reply = self.fake._next_chat_reply(body)
-        if reply.kind != "text" or reply.calls:
+        if reply.kind == "drop" and body.get("stream"):
+            self._start_sse()
+            for event in _response_events(reply, body)[: reply.after_chunks + 4]:  # +4: the opening events
+                self._write_chunk(f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+            self._abort()
+        elif reply.kind != "text" or reply.calls:
             self._play(reply, body, stream=bool(body.get("stream")))
         elif body.get("stream"):
             self._start_sse()

@@ -9,10 +9,18 @@ What counts as a secret:
   password), wherever it appears: an upstream that echoes the key in its error body must not get
   it into our log through an exception message.
 
-An upstream model's successful answers are relayed, not written by us: :func:`mask_secrets` (whole bodies)
-and :class:`SecretMasker` (streams) mask only the registered values there, so that an upstream echoing the
-``Authorization`` header it was sent cannot hand its key to a client, while URLs and words that merely look
-like secrets in the model's text reach the client as written.
+An upstream model's successful answers are relayed, not written by us: :func:`mask_secrets` (whole bodies,
+and each whole event of a stream) and :class:`TextMasker` (a model's text as it streams) mask only the
+registered values there, so that an upstream echoing the ``Authorization`` header it was sent cannot hand its
+key to a client, while URLs and words that merely look like secrets in the model's text reach the client as
+written.
+
+A model writes its text in small deltas, one event each, so a key it echoes is cut across several events, and
+no event holds it whole. :class:`TextMasker` masks one such text (a choice's content, a Responses text part)
+across its deltas: it holds back only the end of what it was given that could begin a registered secret (the
+longest suffix that is a prefix of one), so a delta whose end cannot begin one goes out whole and at once, and
+gives what it held when the text ends. Which texts a stream carries, and where each ends, is
+``server/streammask.py``'s.
 
 :func:`install_log_scrubber` applies :func:`scrub` to every log record of the process at the moment
 it is made (message, arguments and traceback), so no handler, however configured, can write a secret.
@@ -20,6 +28,7 @@ it is made (message, arguments and traceback), so no handler, however configured
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -29,7 +38,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["MASK", "redact_url", "scrub", "register_secret", "register_url_secrets", "install_log_scrubber",
-           "mask_secrets", "SecretMasker"]
+           "any_secret", "mask_secrets", "TextMasker"]
 
 MASK = "***"
 _MIN_SECRET = 4
@@ -86,6 +95,12 @@ def register_url_secrets(url: str | None) -> None:
         register_secret(parameter.partition("=")[2])
 
 
+def any_secret() -> bool:
+    """Whether a secret is registered (with none, a relayed stream has nothing to mask)."""
+    with _lock:
+        return bool(_secrets)
+
+
 def scrub(text: str) -> str:
     """``text`` with URL secrets, header values and every registered secret masked."""
     text = _URL.sub(lambda m: redact_url(m.group(0)), text)
@@ -120,27 +135,57 @@ def _secret_forms() -> list[bytes]:
     return sorted(forms, key=len, reverse=True)
 
 
-class SecretMasker:
-    """:func:`mask_secrets` over a byte stream cut anywhere (an upstream's SSE). A secret never spans a line
-    break (it is a header value), so only the unfinished last line is held back: every complete line, and so
-    every SSE event, goes out as soon as it arrives. With no secret registered nothing is held."""
+class TextMasker:
+    """The registered secrets masked in one text that arrives in pieces cut anywhere (a model's streamed deltas).
+
+    :meth:`feed` masks every whole secret in what it was still holding plus the new piece, and holds back the
+    longest end of that text which could begin a secret (a proper prefix of one), so that no secret leaves in
+    two halves; nothing else is held, and with no secret registered nothing is. :meth:`flush` gives what is held
+    when the text ends: it begins no secret any more. Pieces put together in order give the text, masked.
+    """
 
     def __init__(self) -> None:
-        self._held = b""
+        self._held = ""
 
-    def feed(self, data: bytes) -> bytes:
-        data = self._held + data
-        if not _secrets:
-            self._held = b""
-            return data
-        cut = data.rfind(b"\n") + 1
-        self._held = data[cut:]
-        return mask_secrets(data[:cut])
+    def feed(self, piece: str) -> str:
+        text = self._held + piece
+        pattern, secrets = _secret_pattern()
+        if pattern is None:
+            self._held = ""
+            return text
+        found = list(pattern.finditer(text))
+        tail = found[-1].end() if found else 0  # a secret that began before here is masked already
+        cut = len(text) - _begun_length(text[tail:], secrets)
+        self._held = text[cut:]
+        return pattern.sub(MASK, text[:cut])
 
-    def flush(self) -> bytes:
-        """The held-back end of the stream, masked."""
-        held, self._held = self._held, b""
-        return mask_secrets(held)
+    def flush(self) -> str:
+        held, self._held = self._held, ""
+        return held
+
+
+def _secret_pattern() -> tuple[re.Pattern[str] | None, tuple[str, ...]]:
+    """A pattern of the registered secrets, longest first (one that contains another is masked whole), and the
+    secrets; no pattern when none is registered."""
+    with _lock:
+        known = tuple(sorted(_secrets, key=lambda s: (-len(s), s)))
+    return (_compiled(known) if known else None), known
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(re.escape(secret) for secret in secrets))
+
+
+def _begun_length(text: str, secrets: tuple[str, ...]) -> int:
+    """The length of the longest end of ``text`` that is the beginning, not the whole, of one of ``secrets``."""
+    longest = 0
+    for secret in secrets:
+        for size in range(min(len(text), len(secret) - 1), longest, -1):
+            if text.endswith(secret[:size]):
+                longest = size
+                break
+    return longest
 
 
 def install_log_scrubber() -> None:

@@ -4,8 +4,9 @@ SSE loop, and the secret masking every relayed byte goes through.
 The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``, and ``--llm_model``
 (when set) replaces the request's ``model``. An upstream error is answered with a fixed message and a status
 (``_upstream_error``), never with the upstream's body: a hosted endpoint's 401 may echo the key it was sent. A
-successful answer is relayed with every configured secret masked (:func:`_relayed`, ``redaction.SecretMasker`` for
-streams): an upstream may echo the key in a model list, in a reply's text or in an error event inside a 200 stream.
+successful answer is relayed with every configured secret masked (:func:`_relayed`; streams event by event, and a
+model's text across its deltas, by ``streammask.StreamMasker``): an upstream may echo the key in a model list, in a
+reply's text (cut across deltas, as a model streams it) or in an error event inside a 200 stream.
 
 What the knowledge base changes in a reply is the caller's :class:`ReplyRewriter` (``replies.py``); without one
 the reply goes out as it came, masked.
@@ -24,9 +25,10 @@ import httpx
 from fastapi import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..redaction import SecretMasker, mask_secrets
+from ..redaction import mask_secrets
 from .errors import ApiError, error_body, unparsable_body
 from .state import ServerState
+from .streammask import StreamMasker
 from .upstream import Upstream
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
@@ -221,10 +223,11 @@ def relayed_json(data: Any, status: int = 200) -> Response:
 
 
 def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
-    """An SSE stream made of an upstream's answer, every configured secret masked as its lines go out."""
+    """An SSE stream made of an upstream's answer, every configured secret masked as its events go out (a key
+    cut across the model's deltas included)."""
 
     async def masked() -> AsyncIterator[bytes]:
-        masker = SecretMasker()
+        masker = StreamMasker()
         try:
             async for piece in pieces:
                 out = masker.feed(piece)
@@ -240,7 +243,18 @@ def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
 
 
 def relayed_events(events: Iterator[str]) -> StreamingResponse:
-    """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), each masked;
-    a blocking iterator, which Starlette runs in a thread."""
-    masked = (mask_secrets(event.encode()) for event in events)  # each event is whole: nothing to hold back
-    return StreamingResponse(masked, media_type="text/event-stream", headers=_SSE_HEADERS)
+    """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), masked as
+    :func:`_relayed_stream` masks (the answer's deltas are the model's); a blocking iterator, which Starlette runs
+    in a thread."""
+
+    def masked() -> Iterator[bytes]:
+        masker = StreamMasker()
+        for event in events:
+            out = masker.feed(event.encode())
+            if out:
+                yield out
+        tail = masker.flush()
+        if tail:
+            yield tail
+
+    return StreamingResponse(masked(), media_type="text/event-stream", headers=_SSE_HEADERS)
