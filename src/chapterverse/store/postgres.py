@@ -212,6 +212,8 @@ def _m002_hyphenated_words(conn: psycopg.Connection[Any]) -> None:
                                   [(terms, heading, _token_count(terms) + _token_count(heading), cid)
                                    for cid, terms, heading in analysed])
         after = chunks[-1].id
+    if not after:
+        return  # a new database: nothing was analysed the old way, and its generation stays 0
     PostgresStore._count_lexicon(conn)
     PostgresStore._bump(conn)
 

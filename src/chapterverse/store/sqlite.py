@@ -252,6 +252,8 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
         db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
                        ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
         after = chunks[-1].id
+    if not after:
+        return  # a new library: nothing was analysed the old way, and its generation stays 0
     db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
     db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
                " (SELECT coalesce(max(id), 0) FROM chunks))")
