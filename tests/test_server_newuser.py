@@ -96,3 +96,13 @@ def test_a_json_body_sent_without_its_content_type_is_told_so(client: httpx.Clie
     refused = client.post("/v1/rag/search", content=b'{"query": "wifi password"}', headers=headers)
     assert refused.status_code == 400 and refused.json()["code"] == "BAD_INPUT", refused.text
     assert "Content-Type: application/json" in refused.json()["message"], refused.text
+
+
+@pytest.mark.parametrize("query", ["   ", "\n\t"])
+def test_a_search_for_nothing_is_refused_like_an_empty_text(client: httpx.Client, query: str) -> None:
+    """A query of spaces passed ``min_length=1`` and answered a random passage of the library as relevant (a
+    Sherlock Holmes line at 0.252, above the 0.25 threshold); a text of spaces is refused with ``text is empty``,
+    the reader's search with ``the search query is empty``."""
+    client.post("/v1/rag/upsert/document", json={"source": "notes/wifi", "text": WIFI})
+    refused = client.post("/v1/rag/search", json={"query": query, "threshold": 0})
+    assert refused.status_code == 400 and refused.json() == {"code": "BAD_INPUT", "message": "query is empty"}

@@ -329,6 +329,8 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     kb = _kb(request)
     settings = server_state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
+    if not body.query.strip():  # spaces passed min_length, and the nearest chunk to nothing was answered
+        raise ApiError(400, "BAD_INPUT", "query is empty")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
     found = kb.search_report(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
     hits = found.hits
