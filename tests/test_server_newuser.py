@@ -106,3 +106,19 @@ def test_a_search_for_nothing_is_refused_like_an_empty_text(client: httpx.Client
     client.post("/v1/rag/upsert/document", json={"source": "notes/wifi", "text": WIFI})
     refused = client.post("/v1/rag/search", json={"query": query, "threshold": 0})
     assert refused.status_code == 400 and refused.json() == {"code": "BAD_INPUT", "message": "query is empty"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_upstream_429_reaches_the_client_with_its_retry_after(tmp_path: Path, stream: bool) -> None:
+    """The 429 was passed on "so the client can wait", without the Retry-After that says how long: an OpenAI SDK
+    then retried after its own half second, into the same rate limit. Only a number of seconds is passed."""
+    limited = (Reply.error(429, "slow down", retry_after=7), Reply.error(429, "slow down", retry_after="soon"),
+               Reply.error(503, "busy", retry_after=7))
+    with FakeLLM(*limited) as fake, \
+            running_server(settings_for(tmp_path, rag_enabled=True, llm_base_url=fake.base_url,
+                                        llm_model="fake-model")) as server, server.client() as client:
+        body = {"model": "m", "stream": stream, "messages": [{"role": "user", "content": "Hi"}]}
+        waited, unsaid, broken = (client.post("/v1/chat/completions", json=body) for _ in limited)
+    assert waited.status_code == 429 and waited.headers.get("retry-after") == "7", waited.headers
+    assert unsaid.status_code == 429 and "retry-after" not in unsaid.headers
+    assert broken.status_code == 502 and "retry-after" not in broken.headers

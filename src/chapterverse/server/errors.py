@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -54,13 +55,15 @@ API_PATHS = ("/api", "/v1")
 
 
 class ApiError(Exception):
-    """An error answer: HTTP status, a stable code and a message for people."""
+    """An error answer: HTTP status, a stable code, a message for people, and headers to send with it (an
+    upstream's ``Retry-After``)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = dict(headers or {})
 
 
 _UNPROCESSABLE = frozenset({"extra_forbidden", "value_error", "string_too_long", "too_long"})
@@ -187,7 +190,9 @@ def _not_found_page(request: Request) -> HTMLResponse:
 
 def _answer(error: ApiError, request: Request) -> JSONResponse:
     """``error`` as the JSON answer to ``request`` (its path picks the OpenAI shape or ours)."""
-    return error_response(error.status, error.code, error.message, path=request.url.path)
+    response = error_response(error.status, error.code, error.message, path=request.url.path)
+    response.headers.update(error.headers)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:
