@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -54,13 +55,15 @@ API_PATHS = ("/api", "/v1")
 
 
 class ApiError(Exception):
-    """An error answer: HTTP status, a stable code and a message for people."""
+    """An error answer: HTTP status, a stable code, a message for people, and headers to send with it (an
+    upstream's ``Retry-After``)."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, *, headers: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = dict(headers or {})
 
 
 _UNPROCESSABLE = frozenset({"extra_forbidden", "value_error", "string_too_long", "too_long"})
@@ -123,6 +126,25 @@ def _unparsed_body(exc: RequestValidationError) -> ApiError | None:
     return None
 
 
+_NOT_AN_OBJECT = frozenset({"model_attributes_type", "dict_type", "missing"})
+"""Validation error types of a whole body that is no JSON object (or absent)."""
+
+
+def _not_sent_as_json(exc: RequestValidationError, request: Request) -> ApiError | None:
+    """400 naming the header, for a body refused as a whole when it was not sent as JSON. ``curl -d '{...}'``
+    without ``-H`` sends form data's Content-Type; FastAPI then validates the raw bytes and words it ``body:
+    Input should be a valid dictionary or object to extract fields from``, naming neither the header nor the fix."""
+    content_type = request.headers.get("content-type", "")
+    if "json" in content_type.lower():
+        return None
+    if not any(tuple(e.get("loc", ())) == ("body",) and e.get("type") in _NOT_AN_OBJECT for e in exc.errors()):
+        return None
+    shown = content_type.split(";")[0].strip() or "none"
+    return ApiError(400, "BAD_INPUT", "the request body must be JSON sent with Content-Type: application/json "
+                                      f"(this request's Content-Type: {shown}; with curl: "
+                                      "-H 'Content-Type: application/json')")
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for error in exc.errors():
@@ -168,7 +190,9 @@ def _not_found_page(request: Request) -> HTMLResponse:
 
 def _answer(error: ApiError, request: Request) -> JSONResponse:
     """``error`` as the JSON answer to ``request`` (its path picks the OpenAI shape or ours)."""
-    return error_response(error.status, error.code, error.message, path=request.url.path)
+    response = error_response(error.status, error.code, error.message, path=request.url.path)
+    response.headers.update(error.headers)
+    return response
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -187,7 +211,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _invalid(request: Request, exc: RequestValidationError) -> Response:
         if _is_page_request(request):  # /read/abc: an address that names no book
             return _not_found_page(request)
-        if (unparsed := _unparsed_body(exc)) is not None:
+        if (unparsed := _unparsed_body(exc) or _not_sent_as_json(exc, request)) is not None:
             return _answer(unparsed, request)
         errors = exc.errors()
         status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400

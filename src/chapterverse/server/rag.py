@@ -17,7 +17,8 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 
 from ..cancel import CancelToken, client_gone
@@ -68,7 +69,27 @@ KB = Annotated[KnowledgeBase, Depends(_kb)]
 Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 
 
-class ChunksListRequest(BaseModel):
+class _Body(BaseModel):
+    """A request body that refuses fields it does not take, naming them and the ones it does.
+
+    An ignored field is a silent wrong answer: ``{"source": "faq", "content": "..."}`` was an upsert with empty
+    text, which deletes the source; ``{"query": "...", "k": 1}`` a search with the default top_k. OpenAI's API
+    refuses an unrecognized argument the same way.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = [name for name in data if name not in cls.model_fields]
+            if unknown:
+                raise PydanticCustomError("extra_forbidden", "unknown field {unknown}; this request takes {known}",
+                                          {"unknown": ", ".join(repr(str(name)) for name in unknown),
+                                           "known": ", ".join(cls.model_fields)})
+        return data
+
+
+class ChunksListRequest(_Body):
     source_prefix: str | None = Field(None, description="Only chunks whose source starts with this.")
     query: str | None = Field(None, description=f"Rank by relevance to this text: the best {RANKED_LIMIT:,} "
                                                  "chunks, taken as a search takes its hits.")
@@ -79,7 +100,7 @@ class ChunksListRequest(BaseModel):
     include_text: bool = True
 
 
-class ChunkUpdateRequest(BaseModel):
+class ChunkUpdateRequest(_Body):
     index: int | None = Field(None, ge=-MAX_ID, le=MAX_ID, description="The chunk's index (stable chunk id).")
     source: str | None = Field(None, description="Or: the chunk's source ...")
     chunk_index: int | None = Field(None, ge=-MAX_ID, le=MAX_ID,
@@ -89,7 +110,7 @@ class ChunkUpdateRequest(BaseModel):
     new_source: str | None = None
 
 
-class UpsertRequest(BaseModel):
+class UpsertRequest(_Body):
     source: str = Field(..., min_length=1)
     text: str = Field("", description="The new text; empty deletes the source.")
     metadata: Metadata = Field(default_factory=dict)
@@ -104,13 +125,13 @@ Its other costs are bounded by --max_text_chars (each text), --max_body_mb (all 
 (the time to chunk and embed them)."""
 
 
-class UpsertDocumentItem(BaseModel):
+class UpsertDocumentItem(_Body):
     source: str = Field(..., min_length=1)
     text: str = Field("", description="The new text; empty deletes the source.")
     metadata: Metadata = Field(default_factory=dict)
 
 
-class UpsertDocumentsRequest(BaseModel):
+class UpsertDocumentsRequest(_Body):
     documents: list[UpsertDocumentItem] = Field(..., min_length=1, max_length=MAX_UPSERT_DOCUMENTS,
                                                 description="Each replaces its source; every source at most once.")
     dynamic: bool = True
@@ -118,14 +139,14 @@ class UpsertDocumentsRequest(BaseModel):
                                              "(dropped when it stops or crashes).")
 
 
-class SearchRequest(BaseModel):
+class SearchRequest(_Body):
     query: str = Field(..., min_length=1)
     top_k: int | None = Field(None, ge=1, le=100, description="Default: --rag_top_k.")
     threshold: float | None = Field(None, ge=0, le=1, description="Least relevance score (0..1) a result needs; "
                                                                  "default: --rag_threshold.")
 
 
-class AddDocumentRequest(BaseModel):
+class AddDocumentRequest(_Body):
     text: str = Field(..., min_length=1, description="Free text; chunked like a file.")
     source: str = Field("api", min_length=1)
     metadata: Metadata = Field(default_factory=dict)
@@ -133,24 +154,24 @@ class AddDocumentRequest(BaseModel):
     dynamic: bool = True
 
 
-class ChunkItemRequest(BaseModel):
+class ChunkItemRequest(_Body):
     text: str = Field(..., min_length=1)
     source: str = Field("api", min_length=1)
     metadata: Metadata = Field(default_factory=dict)
 
 
-class AddChunksRequest(BaseModel):
+class AddChunksRequest(_Body):
     items: list[ChunkItemRequest] = Field(..., min_length=1, description="Each item stays exactly one chunk.")
     persist: bool = True
     dynamic: bool = True
 
 
-class RemoveRequest(BaseModel):
+class RemoveRequest(_Body):
     source_prefix: str = Field(..., min_length=1)
     exact: bool = Field(False, description="Match the source exactly instead of as a prefix.")
 
 
-class ReloadRequest(BaseModel):
+class ReloadRequest(_Body):
     force_rebuild: bool = Field(False, description="Re-index every file, changed or not.")
 
 
@@ -308,6 +329,8 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     kb = _kb(request)
     settings = server_state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
+    if not body.query.strip():  # spaces passed min_length, and the nearest chunk to nothing was answered
+        raise ApiError(400, "BAD_INPUT", "query is empty")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
     found = kb.search_report(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
     hits = found.hits

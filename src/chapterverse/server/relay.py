@@ -3,10 +3,11 @@ SSE loop, and the secret masking every relayed byte goes through.
 
 The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``, and ``--llm_model``
 (when set) replaces the request's ``model``. An upstream error is answered with a fixed message and a status
-(``_upstream_error``), never with the upstream's body: a hosted endpoint's 401 may echo the key it was sent. A
-successful answer is relayed with every configured secret masked (:func:`_relayed`; streams event by event, and a
-model's text across its deltas, by ``streammask.StreamMasker``): an upstream may echo the key in a model list, in a
-reply's text (cut across deltas, as a model streams it) or in an error event inside a 200 stream.
+(``_upstream_error``; a 429 keeps its wait when that is a number), never with the upstream's body: a hosted
+endpoint's 401 may echo the key it was sent. A successful answer is relayed with every configured secret masked
+(:func:`_relayed`; streams event by event, and a model's text across its deltas, by ``streammask.StreamMasker``):
+an upstream may echo the key in a model list, in a reply's text (cut across deltas, as a model streams it) or in
+an error event inside a 200 stream.
 
 What the knowledge base changes in a reply is the caller's :class:`ReplyRewriter` (``replies.py``); without one
 the reply goes out as it came, masked.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,6 +41,10 @@ _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _PASSED_STATUSES = frozenset({400, 404, 408, 413, 422, 429})
 """Upstream statuses about the request itself, passed on so the client can act (fix it, wait); any other
 (401, 403: the server's own key; 5xx) is the server's problem, answered 502."""
+
+_WAIT_HEADERS = ("retry-after", "retry-after-ms")
+_SECONDS = re.compile(r"\d{1,9}(?:\.\d{1,6})?")
+"""A wait as a plain number: nothing else of an upstream's error reaches the client (an HTTP date is dropped)."""
 
 NO_UPSTREAM = ("no upstream model: start the server with --llm_base_url (and --llm_model), or set them in the "
                "reader's settings")
@@ -131,11 +137,19 @@ def _upstream_failure(exc: httpx.HTTPError, upstream: Upstream) -> ApiError:
     return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.shown_url}: {type(exc).__name__}")
 
 
-def _upstream_error(status: int, upstream: Upstream) -> ApiError:
-    """A fixed answer for an upstream error status; its body (which may echo the key) is dropped, not relayed."""
+def _upstream_error(reply: httpx.Response, upstream: Upstream) -> ApiError:
+    """A fixed answer for an upstream error status; its body (which may echo the key) is dropped, not relayed. A
+    429 keeps its wait (``Retry-After``, ``retry-after-ms``), when it is a number: the client can only wait as
+    long as it is told, and OpenAI's SDKs read these to time their retry."""
+    status = reply.status_code
     log.warning("upstream %s answered HTTP %d", upstream.shown_url, status)
+    waits: dict[str, str] = {}
+    for name in _WAIT_HEADERS if status == 429 else ():
+        value = reply.headers.get(name, "").strip()
+        if _SECONDS.fullmatch(value):
+            waits[name] = value
     return ApiError(status if status in _PASSED_STATUSES else 502, "UPSTREAM_ERROR",
-                    f"the upstream model answered HTTP {status}; see the server's log")
+                    f"the upstream model answered HTTP {status}; see the server's log", headers=waits)
 
 
 async def _send(state: ServerState, upstream: Upstream, request: httpx.Request, *, stream: bool) -> httpx.Response:
@@ -146,7 +160,7 @@ async def _send(state: ServerState, upstream: Upstream, request: httpx.Request, 
         raise _upstream_failure(exc, upstream) from exc
     if reply.status_code >= 400:
         await reply.aclose()
-        raise _upstream_error(reply.status_code, upstream)
+        raise _upstream_error(reply, upstream)
     return reply
 
 

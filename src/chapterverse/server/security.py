@@ -33,8 +33,8 @@ from .errors import error_response
 
 __all__ = ["is_loopback", "check_bind", "needs_key", "RequestGuard", "READ_POSTS", "ADMIN_ROUTES"]
 
-READ_POSTS = frozenset({"/v1/rag/search", "/v1/rag/chunks/list", "/v1/chat/completions"})
-"""POST endpoints that only read (the proxy is a read: it writes nothing here)."""
+READ_POSTS = frozenset({"/v1/rag/search", "/v1/rag/chunks/list", "/v1/chat/completions", "/v1/responses"})
+"""POST endpoints that only read (the proxy, both of its APIs, is a read: it writes nothing here)."""
 SHELL_PATHS = frozenset({"/", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json", "/favicon.ico"})
 SHELL_PREFIXES = ("/static/", "/read/")
 """GET paths that serve the page, its assets and the API docs: no data, loadable without a key."""
@@ -133,8 +133,8 @@ class RequestGuard:
             return None
         presented = _presented_key(headers)
         if presented is None:
-            return _unauthorized("this endpoint needs the server's API key (Authorization: Bearer <key> or X-API-Key)",
-                                 path)
+            return _unauthorized("this endpoint needs the server's API key: send it as a Bearer token in the "
+                                 "Authorization header, or in the X-API-Key header", path)
         if not hmac.compare_digest(presented.encode(), self._key):
             return _unauthorized("wrong API key", path)
         return None
