@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import compound_words, content_words, index_terms, word_tokens
+from .analysis import compound_words, content_words, hyphenated_words, index_terms, word_tokens
 from .index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
@@ -105,22 +105,36 @@ class QueryWords:
     @classmethod
     def of(cls, query: str, languages: Sequence[str], prefix: int) -> QueryWords:
         """The words the lexical rankings search for (every word when all are stopwords), stemmed in every
-        language of the library, as :func:`~chapterverse.analysis.query_terms` stems them; the joined form of a
-        hyphenated word is a word of its own ("red-headed": "red", "headed" and "redheaded")."""
+        language of the library, as :func:`~chapterverse.analysis.query_terms` stems them. The joined form of a
+        hyphenated word is one more stem of each of its parts ("red-headed": "red" or "redhead", "headed" or
+        "redhead"), not a word of its own: a passage that writes "redheaded" holds both parts, and the parts of
+        French "sort-elle" are not short of a "sortelle" no book writes."""
         words = [w for w in content_words(query, languages) if len(w) > 1] or \
             [w for w in dict.fromkeys(word_tokens(query)) if len(w) > 1]
-        words += [w for w in dict.fromkeys(compound_words(query)) if w not in words]
+        languages = list(dict.fromkeys(languages or ["english"]))
         # one stemmer call per language; the words are tokens already, so the stems come back aligned
-        stemmed = [index_terms(" ".join(words), lang).split() for lang in dict.fromkeys(languages or ["english"])]
+        stemmed = [index_terms(" ".join(words), lang).split() for lang in languages]
+        joined = _joined_stems(query, words, languages)
         stems: dict[str, int] = {}
         prefixes: dict[str, int] = {}
         word_stems, word_prefixes = [], []
-        for at in range(len(words)):
-            own = {per_language[at] for per_language in stemmed}
+        for at, word in enumerate(words):
+            own = {per_language[at] for per_language in stemmed} | joined.get(word, set())
             word_stems.append(sorted({stems.setdefault(s, len(stems)) for s in own}))
             word_prefixes.append(sorted({prefixes.setdefault(s[:prefix], len(prefixes)) for s in own}))
         numeric = [any(c.isdigit() for c in w) for w in words]
         return cls(list(stems), list(prefixes), word_stems, word_prefixes, numeric)
+
+
+def _joined_stems(query: str, words: Sequence[str], languages: Sequence[str]) -> dict[str, set[str]]:
+    """Per word of ``words`` that is a part of a hyphenated word of ``query``, the stems of that word's joined
+    form (``analysis.compound_words``) in every language."""
+    joined: dict[str, set[str]] = {}
+    for hyphenated, compound in zip(hyphenated_words(query), compound_words(query)):
+        compound_stems = {index_terms(compound, lang) for lang in languages} - {""}
+        for part in set(word_tokens(hyphenated)) & set(words):
+            joined.setdefault(part, set()).update(compound_stems)
+    return joined
 
 
 def relevance_features(words: QueryWords, stems: TermMatches, prefixes: TermMatches,

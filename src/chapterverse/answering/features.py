@@ -97,11 +97,12 @@ def _compounds(text: str, languages: tuple[str, ...]) -> _Compounds:
 
 
 def _whole_words(stems: frozenset[str], compounds: _Compounds) -> frozenset[str]:
-    """``stems`` and, where they hold the joined form of a question's hyphenated word, that word's parts too: a
-    book that writes "redheaded" holds the whole of the question's "red-headed", not a third of it. (The other
-    way needs nothing: a book's "red-headed" yields "redheaded" itself, ``analysis.compound_words``.)"""
+    """``stems`` and, where they hold either spelling of a question's hyphenated word, all of its stems: a book
+    that writes "redheaded" holds the whole of the question's "red-headed", not a third of it, and one that holds
+    the parts of French "sort-elle" lacks nothing because no book writes "sortelle"."""
     for joined, whole in compounds:
-        if joined & stems:
+        parts = whole - joined
+        if joined & stems or (parts and parts <= stems):
             stems = stems | whole
     return stems
 
