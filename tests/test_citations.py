@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from chapterverse.citations import (
     MAX_TAG_LENGTH,
+    CitationForms,
     DroppedTag,
     Evidence,
     ResolvedSpan,
@@ -402,6 +403,52 @@ def test_streaming_equals_batch_filter_for_any_split(text: str, cuts: list[int],
         shown += piece
         half = HALF_TAG.search(shown)
         assert half is None or not TAG_PATTERN.match(out, half.start()), f"half a tag shown: {shown!r}"
+
+
+FORMS = CitationForms({1: ISHMAEL, 2: PURSE, 3: SHORE}, frozenset(SHOWN))
+FORM_TOKENS = ["[1]", "[2, 3]", "[3][1]", "[7]", "`", "```\n", f"({PURSE.key})", f"【{SHORE.key}】", "(f9-1-2)",
+               f"[source: {ISHMAEL.key}]", f"{PURSE.key}", "f9-1-2", "(see", "[note]", "f", "for", "]"]
+form_texts = st.lists(st.one_of(st.sampled_from(TOKENS + FORM_TOKENS), st.text(alphabet="[]()【】`f1-2 ,.\n", max_size=6)),
+                      max_size=25).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(text=form_texts, cuts=st.lists(st.integers(min_value=0, max_value=10_000), max_size=12),
+       mode=st.sampled_from(["keep", "strip"]))
+@example(text=f"a ({PURSE.key}) [2] `[1]` [1]", cuts=[3, 5, 17], mode="strip")
+def test_other_citation_forms_read_the_same_for_any_split(text: str, cuts: list[int], mode: str) -> None:
+    """With this turn's forms a streamed reply still reads exactly as the whole one, cites only the evidence, and
+    in strip mode leaves no citation it read in the text."""
+    def run(pieces: list[str]) -> tuple[str, StreamingTagFilter]:
+        filt = StreamingTagFilter(make_evidence(*SHOWN, OUT_OF_RANGE), mode="keep" if mode == "keep" else "strip",
+                                  forms=FORMS)
+        return "".join(filt.feed(p) for p in pieces) + filt.flush(), filt
+
+    out, streamed = run(split(text, cuts))
+    whole, batch = run([text])
+    assert out == whole and streamed.kept == batch.kept and streamed.dropped == batch.dropped
+    assert set(streamed.kept) <= set(SHOWN)
+    assert set(find_tags(out)) <= (set(streamed.kept) if mode == "keep" else set())
+
+
+def test_other_citation_forms_stand_for_this_turns_items_only() -> None:
+    """``[n]`` is read only in a citation's place and in range, a tag's other forms only for the evidence, and
+    nothing inside code; in keep mode each becomes the canonical tag."""
+    cases = {
+        "Poor [2]. Rich [2, 3].": ("Poor. Rich.", [PURSE, PURSE, SHORE]),
+        f"Poor ({PURSE.key}), sailor 【{ISHMAEL.key}】 [source: {SHORE.key}].": ("Poor, sailor.",
+                                                                             [PURSE, ISHMAEL, SHORE]),
+        f"Poor {PURSE.key}.": ("Poor.", [PURSE]),
+        "[1] Poor [7]. `a[1]` and [text][1] f9-1-2 (f9-1-2)": ("[1] Poor [7]. `a[1]` and [text][1] f9-1-2 (f9-1-2)",
+                                                               []),
+        "```\nx[1]\n```\nPoor [2].": ("```\nx[1]\n```\nPoor.", [PURSE]),
+        "for fun f1-2-3x, [2024] (see) [note]": ("for fun f1-2-3x, [2024] (see) [note]", []),
+    }
+    for raw, (spoken, kept) in cases.items():
+        filt = StreamingTagFilter(make_evidence(*SHOWN), mode="strip", forms=FORMS)
+        assert (filt.feed(raw) + filt.flush(), filt.kept) == (spoken, kept), raw
+    keep = StreamingTagFilter(make_evidence(*SHOWN), mode="keep", forms=FORMS)
+    assert keep.feed(f"Poor [2] ({SHORE.key}).") + keep.flush() == f"Poor {PURSE.tag} {SHORE.tag}."
 
 
 @settings(max_examples=300, deadline=None)

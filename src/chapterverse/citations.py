@@ -12,6 +12,12 @@ One scanner (``_TagScanner``) filters them for ``verify_answer``, ``strip_tags``
 ``StreamingTagFilter``, so a streamed answer reads exactly like the final one, and every
 well-formed tag left in the filtered text is a verified one.
 
+Models do not always write the canonical form. Where a front end numbers the passages it shows (the proxy's
+``[1] (source=...)`` items), a :class:`CitationForms` lets the same scanner read the common other forms as the
+canonical tag they stand for: ``[1]``, ``[1, 2]``, ``[1][2]`` (the n-th item), ``(f1-2-9)``, ``【f1-2-9】``,
+``[source: f1-2-9]`` and a bare ``f1-2-9``. Each is read only when it names this turn's evidence (an item
+number in range, a tag the evidence holds), and never inside Markdown code; anything else is left as text.
+
 A kept span becomes a :class:`Citation`: the one citation type of every front end (the CLI's ``ask --json``,
 the reader's answers, chats and exports, the proxy's chat completions and Responses, whichever answer path made
 it), so each sends the same fields, and the server's OpenAPI document describes them once.
@@ -22,7 +28,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
@@ -48,6 +54,7 @@ __all__ = [
     "VerifiedAnswer",
     "verify_answer",
     "StreamingTagFilter",
+    "CitationForms",
     "strip_tags",
 ]
 
@@ -77,6 +84,19 @@ _KEY_LIST = re.compile(r"f\d+-\d+-\d+(?:\s*[,;]\s*f\d+-\d+-\d+)+")
 _KEY_SEPARATOR = re.compile(r"\s*[,;]\s*")
 _BLANKS = " \t"
 _CLAUSE_END = frozenset(".,;:!?)]}»”’\"'…")
+
+_KEY = r"f\d{1,15}-\d{1,15}-\d{1,15}"
+_KEYS = rf"{_KEY}(?:[ \t]*[,;][ \t]*{_KEY})*"
+_LABEL = r"[^\W\d_]{1,12}(?:[ \t]*[:=][ \t]*|[ \t]+)"
+_VARIANT = re.compile(rf"\[(?P<numbers>\d{{1,3}}(?:[ \t]*[,;][ \t]*\d{{1,3}})*)\]|\[{_LABEL}(?P<labelled>{_KEYS})\]"
+                      rf"|\((?:{_LABEL})?(?P<parenthesized>{_KEYS})\)|【(?:{_LABEL})?(?P<lenticular>{_KEYS})】"
+                      rf"|(?P<bare>{_KEY})")
+_INNER_PREFIX = r"(?:[^\W\d_]{1,12}[ \t]*[:=]?[ \t]*)?(?:f(?:\d[\d \t,;f\-]*)?)?"
+_VARIANT_PREFIX = re.compile(rf"\[(?:\d[\d \t,;]*|{_INNER_PREFIX})|[(【]{_INNER_PREFIX}|f(?:\d[\d\-]*)?")
+"""What could still become a variant (loosely; :data:`_VARIANT` decides once the group is closed)."""
+_CLOSERS = {"[": "]", "(": ")", "【": "】"}
+_BARE_GLUE = frozenset("_-/#=&")
+"""Characters that, right before ``f1-2-9`` or right after it, make it part of something else (a URL, a name)."""
 
 
 @dataclass(slots=True)
@@ -233,6 +253,35 @@ class _Ledger:
         return "".join(s.tag for s in spans) if self.keep and spans else None
 
 
+@dataclass(frozen=True, slots=True)
+class CitationForms:
+    """What this turn's other citation forms stand for: ``numbered[n]`` is the span of the n-th passage shown
+    (as ``[n]``), ``keys`` the spans whose tag may be written in another bracket or bare.
+
+    Both come from the evidence shown this turn, so a variant never cites anything the canonical form could
+    not; the front end leaves out the numbers and tags that the shown passages' own text writes (a footnote
+    ``[1]`` copied from a passage is not a citation of item 1).
+    """
+
+    numbered: Mapping[int, Span]
+    keys: frozenset[Span]
+
+    def canonical(self, written: str, *, numbers: bool) -> str | None:
+        """The canonical group ``written`` stands for (``[f1-2-9]``, ``[f1-2-9, f1-12-20]``), or None when it is
+        text: not a variant, a number out of range (or ``numbers`` False: not in a citation's place), or no tag
+        this turn may cite."""
+        match = _VARIANT.fullmatch(written)
+        if match is None:
+            return None
+        if match["numbers"] is not None:
+            spans = [self.numbered.get(int(n)) for n in _KEY_SEPARATOR.split(match["numbers"])]
+            keys = [s.key for s in spans if s is not None]
+            return f"[{', '.join(keys)}]" if numbers and len(keys) == len(spans) else None
+        written_keys = _KEY_SEPARATOR.split(next(g for g in match.groups() if g is not None))
+        named = any(span in self.keys for span in find_tags("".join(f"[{k}]" for k in written_keys)))
+        return f"[{', '.join(written_keys)}]" if named else None
+
+
 # --- removing tags from text ---------------------------------------------------------------------
 
 
@@ -256,16 +305,28 @@ class _TagScanner:
     A held prefix that can no longer become a tag is released as text; one still shaped like the
     start of a well-formed tag when it reaches MAX_TAG_LENGTH is dropped like a malformed tag, since
     releasing it would let an absurdly long tag through unverified.
+
+    With ``forms``, what could still become one of their variants is held the same way (also ``(``,
+    ``【`` and a word starting ``f``), and a variant that stands for a citation is rendered as its canonical
+    group; one that does not is released as text. Variants are not read inside Markdown code (a backtick
+    span, or a fence), and ``[n]`` only where a citation stands: after something on its line (``[1]`` opening
+    a line is a list label or a link definition), and not right after a ``]`` of text (``[text][1]`` is a
+    Markdown reference link).
     """
 
-    def __init__(self, render: Callable[[str], str | None]) -> None:
+    def __init__(self, render: Callable[[str], str | None], forms: CitationForms | None = None) -> None:
         self._render = render
+        self._forms = forms
         self._out: list[str] = []
         self._held_tag = ""
         self._blanks = ""
         self._tail = ""
         self._after_drop = False
         self._skipping = False
+        self._settled = False
+        self._code = 0
+        """Backticks of the code span or fence the text is in; 0 outside code."""
+        self._ticks = 0
 
     def feed(self, delta: str) -> str:
         """Take the next piece of the stream; return what can be shown now."""
@@ -276,7 +337,7 @@ class _TagScanner:
     def flush(self) -> str:
         """End the stream; return whatever was still held back."""
         if self._held_tag:
-            self._release()
+            self._end_held()
         if self._after_drop:
             self._after_drop = False
             self._settle_blanks("")
@@ -295,6 +356,7 @@ class _TagScanner:
         self._out.append(piece)
         self._blanks = ""
         self._tail = (self._tail + piece)[-MAX_TAG_LENGTH:]
+        self._settled = False
 
     def _step(self, char: str) -> None:
         if self._held_tag:
@@ -306,7 +368,23 @@ class _TagScanner:
         if self._skipping and char in _BLANKS:
             return
         self._skipping = False
+        self._track_code(char)
         self._plain(char, tag_start=True)
+
+    def _track_code(self, char: str) -> None:
+        """Follow Markdown code: a run of backticks opens a span that a run as long closes (a fence, three or
+        more, also a longer run); a line break ends a backtick span, so a stray backtick costs one line."""
+        if char == "`":
+            self._ticks += 1
+            return
+        if self._ticks:
+            if not self._code:
+                self._code = self._ticks
+            elif self._ticks == self._code or self._ticks > self._code >= 3:
+                self._code = 0
+            self._ticks = 0
+        if char == "\n" and self._code < 3:
+            self._code = 0
 
     def _settle_blanks(self, following: str) -> None:
         """Rules 1-3 above, once the character after a dropped group is known."""
@@ -317,19 +395,36 @@ class _TagScanner:
         self._skipping = not self._blanks and (self._tail == "" or self._tail.endswith("\n"))
 
     def _plain(self, char: str, *, tag_start: bool) -> None:
-        if char == "[" and tag_start:
+        if tag_start and self._opens(char):
             self._held_tag = char
         elif char in _BLANKS:
             self._blanks += char
         else:
             self._emit(char)
 
+    def _opens(self, char: str) -> bool:
+        """``char`` may start a group: ``[`` always; with forms outside code ``(``, ``【`` and a word's ``f``."""
+        if char == "[":
+            return True
+        if self._forms is None or self._code:
+            return False
+        if char == "f":
+            before = self._tail[-1:] if not self._blanks else " "
+            return not (before.isalnum() or before in _BARE_GLUE)
+        return char in _CLOSERS
+
     def _extend_tag(self, char: str) -> None:
         held, candidate = self._held_tag, self._held_tag + char
         if char == "]" and _TAG_OPEN.fullmatch(held):
             self._held_tag = ""
             self._settle(candidate)
-        elif not _TAG_PREFIX.fullmatch(candidate):
+        elif self._forms is not None and char == _CLOSERS.get(held[0]):
+            self._read_variant(candidate)
+        elif self._forms is not None and held[0] == "f" and not (char.isalnum() or char in _BARE_GLUE):
+            self._read_variant(held)
+            self._step(char)
+        elif not (_TAG_PREFIX.fullmatch(candidate)
+                  or (self._forms is not None and _VARIANT_PREFIX.fullmatch(candidate))):
             self._release()
             self._step(char)
         elif len(candidate) < MAX_TAG_LENGTH:
@@ -341,6 +436,28 @@ class _TagScanner:
         else:
             self._release()
             self._step(char)
+
+    def _end_held(self) -> None:
+        """The text ended while a group was held: a bare tag is complete, anything else is text."""
+        if self._forms is not None and self._held_tag[0] == "f":
+            self._read_variant(self._held_tag)
+        else:
+            self._release()
+
+    def _read_variant(self, written: str) -> None:
+        """Settle ``written`` as the canonical group it stands for, or release it as text."""
+        assert self._forms is not None
+        canonical = None if self._code else self._forms.canonical(written, numbers=self._citation_place())
+        self._held_tag = written if canonical is None else ""
+        if canonical is None:
+            self._release()
+        else:
+            self._settle(canonical)
+
+    def _citation_place(self) -> bool:
+        """A ``[n]`` here can be a citation: something precedes it on its line, and not a ``]`` of text."""
+        line_start = self._tail == "" or self._tail.endswith("\n")
+        return not line_start and not (self._tail.endswith("]") and not self._settled)
 
     def _release(self) -> None:
         """The held prefix cannot become a tag: it is text (and holds no other ``[``)."""
@@ -354,6 +471,7 @@ class _TagScanner:
             self._after_drop = True
         else:
             self._emit(replacement)
+        self._settled = True
 
 
 def _filter(text: str, scanner: _TagScanner) -> str:
@@ -371,14 +489,16 @@ class StreamingTagFilter(_TagScanner):
     ``mode="keep"`` emits verified tags (in canonical form) and drops the rest; ``mode="strip"``
     drops every tag (for speech) but still records which were verified. The concatenated output for
     any split of the input equals ``verify_answer(...).text`` (keep) or ``strip_tags`` (strip) of the
-    whole text: they run this same scanner.
+    whole text: they run this same scanner. ``forms`` reads this turn's other citation forms too
+    (:class:`CitationForms`); a variant becomes what its canonical tag becomes in ``mode``.
     """
 
-    def __init__(self, evidence: Evidence, mode: Literal["keep", "strip"] = "keep") -> None:
+    def __init__(self, evidence: Evidence, mode: Literal["keep", "strip"] = "keep",
+                 forms: CitationForms | None = None) -> None:
         if mode not in ("keep", "strip"):
             raise ValueError(f"mode must be 'keep' or 'strip', not {mode!r}")
         self._ledger = _Ledger(evidence, keep=mode == "keep")
-        super().__init__(self._ledger.render)
+        super().__init__(self._ledger.render, forms)
 
     @property
     def kept(self) -> list[Span]:

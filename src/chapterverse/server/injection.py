@@ -1,8 +1,8 @@
 """Retrieved context for chat requests, and the verified citations of the reply. Pure functions, no I/O.
 
-The context is one block headed in the question's language (or the configured one); each item is
-``[i] (source=faq.md, score=0.672)`` followed by the chunk's text and its position tag, so the
-model can cite what it was shown. ``inject_as="system"`` adds the block to the leading system
+The context is one block headed in the question's language (or the configured one), with one line telling the
+model how to cite (:data:`CITE`); each item is ``[i] (source=faq.md, score=0.672)`` followed by the chunk's text
+and its position tag, so the model can cite what it was shown. ``inject_as="system"`` adds the block to the leading system
 message (or inserts one at the start): a second system message later in the conversation breaks
 the chat templates of several open models (Gemma, Mistral), which a voice pipeline typically
 serves. ``inject_as="user"`` appends it to the last user message.
@@ -10,28 +10,45 @@ serves. ``inject_as="user"`` appends it to the last user message.
 A reply passes through :class:`ReplyFilter`, which runs ``citations.StreamingTagFilter`` (a tag
 split across deltas is held back): ``strip`` removes every tag (the text goes to speech),
 ``keep`` keeps the verified ones; either way the verified citations are reported out of band.
+
+Models asked to cite the tag still often write ``[1]`` (numbered sources are what Perplexity-style prompts
+teach), ``(f19-0-51)``, ``【f19-0-51】`` or ``[source: f19-0-51]``; the filter reads those as the tag they stand
+for (``citations.CitationForms``), for this turn's items only. The items stay numbered: a model that cites by
+number anyway then names one item exactly, where without numbers its ``[1]`` would be spoken as noise. A number
+or tag that the items' own text writes (a footnote ``[1]``, a planted ``f3-0-9``) is left out of those forms, so
+copying it from a passage cites nothing.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ..analysis import detect_language
-from ..citations import Citation, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
-from ..positions import Span, defang_tags
+from ..citations import Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
+from ..positions import Span, defang_tags, find_tags
 from ..retrieval import Hit
 
-__all__ = ["HEADERS", "header_language", "context_block", "inject_context", "last_user_text", "content_text",
-           "hits_summary", "ReplyFilter"]
+__all__ = ["HEADERS", "CITE", "header_language", "context_block", "citation_forms", "inject_context",
+           "last_user_text", "content_text", "hits_summary", "ReplyFilter"]
 
 HEADERS: dict[str, str] = {
     "es": "Fragmentos relevantes recuperados de la base de conocimientos:",
     "it": "Frammenti rilevanti recuperati dalla base di conoscenza:",
     "en": "Relevant excerpts retrieved from the knowledge base:",
 }
+CITE: dict[str, str] = {
+    "es": "Cada fragmento termina con su etiqueta entre corchetes; tras cada frase que use uno, escribe su etiqueta "
+          "tal como aparece.",
+    "it": "Ogni frammento termina con la sua etichetta tra parentesi quadre; dopo ogni frase che ne usa uno, scrivi "
+          "la sua etichetta così come appare.",
+    "en": "Each excerpt ends with its tag in square brackets; after each sentence that uses one, write its tag as "
+          "shown.",
+}
+"""The line under the header that tells the model how to cite (without it, models cite in forms of their own)."""
 
 
 def content_text(content: Any) -> str:
@@ -74,7 +91,7 @@ def context_block(hits: Sequence[Hit], language: str) -> str:
     hits = [_defanged(hit) for hit in hits]
     items = [f"[{i}] (source={hit.chunk.source}, score={hit.score:.3f})\n{hit.text.strip()} {hit.tag}"
              for i, hit in enumerate(hits, start=1)]
-    return "\n\n".join([HEADERS[language], *items])
+    return "\n\n".join([f"{HEADERS[language]}\n{CITE[language]}", *items])
 
 
 def _defanged(hit: Hit) -> Hit:
@@ -109,6 +126,22 @@ def hits_summary(hits: Sequence[Hit]) -> str:
     return "; ".join(f"{h.chunk.source}#c{h.chunk.chunk_index} ({h.score:.2f})" for h in hits)
 
 
+_NUMBERS = re.compile(r"\[([\d \t,;]+)\]")
+_KEYS = re.compile(r"f\d{1,15}-\d{1,15}-\d{1,15}")
+
+
+def citation_forms(hits: Sequence[Hit]) -> CitationForms | None:
+    """What ``[n]`` and the other forms of a tag stand for in a reply to the block :func:`context_block` made of
+    ``hits``; None when nothing was injected. Numbers and tags that the items' text itself writes are left out."""
+    if not hits:
+        return None
+    texts = " ".join(f"{hit.text} {hit.chunk.source}" for hit in hits)
+    written_numbers = {int(n) for group in _NUMBERS.findall(texts) for n in re.findall(r"\d+", group)}
+    written_keys = set(find_tags("".join(f"[{key}]" for key in _KEYS.findall(texts))))
+    numbered = {i: hit.span for i, hit in enumerate(hits, start=1) if i not in written_numbers}
+    return CitationForms(numbered, frozenset(hit.span for hit in hits if hit.span not in written_keys))
+
+
 class ReplyFilter:
     """Filters one reply's text against the injected evidence and collects its citations."""
 
@@ -118,7 +151,7 @@ class ReplyFilter:
         self.evidence = Evidence(resolve=resolve)
         for hit in hits:
             self.evidence.add_text(hit.tag)
-        self._filter = StreamingTagFilter(self.evidence, mode=mode)
+        self._filter = StreamingTagFilter(self.evidence, mode=mode, forms=citation_forms(hits))
 
     def feed(self, text: str) -> str:
         return self._filter.feed(text)
