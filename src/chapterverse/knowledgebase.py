@@ -8,8 +8,10 @@ documents are stored ``ephemeral`` with the id of the server that added them, an
 that server runs: a server holds the store lock ``server/<id>`` while it runs, and every server's
 start drops the ephemeral documents of servers that no longer hold theirs. Editing or removing
 single chunks rewrites their document as a pre-chunked one with the edit applied, in one
-transaction that replaces the old document; a rewritten folder document keeps its file's hash, so
-the edit lasts until the file itself changes.
+transaction that replaces the old document; a rewritten folder document keeps its file's hash and
+path (its source), so the edit lasts until the file itself changes. A write that would remove or
+replace a folder document whole is refused (``FolderDocumentError``): the next sync would undo it.
+API text its source already holds is not written again (``add_document``, ``upsert``).
 
 Several servers may share one library (a PostgreSQL database). Compound writes (look up, then
 replace), folder syncs and the whole startup hold a lock in this process and the store's
