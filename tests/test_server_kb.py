@@ -250,8 +250,8 @@ def test_update_errors_ambiguous_missing_and_empty(client: httpx.Client) -> None
 
 def test_upsert_replaces_atomically_and_empty_text_deletes(client: httpx.Client) -> None:
     first = ok(client.post("/v1/rag/upsert/document", json={"source": "api/menu", "text": "Soup of the day: lentils."}))
-    assert first == {"removed": 0, "added": 1, "sources": ["api/menu"], "total_after": first["total_after"],
-                     "mode": "upsert"}
+    assert first == {"removed": 0, "added": 1, "unchanged": 0, "sources": ["api/menu"],
+                     "total_after": first["total_after"], "mode": "upsert"}
     second = ok(client.post("/v1/rag/upsert/document", json={"source": "api/menu", "text": "Soup of the day: tomato.",
                                                              "metadata": {"v": 2}}))
     assert (second["removed"], second["added"], second["total_after"]) == (1, 1, first["total_after"])
@@ -271,10 +271,10 @@ def test_upsert_documents_replaces_many_sources_in_one_request(client: httpx.Cli
         {"source": "api/batch/missing", "text": ""},
     ], "dynamic": False, "persist": True}
     reply = ok(client.post("/v1/rag/upsert/documents", json=body))
-    assert reply == {"documents": [{"source": "api/batch/old", "removed": 1, "added": 1},
-                                   {"source": "api/batch/new", "removed": 0, "added": 1},
-                                   {"source": "api/batch/missing", "removed": 0, "added": 0}],
-                     "removed": 1, "added": 2, "total_after": total + 1, "mode": "upsert"}
+    assert reply == {"documents": [{"source": "api/batch/old", "removed": 1, "added": 1, "unchanged": 0},
+                                   {"source": "api/batch/new", "removed": 0, "added": 1, "unchanged": 0},
+                                   {"source": "api/batch/missing", "removed": 0, "added": 0, "unchanged": 0}],
+                     "removed": 1, "added": 2, "unchanged": 0, "total_after": total + 1, "mode": "upsert"}
     chunks = ok(client.get("/v1/rag/chunks", params={"source_prefix": "api/batch/"}))["items"]
     assert {c["source"]: (c["text"], c["metadata"], c["is_dynamic"]) for c in chunks} == {
         "api/batch/old": ("Open every day from nine.", {"v": 2}, False),

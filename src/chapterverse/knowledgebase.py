@@ -8,8 +8,10 @@ documents are stored ``ephemeral`` with the id of the server that added them, an
 that server runs: a server holds the store lock ``server/<id>`` while it runs, and every server's
 start drops the ephemeral documents of servers that no longer hold theirs. Editing or removing
 single chunks rewrites their document as a pre-chunked one with the edit applied, in one
-transaction that replaces the old document; a rewritten folder document keeps its file's hash, so
-the edit lasts until the file itself changes.
+transaction that replaces the old document; a rewritten folder document keeps its file's hash and
+path (its source), so the edit lasts until the file itself changes. A write that would remove or
+replace a folder document whole is refused (``FolderDocumentError``): the next sync would undo it.
+API text its source already holds is not written again (``add_document``, ``upsert``).
 
 Several servers may share one library (a PostgreSQL database). Compound writes (look up, then
 replace), folder syncs and the whole startup hold a lock in this process and the store's
@@ -29,12 +31,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .cancel import CancelToken, server_stopping
 from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
-from .library import USER_METADATA_KEY, Library, content_hash
+from .library import USER_METADATA_KEY, IngestResult, Library, content_hash
 from .positions import Span
 from .retrieval import Hit, SearchResult
 from .sources import ParsedDocument, ParsedFile, PreChunk
@@ -44,8 +46,10 @@ __all__ = [
     "KnowledgeBase",
     "ChunkItem",
     "UpsertItem",
+    "Upserted",
     "ChunkNotFoundError",
     "AmbiguousSourceError",
+    "FolderDocumentError",
     "USER_METADATA_KEY",
     "SERVER_KEY",
     "LOCK_NAME",
@@ -74,6 +78,11 @@ class AmbiguousSourceError(InputError):
     """A source (and chunk_index) names more than one chunk; use the chunk's index."""
 
 
+class FolderDocumentError(InputError):
+    """A write would remove or replace the document of a file in the knowledge-base folder, which the next sync
+    indexes again from the file: the file is what to change."""
+
+
 @dataclass(frozen=True, slots=True)
 class ChunkItem:
     """One pre-cut chunk given over the API."""
@@ -90,6 +99,15 @@ class UpsertItem:
     source: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Upserted(NamedTuple):
+    """What an upsert did to one source, in chunks: ``unchanged`` when it held that text already (nothing
+    written, its chunks keep their indexes and tags)."""
+
+    removed: int
+    added: int
+    unchanged: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,13 +232,23 @@ class KnowledgeBase:
 
     # -- reads ----------------------------------------------------------------------------------------
     def search(self, query: str, *, k: int, threshold: float | None = None) -> list[Hit]:
-        with self._searching():
-            return self.library.search(query, k=k, threshold=threshold)
+        return self.search_report(query, k=k, threshold=threshold).hits
 
     def search_report(self, query: str, *, k: int, threshold: float | None = None) -> SearchResult:
-        """``search`` with what the reranker did, for responses that report it."""
+        """The best ``k`` hits, each text once, with what the reranker did.
+
+        A text held twice (the same sentence added under two sources) is answered at its best place only: its
+        copy would take the place of another relevant chunk in the top ``k`` and in the proxy's injected context.
+        To make up for the copies dropped, the search asks for up to twice ``k`` hits, no deeper than what it
+        ranks anyway: the ranking's candidates (deeper would change the ranking itself) or, with a reranker, the
+        ``--rag_rerank_top_n`` it reorders. The hits past ``k`` are read, not scored again.
+        """
+        library = self.library
+        ranked = library.rerank_top_n if library.reranker is not None else library.retriever.weights.candidates
+        depth = max(k, min(2 * k, ranked))
         with self._searching():
-            return self.library.search_report(query, k=k, threshold=threshold)
+            found = self.library.search_report(query, k=depth, threshold=threshold)
+        return SearchResult(_each_text_once(found.hits)[:k], found.rerank)
 
     @contextmanager
     def _searching(self) -> Iterator[None]:
@@ -329,18 +357,48 @@ class KnowledgeBase:
 
     # -- writes ---------------------------------------------------------------------------------------
     def add_document(self, text: str, *, source: str, metadata: dict[str, Any] | None = None,
-                     dynamic: bool = False, persist: bool = True,
-                     cancel: CancelToken | None = None) -> DocumentRecord:
+                     dynamic: bool = False, persist: bool = True, cancel: CancelToken | None = None) -> IngestResult:
         """Free text as one auto-chunked document; embedded before the lock is taken (see ``_prepared``).
+
+        Text its source holds already, with the same metadata, ``dynamic`` and ``persist``, is not added again
+        (``changed`` False, ``document`` the one holding it), as a file already ingested is not: a script that
+        adds its notes on every run stored each of them once per run. The same text under another source, or
+        with other metadata, is another record and is added.
 
         ``cancel`` (every write that embeds takes one; default: the server's own) is checked before each
         embedding batch and once more under the lock, just before the write: a cancelled write writes nothing.
         """
         token = cancel or self.stopping
+        text, source = _api_text(text), _clean_source(source)
+        held = self._holding(source, text, metadata, dynamic=dynamic, persist=persist)
+        if held is not None:
+            return IngestResult(held, changed=False)
         new = self._prepared(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist, cancel=token)
         with self._exclusive():
+            held = self._holding(source, text, metadata, dynamic=dynamic, persist=persist)  # added meanwhile
+            if held is not None:
+                return IngestResult(held, changed=False)
             token.check(f"writing {new.source}")
-            return self.library.write(new)
+            return IngestResult(self.library.write(new), changed=True)
+
+    def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
+                 only: bool = False) -> DocumentRecord | None:
+        """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited
+        (one file, no chunk rewritten), the same metadata, ``dynamic`` and ``persist`` (a ``persist: false`` one
+        added by this server: another's goes when that server stops). ``only``: and the source holds nothing else
+        (an upsert replaces all of it)."""
+        docs = self.store.documents_by_source(source)
+        if only and len(docs) != 1:
+            return None
+        expected = (content_hash(text.encode()), "kb", 1, dynamic, not persist,
+                    {**self._api_metadata(persist), USER_METADATA_KEY: dict(metadata or {})})
+        for doc in docs:
+            written = {key: doc.metadata[key] for key in (ORIGIN_KEY, SERVER_KEY, USER_METADATA_KEY)
+                       if key in doc.metadata}
+            if ((doc.content_hash, doc.format, doc.files, doc.dynamic, doc.ephemeral, written) == expected
+                    and [self.store.file(f.id).text for f in self.store.files(doc.id)] == [text]):
+                return doc
+        return None
 
     def _prepared(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                   persist: bool, cancel: CancelToken) -> NewDocument:
@@ -355,6 +413,7 @@ class KnowledgeBase:
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
         """API text chunked, its vectors still to come (``Library.embed_prepared``)."""
+        text = _api_text(text)
         if not text.strip():
             raise InputError("text is empty")
         source = _clean_source(source)
@@ -375,6 +434,7 @@ class KnowledgeBase:
         token = cancel or self.stopping
         if not items:
             raise InputError("items is empty")
+        items = [ChunkItem(_api_text(item.text), item.source, item.metadata) for item in items]
         for n, item in enumerate(items):
             if not item.text.strip():
                 raise InputError(f"items[{n}].text is empty")
@@ -399,27 +459,34 @@ class KnowledgeBase:
         return {ORIGIN_KEY: "api"} if persist else {ORIGIN_KEY: "api", SERVER_KEY: self.server_id}
 
     def upsert(self, source: str, text: str, *, metadata: dict[str, Any] | None = None, dynamic: bool = False,
-               persist: bool = True, cancel: CancelToken | None = None) -> tuple[int, int]:
-        """Replace every document of ``source`` with ``text`` atomically (empty text deletes); (removed, added).
+               persist: bool = True, cancel: CancelToken | None = None) -> Upserted:
+        """Replace every document of ``source`` with ``text`` atomically (empty text deletes).
 
-        ``cancel``: as for ``add_document``."""
+        A source that holds exactly this (``_holding``) is left as it is, its chunks keeping their indexes and
+        tags (a citation a client holds still resolves), and nothing is embedded. A file of the folder is not
+        replaced (``FolderDocumentError``): the next sync would index the file again. ``cancel``: as for
+        ``add_document``."""
         token = cancel or self.stopping
-        source = _clean_source(source)
+        source, text = _clean_source(source), _api_text(text)
+        held = self._holding(source, text, metadata, dynamic=dynamic, persist=persist, only=True)
+        if held is not None:
+            return Upserted(0, 0, held.chunks)
         new = self._prepared(text, source=source, metadata=metadata, dynamic=dynamic,
                              persist=persist, cancel=token) if text.strip() else None
         with self._exclusive():
             token.check(f"writing {source}")
             existing = self.store.documents_by_source(source)
+            self._refuse_folder_documents(existing, "change or delete the file instead", "written")
             removed = sum(d.chunks for d in existing)
             if new is None:
                 self.store.remove_documents([d.id for d in existing])
-                return removed, 0
+                return Upserted(removed, 0)
             self.store.add_document(new, replace=[d.id for d in existing])
-            return removed, len(new.chunks)  # every prepared chunk is stored: no need to read the document back
+            return Upserted(removed, len(new.chunks))  # every prepared chunk is stored: no need to read it back
 
     def upsert_many(self, items: Sequence[UpsertItem], *, dynamic: bool = False, persist: bool = True,
-                    cancel: CancelToken | None = None) -> list[tuple[int, int]]:
-        """``upsert`` of every item, all or nothing, in one store transaction; (removed, added) per item.
+                    cancel: CancelToken | None = None) -> list[Upserted]:
+        """``upsert`` of every item, all or nothing, in one store transaction; what it did to each.
 
         Loading many small documents one ``upsert`` each pays a transaction (and an embedder call) per document;
         here every text is embedded in one call before the lock and every source is replaced in one write. A
@@ -435,8 +502,13 @@ class KnowledgeBase:
             raise InputError(f"source {named_twice[0]!r} appears more than once in the batch; send one text per "
                              "source (or upsert the others in a later request)")
         writes: dict[int, NewDocument] = {}
+        unchanged: dict[int, int] = {}
         for n, (item, source) in enumerate(zip(items, sources)):
-            if item.text.strip():
+            text = _api_text(item.text)
+            held = self._holding(source, text, item.metadata, dynamic=dynamic, persist=persist, only=True)
+            if held is not None:
+                unchanged[n] = held.chunks
+            elif text.strip():
                 token.checkpoint(f"chunking {len(items)} documents")
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
@@ -444,11 +516,15 @@ class KnowledgeBase:
                                                            label=f"{len(writes)} documents")))
         with self._exclusive():
             token.check(f"writing {len(items)} documents")
-            existing = [self.store.documents_by_source(source) for source in sources]
+            existing = [[] if n in unchanged else self.store.documents_by_source(source)
+                        for n, source in enumerate(sources)]
+            self._refuse_folder_documents([d for docs in existing for d in docs], "change or delete the files instead",
+                                          "written")
             replaced = [d.id for docs in existing for d in docs]
             if new or replaced:
                 self.store.add_documents(list(new.values()), replace=replaced)
-        return [(sum(d.chunks for d in docs), len(new[n].chunks) if n in new else 0) for n, docs in enumerate(existing)]
+        return [Upserted(sum(d.chunks for d in docs), len(new[n].chunks) if n in new else 0, unchanged.get(n, 0))
+                for n, docs in enumerate(existing)]
 
     def find_chunk(self, *, index: int | None = None, source: str | None = None,
                    chunk_index: int | None = None) -> ChunkRecord:
@@ -498,7 +574,12 @@ class KnowledgeBase:
             return self.store.chunks(doc_id=rewritten.id)[position]
 
     def remove(self, source: str, *, exact: bool = False) -> tuple[int, list[str]]:
-        """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources)."""
+        """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources).
+
+        Removing some chunks of a folder file's document is an edit of it, which lasts until the file changes (as
+        ``update_chunk``'s). Removing all of them is refused (``FolderDocumentError``), and with it the whole
+        request: the next sync (a reload, a restart, a change the watcher sees) would index the file again, and
+        the removal would be undone without a word. Deleting the file removes it for good."""
         if not source:
             raise InputError("source_prefix is empty; name what to remove")
         with self._exclusive():
@@ -506,17 +587,31 @@ class KnowledgeBase:
             by_doc: dict[int, set[int]] = {}
             for chunk in matched:
                 by_doc.setdefault(chunk.doc_id, set()).add(chunk.id)
-            whole = [d.id for d in self._documents_named(source, exact) if d.id not in by_doc]
+            whole = [d for d in self._documents_named(source, exact) if d.id not in by_doc]
+            partly: list[tuple[DocumentRecord, list[ChunkRecord], set[int]]] = []
             for doc_id, ids in by_doc.items():
-                chunks = self.store.chunks(doc_id=doc_id)
+                doc, chunks = self.store.document(doc_id), self.store.chunks(doc_id=doc_id)
                 if all(c.id in ids for c in chunks):
-                    whole.append(doc_id)
+                    whole.append(doc)
                 else:
-                    self._rewrite(self.store.document(doc_id), chunks, _dropping({i for i, c in enumerate(chunks)
-                                                                                   if c.id in ids}))
+                    partly.append((doc, chunks, {i for i, c in enumerate(chunks) if c.id in ids}))
+            self._refuse_folder_documents(whole, "delete the file from the folder to remove it", "removed")
+            for doc, chunks, positions in partly:
+                self._rewrite(doc, chunks, _dropping(positions))
             if whole:
-                self.store.remove_documents(whole)
+                self.store.remove_documents([d.id for d in whole])
         return len(matched), sorted({c.source for c in matched})
+
+    def _refuse_folder_documents(self, docs: Iterable[DocumentRecord], instead: str, undone: str) -> None:
+        """FolderDocumentError naming the folder files among ``docs``, what to do ``instead``, and that nothing was
+        ``undone``: a write that removes or replaces the document of a file lasts until the next sync only."""
+        files = sorted({d.source for d in docs if d.metadata.get(ORIGIN_KEY) == "folder"})
+        if files:
+            named = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+            raise FolderDocumentError(
+                f"{named} {'is a file' if len(files) == 1 else 'are files'} of the knowledge-base folder "
+                f"{self.folder.path}, which the next sync (a reload, a restart, --rag_watch) indexes again: "
+                f"{instead}; nothing was {undone}")
 
     def _documents_named(self, source: str, exact: bool) -> Iterable[DocumentRecord]:
         if exact:
@@ -535,7 +630,8 @@ class KnowledgeBase:
             self.store.remove_documents([doc.id])
             return None
         sources = {p.source for p in pieces}
-        source = sources.pop() if len(sources) == 1 else doc.source
+        # a folder file's document keeps its path as source: by it the sync knows the file is still indexed
+        source = sources.pop() if len(sources) == 1 and doc.metadata.get(ORIGIN_KEY) != "folder" else doc.source
         metadata = {k: v for k, v in doc.metadata.items() if k not in (USER_METADATA_KEY, "warnings")}
         parsed = _prechunked(doc.title, doc.format, pieces)
         return self.library.add_parsed(parsed, source=source, content_hash=doc.content_hash,
@@ -556,6 +652,23 @@ def _prechunked(title: str, fmt: str, pieces: Sequence[_Piece]) -> ParsedDocumen
         files=[ParsedFile(p.text, title=p.source, label=p.source) for p in pieces],
         prechunked=[PreChunk(i, p.source, p.chunk_index, p.metadata) for i, p in enumerate(pieces)],
     )
+
+
+def _each_text_once(hits: Sequence[Hit]) -> list[Hit]:
+    """``hits`` without those whose text an earlier (better) hit has."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if hit.text not in seen:
+            seen.add(hit.text)
+            kept.append(hit)
+    return kept
+
+
+def _api_text(text: str) -> str:
+    """API text without the byte-order marks it opens with: ``jq -Rs '{text: .}' notes.txt`` sends a Windows
+    file's BOM as its first character, which files are decoded without (``sources.text.decode_text``)."""
+    return text.lstrip("\ufeff")
 
 
 def _clean_source(source: str) -> str:

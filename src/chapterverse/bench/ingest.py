@@ -164,8 +164,8 @@ def measure_batched_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -
     items = [knowledge.UpsertItem(f"note-{i:06d}.md", "\n\n".join(passages)) for i, passages in enumerate(documents)]
 
     def batched(kb: Any) -> int:
-        return sum(added for first in range(0, len(items), UPSERT_BATCH)
-                   for _, added in kb.upsert_many(items[first:first + UPSERT_BATCH]))
+        return sum(counts[1] for first in range(0, len(items), UPSERT_BATCH)  # (removed, added, ...) per item
+                   for counts in kb.upsert_many(items[first:first + UPSERT_BATCH]))
 
     return _timed_kb_writes(workdir, documents, batched)
 

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, BaseModel, Field, model_validator
 from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
@@ -28,6 +30,7 @@ from ..knowledgebase import (
     AmbiguousSourceError,
     ChunkItem,
     ChunkNotFoundError,
+    FolderDocumentError,
     KnowledgeBase,
     UpsertItem,
 )
@@ -64,7 +67,29 @@ def _kb(request: Request) -> KnowledgeBase:
     return kb
 
 
-router = APIRouter(prefix="/v1/rag", tags=["rag"], dependencies=[Depends(_kb), Depends(require_text_body)])
+def _known_query(request: Request) -> None:
+    """422 for a query parameter the endpoint does not take, naming it and those it takes, as for a body field
+    (``_Body``): ``GET /v1/rag/chunks?limt=1&source=faq`` listed every chunk of the knowledge base."""
+    route = request.scope.get("route")
+    known = _query_names(route) if isinstance(route, APIRoute) else ()
+    unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
+    if unknown:
+        takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
+        raise ApiError(422, "BAD_INPUT", f"query: unknown parameter {', '.join(repr(n) for n in unknown)}; "
+                                         f"this endpoint {takes}")
+
+
+def _query_names(route: APIRoute) -> tuple[str, ...]:
+    """The query parameters of ``route`` and of its dependencies, the route's own first (a handful of objects to
+    walk: cheaper than a cache keyed by routes, which are not hashable)."""
+    dependants = [route.dependant]
+    for dependant in dependants:  # grows while it is walked: breadth first
+        dependants.extend(dependant.dependencies)
+    return tuple(dict.fromkeys(param.alias for dependant in dependants for param in dependant.query_params))
+
+
+router = APIRouter(prefix="/v1/rag", tags=["rag"],
+                   dependencies=[Depends(_kb), Depends(require_text_body), Depends(_known_query)])
 KB = Annotated[KnowledgeBase, Depends(_kb)]
 Metadata = Annotated[dict[str, Any], AfterValidator(check_metadata)]
 
@@ -299,10 +324,21 @@ async def upsert_document(request: Request, body: UpsertRequest, kb: KB) -> dict
 
 
 def _upsert_document(kb: KnowledgeBase, body: UpsertRequest, cancel: CancelToken) -> dict[str, Any]:
-    removed, added = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic,
-                               persist=body.persist, cancel=cancel)
-    return {"removed": removed, "added": added, "sources": [body.source.strip()] if removed or added else [],
-            "total_after": kb.total_chunks(), "mode": "upsert"}
+    with _folder_conflict():
+        done = kb.upsert(body.source, body.text, metadata=body.metadata, dynamic=body.dynamic, persist=body.persist,
+                         cancel=cancel)
+    return {"removed": done.removed, "added": done.added, "unchanged": done.unchanged,
+            "sources": [body.source.strip()] if any(done) else [], "total_after": kb.total_chunks(),
+            "mode": "upsert"}
+
+
+@contextmanager
+def _folder_conflict() -> Iterator[None]:
+    """409 ``FOLDER_DOCUMENT`` for a write that would remove or replace a folder file's document."""
+    try:
+        yield
+    except FolderDocumentError as exc:
+        raise ApiError(409, "FOLDER_DOCUMENT", str(exc)) from exc
 
 
 @router.post("/upsert/documents", response_model=KbUpsertedMany,
@@ -315,11 +351,12 @@ async def upsert_documents(request: Request, body: UpsertDocumentsRequest, kb: K
 
 def _upsert_documents(kb: KnowledgeBase, body: UpsertDocumentsRequest, cancel: CancelToken) -> dict[str, Any]:
     items = [UpsertItem(d.source, d.text, dict(d.metadata)) for d in body.documents]
-    counts = kb.upsert_many(items, dynamic=body.dynamic, persist=body.persist, cancel=cancel)
-    documents = [{"source": d.source.strip(), "removed": removed, "added": added}
-                 for d, (removed, added) in zip(body.documents, counts)]
-    return {"documents": documents, "removed": sum(r for r, _ in counts), "added": sum(a for _, a in counts),
-            "total_after": kb.total_chunks(), "mode": "upsert"}
+    with _folder_conflict():
+        counts = kb.upsert_many(items, dynamic=body.dynamic, persist=body.persist, cancel=cancel)
+    documents = [{"source": d.source.strip(), "removed": c.removed, "added": c.added, "unchanged": c.unchanged}
+                 for d, c in zip(body.documents, counts)]
+    return {"documents": documents, "removed": sum(c.removed for c in counts), "added": sum(c.added for c in counts),
+            "unchanged": sum(c.unchanged for c in counts), "total_after": kb.total_chunks(), "mode": "upsert"}
 
 
 @router.post("/search", response_model=KbSearch, summary="Chunks relevant to a query, each with its position tag")
@@ -354,9 +391,11 @@ async def add_document(request: Request, body: AddDocumentRequest, kb: KB) -> di
 
 
 def _add_document(kb: KnowledgeBase, body: AddDocumentRequest, cancel: CancelToken) -> dict[str, Any]:
-    doc = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
-                          persist=body.persist, cancel=cancel)
-    return {"added": doc.chunks, "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
+    done = kb.add_document(body.text, source=body.source, metadata=body.metadata, dynamic=body.dynamic,
+                           persist=body.persist, cancel=cancel)
+    doc = done.document
+    return {"added": doc.chunks if done.changed else 0, "unchanged": 0 if done.changed else doc.chunks,
+            "sources": [doc.source], "doc_id": doc.id, "total_after": kb.total_chunks()}
 
 
 @router.post("/add/chunks", response_model=KbChunksAdded, summary="Add pre-cut chunks (each item stays one chunk)")
@@ -374,7 +413,8 @@ def _add_chunks(kb: KnowledgeBase, body: AddChunksRequest, cancel: CancelToken) 
 
 @router.post("/remove", response_model=KbRemoved, summary="Remove chunks by source prefix (or exact source)")
 def remove(body: RemoveRequest, kb: KB) -> dict[str, Any]:
-    removed, removed_sources = kb.remove(body.source_prefix, exact=body.exact)
+    with _folder_conflict():
+        removed, removed_sources = kb.remove(body.source_prefix, exact=body.exact)
     return {"removed": removed, "sources": removed_sources, "total_after": kb.total_chunks()}
 
 

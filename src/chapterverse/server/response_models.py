@@ -142,6 +142,7 @@ class KbChunkUpdated(_Shape):
 class KbUpserted(_Shape):
     removed: int = Field(description="Chunks removed.")
     added: int = Field(description="Chunks added.")
+    unchanged: int = Field(0, description="Chunks left as they were: the source held this text already.")
     sources: list[str]
     total_after: int
     mode: Literal["upsert"]
@@ -151,12 +152,14 @@ class KbUpsertedItem(_Shape):
     source: str
     removed: int = Field(description="Chunks removed.")
     added: int = Field(description="Chunks added.")
+    unchanged: int = Field(0, description="Chunks left as they were: the source held this text already.")
 
 
 class KbUpsertedMany(_Shape):
     documents: list[KbUpsertedItem] = Field(description="One per document sent, in order.")
     removed: int = Field(description="Chunks removed, all documents together.")
     added: int = Field(description="Chunks added, all documents together.")
+    unchanged: int = Field(0, description="Chunks left as they were, all documents together.")
     total_after: int
     mode: Literal["upsert"]
 
@@ -191,6 +194,8 @@ class KbSearch(_Shape):
 
 class KbAdded(_Shape):
     added: int = Field(description="Chunks added.")
+    unchanged: int = Field(0, description="Chunks of the same text, metadata and flags the source held already: "
+                                          "then nothing is added, and doc_id is that document.")
     sources: list[str]
     doc_id: int
     total_after: int

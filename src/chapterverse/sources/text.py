@@ -40,13 +40,16 @@ _LIST_OR_QUOTE = re.compile(r"^ {0,3}(?:[-*+>]|\d+[.)])(?:\s|$)")
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """Decode as UTF-8 (BOM stripped); if that fails, cp1252, and as a last resort latin-1, which
-    never fails. Returns (text, encoding). Line endings become "\\n".
+    """Decode as UTF-8; if that fails, cp1252, and as a last resort latin-1, which never fails.
+    Returns (text, encoding). Line endings become "\\n"; the text starts after its byte-order marks.
 
     Strict UTF-8 first because valid UTF-8 is almost never accidental; cp1252 covers the "smart
     quotes" of Windows-made files; latin-1 maps every byte so nothing is ever replaced by U+FFFD.
     A UTF-32 or UTF-16 byte-order mark (what Windows tools write for "Unicode") is believed when the
     rest decodes with it; binary data is the caller's to refuse (:func:`_read_text`: NUL characters).
+    UTF-8 marks are dropped before any of these, however many: a file that an editor saved with a second
+    mark, or with a mark before cp1252 text, opened its first chunk with U+FEFF or "ï»¿". A document already
+    stored keeps its text until its file changes (or ``--force-rebuild``), so the tags into it stay valid.
     """
     for bom, encoding in _UNICODE_BOMS:
         if data.startswith(bom):
@@ -54,14 +57,22 @@ def decode_text(data: bytes) -> tuple[str, str]:
                 text = data.decode(encoding)
             except UnicodeDecodeError:
                 break
-            return text.replace("\r\n", "\n").replace("\r", "\n"), encoding
-    for encoding in ("utf-8-sig", "cp1252", "latin-1"):
+            return _canonical(text), encoding
+    unmarked = data
+    while unmarked.startswith(codecs.BOM_UTF8):
+        unmarked = unmarked[len(codecs.BOM_UTF8):]
+    for encoding in ("utf-8", "cp1252", "latin-1"):
         try:
-            text = data.decode(encoding)
+            text = unmarked.decode(encoding)
         except UnicodeDecodeError:
             continue
-        return text.replace("\r\n", "\n").replace("\r", "\n"), encoding.removesuffix("-sig")
+        return _canonical(text), encoding
     raise AssertionError("latin-1 decodes any bytes")
+
+
+def _canonical(text: str) -> str:
+    """Decoded text without leading byte-order marks, its line endings "\\n"."""
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def read_markdown(source: Source) -> ParsedDocument:
