@@ -13,14 +13,15 @@ This is a helper module, not a test file.
 from __future__ import annotations
 
 import functools
+import json
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -123,6 +124,35 @@ def running_server(settings: ServeSettings, *, embedder: Embedder | None = None,
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+@contextmanager
+def kb_servers(tmp_path_factory: pytest.TempPathFactory, upstream_url: str, files: Mapping[str, str],
+               **defaults: Any) -> Iterator[Callable[..., Server]]:
+    """``get(files=..., **settings)``: a proxy to ``upstream_url`` over a knowledge base of ``files`` (name ->
+    text), one per distinct files and settings, started at its first use and stopped with the others: a test
+    module's servers, each with its own copy of the knowledge base."""
+    started: dict[str, Server] = {}
+    with ExitStack() as stack:
+        def get(files: Mapping[str, str] = files, **values: Any) -> Server:
+            key = json.dumps([files, values], sort_keys=True)
+            if key not in started:
+                root = tmp_path_factory.mktemp("kb-server")
+                (root / "kb").mkdir()
+                for name, text in files.items():
+                    (root / "kb" / name).write_text(text, encoding="utf-8")
+                settings = settings_for(root, **{"rag_enabled": True, "llm_base_url": upstream_url, **defaults,
+                                                 **values})
+                started[key] = stack.enter_context(running_server(settings))
+            return started[key]
+
+        yield get
+
+
+def ok(response: httpx.Response, status: int = 200) -> Any:
+    """The JSON of a response that has ``status``; its body is the assertion's message otherwise."""
+    assert response.status_code == status, response.text
+    return response.json()
 
 
 def wait_for_job(client: httpx.Client, job: dict[str, Any], timeout: float = 60) -> dict[str, Any]:

@@ -9,16 +9,14 @@ code, a tag that was not shown, a footnote number the passages write themselves)
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import openai
 import pytest
 from fakellm import FakeLLM, Reply
-from serverutil import Server, running_server, settings_for
+from serverutil import Server, kb_servers
 
 FILES = {
     "refunds.md": "# Refunds\n\nRefunds are accepted within 30 days of purchase with the receipt.\n",
@@ -71,20 +69,7 @@ def fake() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="module")
 def server_for(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Callable[..., Server]]:
     """Servers by knowledge base and settings, each started once; every passage clears the threshold."""
-    started: dict[str, Server] = {}
-    with ExitStack() as stack:
-        def get(files: dict[str, str] = FILES, **values: Any) -> Server:
-            key = json.dumps([files, values], sort_keys=True)
-            if key not in started:
-                root = tmp_path_factory.mktemp("forms")
-                (root / "kb").mkdir()
-                for name, text in files.items():
-                    (root / "kb" / name).write_text(text, encoding="utf-8")
-                settings = settings_for(root, **{"rag_enabled": True, "llm_base_url": fake.base_url,
-                                                 "rag_top_k": 3, "rag_threshold": 0.0, **values})
-                started[key] = stack.enter_context(running_server(settings))
-            return started[key]
-
+    with kb_servers(tmp_path_factory, fake.base_url, FILES, rag_top_k=3, rag_threshold=0.0) as get:
         yield get
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serverutil import Server, running_server, settings_for
+from serverutil import Server, ok, running_server, settings_for
 
 from chapterverse.errors import InputError
 from chapterverse.server.cli import main as serve_main
@@ -57,10 +57,6 @@ def client(server: Server) -> Iterator[httpx.Client]:
     with server.client() as c:
         yield c
 
-
-def ok(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 # ------------------------------------------------------------------------------------------ reads

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from serverutil import Server, running_server, settings_for, wait_for_job
+from serverutil import Server, ok, running_server, settings_for, wait_for_job
 
 from chapterverse.sources.text import decode_text
 
@@ -38,10 +38,6 @@ def client(server: Server) -> Iterator[httpx.Client]:
     with server.client() as c:
         yield c
 
-
-def ok(response: httpx.Response) -> Any:
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 def chunks(client: httpx.Client, **params: str) -> list[dict[str, Any]]:

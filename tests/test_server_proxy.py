@@ -12,7 +12,6 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import httpx
 import openai
 import pytest
 from fakellm import FakeLLM, Reply
-from serverutil import Server, running_server, settings_for
+from serverutil import Server, kb_servers, running_server, settings_for
 from chapterverse.server.injection import header_language
 
 FAQ = """# FAQ
@@ -54,18 +53,7 @@ def fake() -> Iterator[FakeLLM]:
 @pytest.fixture(scope="module")
 def server_for(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Callable[..., Server]]:
     """Servers by settings, started once per module; each has its own copy of the tiny knowledge base."""
-    started: dict[str, Server] = {}
-    with ExitStack() as stack:
-        def get(**values: Any) -> Server:
-            key = json.dumps(values, sort_keys=True)
-            if key not in started:
-                root = tmp_path_factory.mktemp("proxy")
-                (root / "kb").mkdir()
-                (root / "kb" / "faq.md").write_text(FAQ, encoding="utf-8")
-                settings = settings_for(root, **{"rag_enabled": True, "llm_base_url": fake.base_url, **values})
-                started[key] = stack.enter_context(running_server(settings))
-            return started[key]
-
+    with kb_servers(tmp_path_factory, fake.base_url, {"faq.md": FAQ}) as get:
         yield get
 
 

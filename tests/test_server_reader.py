@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 from fakellm import FakeLLM, Reply
-from serverutil import Server, running_server, settings_for, shared_embedder, wait_for_job
+from serverutil import Server, ok, running_server, settings_for, shared_embedder, wait_for_job
 
 KEY = "reader-test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -45,10 +45,6 @@ def client(server: Server) -> Iterator[httpx.Client]:
     with server.client() as c:
         yield c
 
-
-def ok(response: httpx.Response, status: int = 200) -> Any:
-    assert response.status_code == status, response.text
-    return response.json()
 
 
 @pytest.fixture(scope="module")

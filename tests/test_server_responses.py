@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 from fakellm import FakeLLM, Reply
-from serverutil import Server, running_server, settings_for
+from serverutil import Server, kb_servers, running_server, settings_for
 
 FAQ = """# FAQ
 
@@ -44,18 +43,8 @@ def fake() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="module")
 def server_for(tmp_path_factory: pytest.TempPathFactory, fake: FakeLLM) -> Iterator[Callable[..., Server]]:
-    started: dict[str, Server] = {}
-    with ExitStack() as stack:
-        def get(**values: Any) -> Server:
-            key = json.dumps(values, sort_keys=True)
-            if key not in started:
-                root = tmp_path_factory.mktemp("responses")
-                (root / "kb").mkdir()
-                (root / "kb" / "faq.md").write_text(FAQ, encoding="utf-8")
-                settings = settings_for(root, **{"rag_enabled": True, "llm_base_url": fake.base_url, **values})
-                started[key] = stack.enter_context(running_server(settings))
-            return started[key]
-
+    """Servers by settings, started once per module; each has its own copy of the tiny knowledge base."""
+    with kb_servers(tmp_path_factory, fake.base_url, {"faq.md": FAQ}) as get:
         yield get
 
 
