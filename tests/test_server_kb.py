@@ -216,7 +216,7 @@ def test_update_by_index_rewrites_the_chunk(client: httpx.Client) -> None:
     second = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/cafe"}))["items"][1]
     body = ok(client.post("/v1/rag/chunks/update", json={"index": second["index"],
                                                          "new_text": "The cafe closes at seven."}))
-    assert body["updated"] == 1 and body["previous_index"] == second["index"]
+    assert body["updated"] == 1 and body["previous_index"] == second["index"] and body["in_place"] is False
     assert body["item"]["text"] == "The cafe closes at seven." and body["item"]["chunk_index"] == 1
     after = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/cafe"}))["items"]
     assert [c["text"] for c in after] == ["The cafe serves espresso.", "The cafe closes at seven."]
@@ -235,6 +235,31 @@ def test_update_by_source_with_metadata_and_new_source(client: httpx.Client) -> 
     assert "api/car-park" in names and "api/parking" not in names
     # by source alone when it has exactly one chunk
     ok(client.post("/v1/rag/chunks/update", json={"source": "api/car-park", "new_text": "Parking is free."}))
+
+
+def test_a_metadata_update_keeps_the_chunk_its_index_and_its_tag(client: httpx.Client) -> None:
+    """A metadata-only update changes the chunk in place: twice by the same index, with the same doc_id and tag,
+    the tag still resolving, and the new metadata's words finding it (its context was indexed and embedded
+    again). A rewrite here had given the chunk, and every other chunk of its document, a new index and tag."""
+    ok(client.post("/v1/rag/add/chunks", json={"items": [
+        {"text": "The atlas room holds maps of every coast.", "source": "api/atlas"},
+        {"text": "Old sea charts are kept in flat drawers.", "source": "api/atlas"},
+        {"text": "Globes stand along the north wall.", "source": "api/atlas"}]}))
+    before = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/atlas"}))["items"]
+    target = before[1]
+    for metadata in ({"shelf": "quillon"}, {"shelf": "quillon", "room": "vellichor"}):
+        body = ok(client.post("/v1/rag/chunks/update", json={"index": target["index"], "new_metadata": metadata}))
+        item = body["item"]
+        assert body["in_place"] is True and body["previous_index"] == target["index"]
+        assert (item["index"], item["doc_id"], item["tag"], item["text"]) == (
+            target["index"], target["doc_id"], target["tag"], target["text"])
+        assert item["metadata"] == metadata
+    after = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/atlas"}))["items"]
+    assert [(c["index"], c["tag"]) for c in after] == [(c["index"], c["tag"]) for c in before]
+    assert ok(client.get(f"/api/resolve/{target['tag']}"))["text"] == target["text"]
+    hits = ok(client.post("/v1/rag/search", json={"query": "vellichor", "top_k": 1, "threshold": 0}))["results"]
+    assert [(h["index"], h["tag"], h["metadata"]) for h in hits] == [
+        (target["index"], target["tag"], {"shelf": "quillon", "room": "vellichor"})]
 
 
 def test_update_errors_ambiguous_missing_and_empty(client: httpx.Client) -> None:

@@ -473,11 +473,15 @@ def _joined(parts: Sequence[np.ndarray], dtype: Any) -> np.ndarray:
 class _StoreState:
     generation: int
     max_id: int
+    last_edit: int
 
     @classmethod
-    def read(cls, store: ChunkStore, incremental: bool) -> _StoreState:
-        """The store's generation, and its largest chunk id where the index follows it by appending."""
-        return cls(store.generation(), store.max_chunk_id() if incremental else 0)
+    def read(cls, store: ChunkStore, feed: IndexFeed | None) -> _StoreState:
+        """The store's generation, and its largest chunk id and latest in-place edit where the index follows it
+        by appending (``feed``)."""
+        if feed is None:
+            return cls(store.generation(), 0, 0)
+        return cls(store.generation(), store.max_chunk_id(), feed.last_edit())
 
 
 class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
@@ -589,7 +593,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
 
     # -- following the store (the order of the steps: FollowedIndex._update) ---------------------------
     def _read_state(self) -> _StoreState:
-        return _StoreState.read(self.store, self.incremental)
+        return _StoreState.read(self.store, self._feed)
 
     def _matches(self, state: _StoreState, snap: _Snapshot) -> bool:
         return (snap.generation, snap.store_max_id) == (state.generation, state.max_id)
@@ -665,7 +669,7 @@ class LexicalIndex(FollowedIndex[_Snapshot, _StoreState]):
         if self._build_limit is not None and self.store.count_chunks() > self._build_limit:
             raise _Deferred(reason)
         _LOG.info("%s: building the lexical index (%s)", self.directory, reason)
-        state = _StoreState.read(self.store, self.incremental)
+        state = _StoreState.read(self.store, self._feed)
         next_segment = old.next_segment if old is not None else 1
         if self.incremental:
             segments, next_segment, max_id = self._append([], next_segment, 0)

@@ -91,6 +91,12 @@ class IndexFeed(Protocol):
         """The current vector file (None: no vector yet), the rows committed writes filled, and a row's width."""
         ...
 
+    def last_edit(self) -> int:
+        """The generation of the latest in-place edit of a chunk (:meth:`ChunkStore.update_chunk_metadata`; 0:
+        none). Appending sees only chunk ids above the index's, never an edited chunk: an index of an older
+        generation than this is rebuilt."""
+        ...
+
 
 class DocumentStore(Protocol):
     """Documents and their files, TOC and segments: each document written and removed whole."""
@@ -163,6 +169,13 @@ class ChunkStore(Protocol):
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
         """Swap every chunk's vector and the recorded model in one transaction."""
+        ...
+
+    def update_chunk_metadata(self, chunk_id: int, metadata: dict[str, Any], heading_terms: str,
+                              vector: np.ndarray) -> bool:
+        """Give one chunk new metadata, with the heading terms and vector its new context makes, in place and in
+        one transaction: its id, document, file, span and text stay, so its position tag and every citation of
+        it still resolve (a rewrite of its document would renumber them all). False when no chunk has that id."""
         ...
 
     # -- chunks
