@@ -748,10 +748,12 @@ class PostgresStore(SharedReads):
             if before is None:
                 return False
             ntokens = _token_count(before[2]) + _token_count(heading_terms)
-            after = tx.execute("UPDATE chunks SET metadata=%s, heading_terms=%s, ntokens=%s WHERE id=%s"
-                               " RETURNING tsvector_to_array(tsv)",
-                               (json.dumps(metadata, ensure_ascii=False), heading_terms, ntokens, chunk_id)).fetchone()
-            lost, gained = sorted(set(before[0]) - set(after[0])), sorted(set(after[0]) - set(before[0]))
+            tx.execute("UPDATE chunks SET metadata=%s, heading_terms=%s, ntokens=%s WHERE id=%s",
+                       (json.dumps(metadata, ensure_ascii=False), heading_terms, ntokens, chunk_id))
+            after = set(tx.execute("SELECT unnest(tsvector_to_array(tsv)) FROM chunks WHERE id=%s",
+                                   (chunk_id,)).fetchall())
+            old = {(lexeme,) for lexeme in before[0]}
+            lost, gained = sorted(t for (t,) in old - after), sorted(t for (t,) in after - old)
             if lost:
                 tx.execute("UPDATE lexicon SET df = df - 1 WHERE term = ANY(%s)", (lost,))
                 tx.execute("DELETE FROM lexicon WHERE term = ANY(%s) AND df <= 0", (lost,))
