@@ -262,6 +262,21 @@ def test_a_metadata_update_keeps_the_chunk_its_index_and_its_tag(client: httpx.C
         (target["index"], target["tag"], {"shelf": "quillon", "room": "vellichor"})]
 
 
+def test_an_upsert_after_a_metadata_update_writes_the_metadata_it_is_given(client: httpx.Client) -> None:
+    """The same text and metadata upserted again after a chunk's metadata was edited is written again: the source
+    no longer holds what the upsert asks for (before the edit, it would be left unchanged)."""
+    request = {"source": "api/lockers", "text": "Lockers are free for a day.", "metadata": {"floor": "one"}}
+    ok(client.post("/v1/rag/upsert/document", json=request))
+    assert ok(client.post("/v1/rag/upsert/document", json=request))["unchanged"] == 1
+    chunk = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/lockers"}))["items"][0]
+    edited = ok(client.post("/v1/rag/chunks/update", json={"index": chunk["index"], "new_metadata": {"floor": "two"}}))
+    assert edited["in_place"] is True and edited["item"]["metadata"] == {"floor": "two"}
+    again = ok(client.post("/v1/rag/upsert/document", json=request))
+    assert (again["removed"], again["added"], again["unchanged"]) == (1, 1, 0)
+    assert ok(client.get("/v1/rag/chunks", params={"source_exact": "api/lockers"}))["items"][0]["metadata"] == {
+        "floor": "one"}
+
+
 def test_update_errors_ambiguous_missing_and_empty(client: httpx.Client) -> None:
     ok(client.post("/v1/rag/add/chunks", json={"items": [{"text": "Alpha one.", "source": "api/twice"},
                                                          {"text": "Alpha two.", "source": "api/twice"}]}))

@@ -386,7 +386,7 @@ class KnowledgeBase:
     def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
                  only: bool = False) -> DocumentRecord | None:
         """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited
-        (one file, no chunk rewritten), the same metadata, ``dynamic`` and ``persist`` (a ``persist: false`` one
+        (one file, no chunk rewritten or given metadata of its own by ``update_chunk``), the same metadata, ``dynamic`` and ``persist`` (a ``persist: false`` one
         added by this server: another's goes when that server stops). ``only``: and the source holds nothing else
         (an upsert replaces all of it)."""
         docs = self.store.documents_by_source(source)
@@ -398,7 +398,8 @@ class KnowledgeBase:
             written = {key: doc.metadata[key] for key in (ORIGIN_KEY, SERVER_KEY, USER_METADATA_KEY)
                        if key in doc.metadata}
             if ((doc.content_hash, doc.format, doc.files, doc.dynamic, doc.ephemeral, written) == expected
-                    and [self.store.file(f.id).text for f in self.store.files(doc.id)] == [text]):
+                    and [self.store.file(f.id).text for f in self.store.files(doc.id)] == [text]
+                    and not any(c.metadata for c in self.store.chunks(doc_id=doc.id))):
                 return doc
         return None
 
