@@ -22,7 +22,9 @@ recorded as removed and their rows masked; the store copies the live rows to a n
 fifth of it, and the index, seeing another file, rebuilds (reading only which chunk each row holds).
 Past ``max_segments``, the segments after the largest are merged into one (no vector is copied: their rows
 are next to each other in the file). A changed embedding model or vector file, a manifest that does not match
-its files, or counts that disagree with the store rebuild from the store: when in doubt, rebuild.
+its files, or counts that disagree with the store rebuild from the store: when in doubt, rebuild. So does a
+chunk edited in place since the index's generation (``Store.update_chunk_metadata``): its new vector is a new row
+at the end of the file, which no append sees (a rebuild reads only which chunk each row holds: 9 ms at 20,000).
 
 *Crash safety.* Every file is written under a temporary name, fsynced and renamed into place; the manifest
 is renamed last, so a crash leaves either the old index or the new one. Files are never modified after
