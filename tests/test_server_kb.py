@@ -262,6 +262,20 @@ def test_a_metadata_update_keeps_the_chunk_its_index_and_its_tag(client: httpx.C
         (target["index"], target["tag"], {"shelf": "quillon", "room": "vellichor"})]
 
 
+def test_a_folder_files_chunk_keeps_its_document_and_tag_through_a_metadata_update(client: httpx.Client) -> None:
+    """A book or file of the folder is not rewritten by a metadata update (it used to become a pre-chunked copy
+    under another doc_id, every tag of the file changed), and a reload of the unchanged folder keeps the edit."""
+    chunk = ok(client.get("/v1/rag/chunks", params={"source_exact": "policies.txt"}))["items"][0]
+    body = ok(client.post("/v1/rag/chunks/update", json={"index": chunk["index"], "new_metadata": {"team": "legal"}}))
+    assert body["in_place"] is True
+    assert (body["item"]["index"], body["item"]["doc_id"], body["item"]["tag"]) == (
+        chunk["index"], chunk["doc_id"], chunk["tag"])
+    ok(client.post("/v1/rag/reload", json={}))
+    again = ok(client.get("/v1/rag/chunks", params={"source_exact": "policies.txt"}))["items"][0]
+    assert (again["index"], again["tag"], again["metadata"]) == (chunk["index"], chunk["tag"], {"team": "legal"})
+    assert ok(client.get(f"/api/resolve/{chunk['tag']}"))["text"] == chunk["text"]
+
+
 def test_an_upsert_after_a_metadata_update_writes_the_metadata_it_is_given(client: httpx.Client) -> None:
     """The same text and metadata upserted again after a chunk's metadata was edited is written again: the source
     no longer holds what the upsert asks for (before the edit, it would be left unchanged)."""
