@@ -385,10 +385,10 @@ class KnowledgeBase:
 
     def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
                  only: bool = False) -> DocumentRecord | None:
-        """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited
-        (one file, no chunk rewritten or given metadata of its own by ``update_chunk``), the same metadata, ``dynamic`` and ``persist`` (a ``persist: false`` one
-        added by this server: another's goes when that server stops). ``only``: and the source holds nothing else
-        (an upsert replaces all of it)."""
+        """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited (one
+        file, no chunk rewritten or given metadata of its own by ``update_chunk``), the same metadata, ``dynamic``
+        and ``persist`` (a ``persist: false`` one added by this server: another's goes when that server stops).
+        ``only``: and the source holds nothing else (an upsert replaces all of it)."""
         docs = self.store.documents_by_source(source)
         if only and len(docs) != 1:
             return None
@@ -591,9 +591,10 @@ class KnowledgeBase:
         """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources).
 
         Removing some chunks of a folder file's document is an edit of it, which lasts until the file changes (as
-        ``update_chunk``'s), and gives every chunk of that document a new index and tag. Removing all of them is refused (``FolderDocumentError``), and with it the whole
-        request: the next sync (a reload, a restart, a change the watcher sees) would index the file again, and
-        the removal would be undone without a word. Deleting the file removes it for good."""
+        ``update_chunk``'s), and gives every chunk of that document a new index and tag. Removing all of them is
+        refused (``FolderDocumentError``), and with it the whole request: the next sync (a reload, a restart, a
+        change the watcher sees) would index the file again, and the removal would be undone without a word. Deleting
+        the file removes it for good."""
         if not source:
             raise InputError("source_prefix is empty; name what to remove")
         with self._exclusive():

@@ -34,7 +34,8 @@ Layout of the directory (default ``<library>.lexical/`` beside ``<library>.sqlit
 than the largest id it holds, and records documents that no longer exist as removed (their rows are masked
 and leave every statistic). A chunk whose metadata was edited in place (``Store.update_chunk_metadata``) keeps
 its id, so no append sees it: an index of a generation before the store's latest edit is rebuilt (1.9 s at
-20,000 chunks, 5.4 s at 50,000 on two busy cores; a per-row mask and a segment of edited rows would avoid it). A segment whose removed rows pass ``dead_share`` is rebuilt from the store's rows
+20,000 chunks, 5.4 s at 50,000 on two busy cores; a per-row mask and a segment of edited rows would avoid it).
+A segment whose removed rows pass ``dead_share`` is rebuilt from the store's rows
 of its id range; past ``max_small`` small segments, each run of adjacent ones is rebuilt into full ones. Counts that
 disagree with the store, a changed format, or files that do not match the manifest rebuild from the store;
 the retriever has a library above ``FusionWeights.max_memory_chunks`` rebuilt by a background thread

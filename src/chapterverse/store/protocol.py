@@ -61,11 +61,11 @@ class VectorSearch(Protocol):
 
 
 class IndexFeed(Protocol):
-    """What a store lends the indexes kept in files beside it (:mod:`chapterverse.index`), so that they follow
-    its writes by appending instead of rebuilding: where the library's file is, one read transaction, and what
-    was written after a chunk id. Chunk ids only grow, so what is newer than the largest id an index holds is
-    exactly what was written since, but for chunks edited in place (:meth:`last_edit`). Every read below is of the state the enclosing :meth:`read_transaction`
-    sees (call them inside one)."""
+    """What a store lends the indexes kept in files beside it (:mod:`chapterverse.index`), so that they follow its
+    writes by appending instead of rebuilding: where the library's file is, one read transaction, and what was
+    written after a chunk id. Chunk ids only grow, so what is newer than the largest id an index holds is exactly
+    what was written since, but for chunks edited in place (:meth:`last_edit`). Every read below is of the state the
+    enclosing :meth:`read_transaction` sees (call them inside one)."""
 
     @property
     def path(self) -> Path:
