@@ -212,7 +212,7 @@ def test_update_by_index_rewrites_the_chunk(client: httpx.Client) -> None:
     second = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/cafe"}))["items"][1]
     body = ok(client.post("/v1/rag/chunks/update", json={"index": second["index"],
                                                          "new_text": "The cafe closes at seven."}))
-    assert body["updated"] == 1 and body["previous_index"] == second["index"]
+    assert body["updated"] == 1 and body["previous_index"] == second["index"] and body["in_place"] is False
     assert body["item"]["text"] == "The cafe closes at seven." and body["item"]["chunk_index"] == 1
     after = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/cafe"}))["items"]
     assert [c["text"] for c in after] == ["The cafe serves espresso.", "The cafe closes at seven."]
@@ -231,6 +231,60 @@ def test_update_by_source_with_metadata_and_new_source(client: httpx.Client) -> 
     assert "api/car-park" in names and "api/parking" not in names
     # by source alone when it has exactly one chunk
     ok(client.post("/v1/rag/chunks/update", json={"source": "api/car-park", "new_text": "Parking is free."}))
+
+
+def test_a_metadata_update_keeps_the_chunk_its_index_and_its_tag(client: httpx.Client) -> None:
+    """A metadata-only update changes the chunk in place: twice by the same index, with the same doc_id and tag,
+    the tag still resolving, and the new metadata's words finding it (its context was indexed and embedded
+    again). A rewrite here had given the chunk, and every other chunk of its document, a new index and tag."""
+    ok(client.post("/v1/rag/add/chunks", json={"items": [
+        {"text": "The atlas room holds maps of every coast.", "source": "api/atlas"},
+        {"text": "Old sea charts are kept in flat drawers.", "source": "api/atlas"},
+        {"text": "Globes stand along the north wall.", "source": "api/atlas"}]}))
+    before = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/atlas"}))["items"]
+    target = before[1]
+    for metadata in ({"shelf": "quillon"}, {"shelf": "quillon", "room": "vellichor"}):
+        body = ok(client.post("/v1/rag/chunks/update", json={"index": target["index"], "new_metadata": metadata}))
+        item = body["item"]
+        assert body["in_place"] is True and body["previous_index"] == target["index"]
+        assert (item["index"], item["doc_id"], item["tag"], item["text"]) == (
+            target["index"], target["doc_id"], target["tag"], target["text"])
+        assert item["metadata"] == metadata
+    after = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/atlas"}))["items"]
+    assert [(c["index"], c["tag"]) for c in after] == [(c["index"], c["tag"]) for c in before]
+    assert ok(client.get(f"/api/resolve/{target['tag']}"))["text"] == target["text"]
+    hits = ok(client.post("/v1/rag/search", json={"query": "vellichor", "top_k": 1, "threshold": 0}))["results"]
+    assert [(h["index"], h["tag"], h["metadata"]) for h in hits] == [
+        (target["index"], target["tag"], {"shelf": "quillon", "room": "vellichor"})]
+
+
+def test_a_folder_files_chunk_keeps_its_document_and_tag_through_a_metadata_update(client: httpx.Client) -> None:
+    """A book or file of the folder is not rewritten by a metadata update (it used to become a pre-chunked copy
+    under another doc_id, every tag of the file changed), and a reload of the unchanged folder keeps the edit."""
+    chunk = ok(client.get("/v1/rag/chunks", params={"source_exact": "policies.txt"}))["items"][0]
+    body = ok(client.post("/v1/rag/chunks/update", json={"index": chunk["index"], "new_metadata": {"team": "legal"}}))
+    assert body["in_place"] is True
+    assert (body["item"]["index"], body["item"]["doc_id"], body["item"]["tag"]) == (
+        chunk["index"], chunk["doc_id"], chunk["tag"])
+    ok(client.post("/v1/rag/reload", json={}))
+    again = ok(client.get("/v1/rag/chunks", params={"source_exact": "policies.txt"}))["items"][0]
+    assert (again["index"], again["tag"], again["metadata"]) == (chunk["index"], chunk["tag"], {"team": "legal"})
+    assert ok(client.get(f"/api/resolve/{chunk['tag']}"))["text"] == chunk["text"]
+
+
+def test_an_upsert_after_a_metadata_update_writes_the_metadata_it_is_given(client: httpx.Client) -> None:
+    """The same text and metadata upserted again after a chunk's metadata was edited is written again: the source
+    no longer holds what the upsert asks for (before the edit, it would be left unchanged)."""
+    request = {"source": "api/lockers", "text": "Lockers are free for a day.", "metadata": {"floor": "one"}}
+    ok(client.post("/v1/rag/upsert/document", json=request))
+    assert ok(client.post("/v1/rag/upsert/document", json=request))["unchanged"] == 1
+    chunk = ok(client.get("/v1/rag/chunks", params={"source_exact": "api/lockers"}))["items"][0]
+    edited = ok(client.post("/v1/rag/chunks/update", json={"index": chunk["index"], "new_metadata": {"floor": "two"}}))
+    assert edited["in_place"] is True and edited["item"]["metadata"] == {"floor": "two"}
+    again = ok(client.post("/v1/rag/upsert/document", json=request))
+    assert (again["removed"], again["added"], again["unchanged"]) == (1, 1, 0)
+    assert ok(client.get("/v1/rag/chunks", params={"source_exact": "api/lockers"}))["items"][0]["metadata"] == {
+        "floor": "one"}
 
 
 def test_update_errors_ambiguous_missing_and_empty(client: httpx.Client) -> None:

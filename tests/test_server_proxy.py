@@ -259,6 +259,20 @@ def test_upstream_error_statuses_pass_through_and_unreachable_is_502(tmp_path: P
     assert reply.json()["code"] == "UPSTREAM_UNREACHABLE" and "127.0.0.1:9" in reply.json()["error"]["message"]
 
 
+def test_an_empty_messages_list_is_400_and_never_forwarded(tmp_path: Path, server_for: Callable[..., Server],
+                                                            fake: FakeLLM) -> None:
+    """``"messages": []`` is answered 400 here, with the knowledge base on or off, instead of a round trip to
+    an upstream that refuses it (OpenAI: 400) or answers it some other way."""
+    sent = len(fake.chat_requests)
+    with running_server(settings_for(tmp_path, llm_base_url=fake.base_url)) as plain:
+        for server in (server_for(), plain):
+            reply = chat(server, [], stream=True)
+            assert reply.status_code == 400 and reply.json()["code"] == "BAD_INPUT"
+            assert reply.json()["error"]["message"] == ("messages is empty; a chat completion request needs at "
+                                                        "least one message")
+    assert len(fake.chat_requests) == sent
+
+
 def test_no_upstream_configured_is_503(tmp_path: Path) -> None:
     with running_server(settings_for(tmp_path)) as server:
         reply = chat(server, [{"role": "user", "content": "Hello"}])

@@ -403,6 +403,63 @@ def test_vector_feed(store: Any) -> None:
     assert store.max_chunk_id() == seen and len(store.vectors_since(seen)[0]) == 0
 
 
+def test_update_chunk_metadata_changes_one_chunk_in_place(store: Any) -> None:
+    """New metadata, heading terms and vector replace a chunk's own in place: the same id, document, span and
+    text (its tag still resolves); lexical search, document frequencies and vectors see the change at once,
+    the words it had before leave, nothing else moves, and a later removal leaves a consistent store."""
+    doc_id = store.add_document(make_doc("a.txt"))
+    store.add_document(make_doc("b.txt", seed=1))
+    before = store.chunks()
+    target = store.chunks(doc_id=doc_id)[2]
+    generation = store.generation()
+    first = unit(7)[0]
+    assert store.update_chunk_metadata(target.id, {"shelf": "quillon"}, "chapter 1 quillon", first)
+    after = store.chunks_by_ids([target.id])[target.id]
+    assert (after.doc_id, after.file_id, after.start, after.end, after.text, after.source, after.chunk_index) == (
+        target.doc_id, target.file_id, target.start, target.end, target.text, target.source, target.chunk_index)
+    assert after.metadata == {"shelf": "quillon"} and store.generation() == generation + 1
+    assert [c.id for c in store.chunks()] == [c.id for c in before]
+    assert store.file_slice(after.file_id, after.start, after.end) == target.text
+    assert [c for c, _ in store.lexical_search(["quillon"], k=5)] == [target.id]  # before the index caught up
+    ids, _, matrix = store.load_vectors()
+    assert list(ids) == [c.id for c in before] and np.allclose(matrix[list(ids).index(target.id)], first)
+    second = unit(8)[0]
+    assert store.update_chunk_metadata(target.id, {"room": "vellichor"}, "chapter 1 vellichor", second)
+    assert store.lexical_search(["quillon"], k=5) == []  # the old words leave the index
+    assert [c for c, _ in store.lexical_search(["vellichor"], k=5)] == [target.id]
+    assert store.document_frequencies(["quillon", "vellichor", "chapter"]) == {"quillon": 0, "vellichor": 1,
+                                                                               "chapter": 10}
+    assert dict((r[0], r[4]) for r in store.lexical_rows())[target.id] == "chapter 1 vellichor"
+    ids, docs, matrix = store.load_vectors()
+    assert list(ids) == [c.id for c in before] and np.allclose(matrix[list(ids).index(target.id)], second)
+    assert store.vectors_since(target.id - 1)[0][0] == target.id
+    assert np.allclose(store.vectors_since(target.id - 1)[2][0], second)
+    assert store.integrity_problems() == []
+    assert not store.update_chunk_metadata(10 ** 9, {}, "", first)
+    store.remove_documents([doc_id])
+    assert len(store.load_vectors()[0]) == 5 and store.integrity_problems() == []
+
+
+def test_the_retrievers_indexes_follow_an_edited_chunk(store: Any) -> None:
+    """The indexes a retriever keeps (beside a SQLite file, which follow its writes by appending new chunk ids,
+    or in memory) find an edited chunk by its new words and its new vector, and no longer by its old ones."""
+    store.add_document(make_doc("a.txt"))
+    target = store.chunks()[3]
+    retriever = Retriever(store, HashEmbedder())
+    assert retriever.lexical("quillon", k=3) == []
+    retriever.dense("", k=3, query_vector=unit(7)[0])
+    store.update_chunk_metadata(target.id, {"shelf": "quillon"}, "chapter 2 quillon", unit(7)[0])
+    assert [c for c, _ in retriever.lexical("quillon", k=3)] == [target.id]
+    nearest = retriever.dense("", k=1, query_vector=unit(7)[0])
+    assert nearest[0][0] == target.id and nearest[0][1] == pytest.approx(1.0, abs=1e-5)
+    store.update_chunk_metadata(target.id, {"room": "vellichor"}, "chapter 2 vellichor", unit(8)[0])
+    reopened = Retriever(store, HashEmbedder())  # the files beside the library, as another process opens them
+    for searcher in (retriever, reopened):
+        assert searcher.lexical("quillon", k=3) == []
+        assert [c for c, _ in searcher.lexical("vellichor", k=3)] == [target.id]
+        assert searcher.dense("", k=1, query_vector=unit(8)[0])[0][0] == target.id
+
+
 def test_nul_characters_are_stored_as_replacement_characters(store: Any) -> None:
     """NUL (which PostgreSQL text cannot hold) reads back as U+FFFD from both stores, at the same offsets."""
     files = ["Text with a \x00 inside. More text.", "\x00Leading NUL; trailing\x00"]

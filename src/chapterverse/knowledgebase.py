@@ -6,10 +6,12 @@ API text becomes ordinary documents (format ``kb``): ``add_document`` is one aut
 ``add_chunks`` is one pre-chunked document per source (one file per item). ``persist: false``
 documents are stored ``ephemeral`` with the id of the server that added them, and live as long as
 that server runs: a server holds the store lock ``server/<id>`` while it runs, and every server's
-start drops the ephemeral documents of servers that no longer hold theirs. Editing or removing
-single chunks rewrites their document as a pre-chunked one with the edit applied, in one
-transaction that replaces the old document; a rewritten folder document keeps its file's hash and
-path (its source), so the edit lasts until the file itself changes. A write that would remove or
+start drops the ephemeral documents of servers that no longer hold theirs. A chunk's new metadata is
+written in place (``Library.update_chunk_metadata``): its index, document and tag stay. Editing a
+chunk's text or source, or removing single chunks, rewrites their document as a pre-chunked one with
+the edit applied, in one transaction that replaces the old document (every chunk of it gets a new
+index and tag); a folder document keeps its file's hash and path (its source) either way, so the
+edit lasts until the file itself changes. A write that would remove or
 replace a folder document whole is refused (``FolderDocumentError``): the next sync would undo it.
 API text its source already holds is not written again (``add_document``, ``upsert``).
 
@@ -383,10 +385,10 @@ class KnowledgeBase:
 
     def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
                  only: bool = False) -> DocumentRecord | None:
-        """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited
-        (one file, no chunk rewritten), the same metadata, ``dynamic`` and ``persist`` (a ``persist: false`` one
-        added by this server: another's goes when that server stops). ``only``: and the source holds nothing else
-        (an upsert replaces all of it)."""
+        """The API document of ``source`` that holds what writing ``text`` there would store: that text, unedited (one
+        file, no chunk rewritten or given metadata of its own by ``update_chunk``), the same metadata, ``dynamic``
+        and ``persist`` (a ``persist: false`` one added by this server: another's goes when that server stops).
+        ``only``: and the source holds nothing else (an upsert replaces all of it)."""
         docs = self.store.documents_by_source(source)
         if only and len(docs) != 1:
             return None
@@ -396,7 +398,8 @@ class KnowledgeBase:
             written = {key: doc.metadata[key] for key in (ORIGIN_KEY, SERVER_KEY, USER_METADATA_KEY)
                        if key in doc.metadata}
             if ((doc.content_hash, doc.format, doc.files, doc.dynamic, doc.ephemeral, written) == expected
-                    and [self.store.file(f.id).text for f in self.store.files(doc.id)] == [text]):
+                    and [self.store.file(f.id).text for f in self.store.files(doc.id)] == [text]
+                    and not any(c.metadata for c in self.store.chunks(doc_id=doc.id))):
                 return doc
         return None
 
@@ -549,7 +552,14 @@ class KnowledgeBase:
 
     def update_chunk(self, target: ChunkRecord, *, new_text: str | None = None,
                      new_metadata: dict[str, Any] | None = None, new_source: str | None = None) -> ChunkRecord:
-        """Rewrite the chunk's document with this one chunk changed; returns the chunk as stored now."""
+        """Change one chunk; returns it as stored now.
+
+        New metadata alone (or with the source it has) is written in place: the chunk keeps its index, document
+        and position tag, so a client may update it again by the same index and earlier citations still resolve;
+        it replaces the chunk's own metadata (metadata given to its whole document, with ``add/document`` or
+        ``upsert``, still applies beneath it). New text or a new source rewrites the chunk's document with this
+        one chunk changed: text is canonical and every tag is a span of it, so each chunk of the document gets a
+        new index and tag (the old ones then name nothing)."""
         if new_text is None and new_metadata is None and new_source is None:
             raise InputError("nothing to update: give new_text, new_metadata or new_source")
         if new_text is not None and not new_text.strip():
@@ -558,6 +568,10 @@ class KnowledgeBase:
             current = self.store.chunks_by_ids([target.id]).get(target.id)
             if current is None:
                 raise ChunkNotFoundError(f"no chunk with index {target.id}")
+            if new_text is None and (new_source is None or _clean_source(new_source) == current.source):
+                self.library.update_chunk_metadata(
+                    current, current.metadata if new_metadata is None else new_metadata)
+                return self.store.chunks_by_ids([current.id])[current.id]
             doc = self.store.document(current.doc_id)
             chunks = self.store.chunks(doc_id=doc.id)
             position = next(i for i, c in enumerate(chunks) if c.id == current.id)
@@ -577,9 +591,10 @@ class KnowledgeBase:
         """Remove chunks whose source is ``source`` (exact) or starts with it; (chunks removed, their sources).
 
         Removing some chunks of a folder file's document is an edit of it, which lasts until the file changes (as
-        ``update_chunk``'s). Removing all of them is refused (``FolderDocumentError``), and with it the whole
-        request: the next sync (a reload, a restart, a change the watcher sees) would index the file again, and
-        the removal would be undone without a word. Deleting the file removes it for good."""
+        ``update_chunk``'s), and gives every chunk of that document a new index and tag. Removing all of them is
+        refused (``FolderDocumentError``), and with it the whole request: the next sync (a reload, a restart, a
+        change the watcher sees) would index the file again, and the removal would be undone without a word. Deleting
+        the file removes it for good."""
         if not source:
             raise InputError("source_prefix is empty; name what to remove")
         with self._exclusive():

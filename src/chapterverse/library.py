@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chunking.context import ORIGIN_KEY, USER_METADATA_KEY, stored_context
 from .config import default_home
-from .errors import InputError, SourceError, TagError
+from .errors import InputError, NotFoundError, SourceError, TagError
 from .positions import Span, parse_tag
 from .store import (
     ChunkRecord,
@@ -425,6 +425,24 @@ class Library:
         self.store.replace_embedding_model(self.embedder.name, self.embedder.dim,
                                            {c.id: v for c, v in zip(chunks, vectors)})
         return len(chunks)
+
+    def update_chunk_metadata(self, chunk: ChunkRecord, metadata: dict[str, Any]) -> None:
+        """Give ``chunk`` its own ``metadata`` in place: the same id, document, file, text and position tag, with
+        the context line that metadata makes (``chunking.context``) indexed and embedded as ingest would.
+
+        Rewriting its document would give every chunk of it a new id and every passage a new tag, so a citation
+        a user or client keeps would stop resolving; a metadata edit changes no canonical text."""
+        from dataclasses import replace
+
+        from .chunking.context import heading_terms
+
+        doc = self.store.document(chunk.doc_id)
+        edited = replace(chunk, metadata=dict(metadata))
+        context = stored_context(edited, doc)
+        vector = self.embed_passages([_embedded_text(context, chunk.text)], label=chunk.source)[0]
+        terms = heading_terms(chunk.title_path, context, doc.language)
+        if not self.store.update_chunk_metadata(chunk.id, edited.metadata, terms, vector):
+            raise NotFoundError(f"no chunk with index {chunk.id}")
 
     # -- reads ------------------------------------------------------------------------------
     def documents(self) -> list[DocumentRecord]:

@@ -182,6 +182,11 @@ class StoreState(Protocol):
     @property
     def generation(self) -> int: ...
 
+    @property
+    def last_edit(self) -> int:
+        """The generation of the store's latest in-place chunk edit (:meth:`IndexFeed.last_edit`; 0: none)."""
+        ...
+
 
 SnapshotT = TypeVar("SnapshotT", bound=Snapshot)
 StateT = TypeVar("StateT", bound=StoreState)
@@ -229,8 +234,9 @@ class FollowedIndex(ABC, Generic[SnapshotT, StateT]):
         """Whether ``snap`` is the index of exactly ``state``."""
 
     def _unusable(self, state: StateT, snap: SnapshotT) -> bool:
-        """Whether ``snap`` cannot be brought to ``state`` by appending (then it is rebuilt)."""
-        return snap.generation > state.generation
+        """Whether ``snap`` cannot be brought to ``state`` by appending (then it is rebuilt): it is of a later
+        state, or of one before a chunk was edited in place (appending sees new chunk ids only)."""
+        return snap.generation > state.generation or snap.generation < state.last_edit
 
     @abstractmethod
     def _build_from_store(self, old: SnapshotT | None, reason: str) -> SnapshotT:

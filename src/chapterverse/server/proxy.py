@@ -36,9 +36,13 @@ router = APIRouter(tags=["openai"], dependencies=[Depends(require_text_body)])
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
+    """The request's chat completion body; 400 before any upstream call for one that no upstream could answer
+    (no messages list, or an empty one: OpenAI refuses ``"messages": []`` too, after a round trip)."""
     body = await request_json(request)
     if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
         raise ApiError(400, "BAD_INPUT", "expected a chat completion request with a messages list")
+    if not body["messages"]:
+        raise ApiError(400, "BAD_INPUT", "messages is empty; a chat completion request needs at least one message")
     return body
 
 

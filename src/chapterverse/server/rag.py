@@ -130,9 +130,12 @@ class ChunkUpdateRequest(_Body):
     source: str | None = Field(None, description="Or: the chunk's source ...")
     chunk_index: int | None = Field(None, ge=-MAX_ID, le=MAX_ID,
                                     description="... and its chunk_index (needed when the source has several).")
-    new_text: str | None = None
-    new_metadata: Metadata | None = Field(None, description="Replaces the chunk's metadata.")
-    new_source: str | None = None
+    new_text: str | None = Field(None, description="Rewrites the chunk's document: every chunk of it gets a new "
+                                                   "index and tag.")
+    new_metadata: Metadata | None = Field(None, description="Replaces the chunk's own metadata, in place: the chunk "
+                                                             "keeps its index and tag (its document's metadata "
+                                                             "still applies beneath it).")
+    new_source: str | None = Field(None, description="Another source; rewrites the document as new_text does.")
 
 
 class UpsertRequest(_Body):
@@ -312,8 +315,8 @@ def chunks_update(request: Request, body: ChunkUpdateRequest, kb: KB) -> dict[st
         raise ApiError(404, "CHUNK_NOT_FOUND", str(exc)) from exc
     except AmbiguousSourceError as exc:
         raise ApiError(409, "AMBIGUOUS_SOURCE", str(exc)) from exc
-    return {"updated": 1, "previous_index": target.id, "item": kb.chunk_json(chunk),
-            "total_after": kb.total_chunks()}
+    return {"updated": 1, "previous_index": target.id, "in_place": chunk.id == target.id,
+            "item": kb.chunk_json(chunk), "total_after": kb.total_chunks()}
 
 
 @router.post("/upsert/document", response_model=KbUpserted,

@@ -135,6 +135,9 @@ class KbRankedChunkPage(_Shape):
 class KbChunkUpdated(_Shape):
     updated: int
     previous_index: int = Field(description="The chunk's id before the update (a rewrite gives it a new one).")
+    in_place: bool = Field(description="true: the chunk kept its index, document and tag (a metadata update); "
+                                       "false: its document was rewritten (new text or source), and every chunk "
+                                       "of it has a new index and tag.")
     item: KbChunk
     total_after: int
 

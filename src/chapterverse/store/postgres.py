@@ -735,6 +735,37 @@ class PostgresStore(SharedReads):
                 self._bump(tx)
         return removed
 
+    def update_chunk_metadata(self, chunk_id: int, metadata: dict[str, Any], heading_terms: str,
+                              vector: np.ndarray) -> bool:
+        """New metadata, heading terms and vector for one chunk, in place (see the protocol), in one transaction:
+        its tsvector follows (a generated column), and the lexical statistics take the lexemes it lost and gained
+        and its change in tokens."""
+        heading_terms = without_nul(heading_terms)
+        with self.transaction() as tx:
+            self._lock_chunks(tx)
+            before = tx.execute("SELECT tsvector_to_array(tsv), ntokens, terms FROM chunks WHERE id=%s",
+                                (chunk_id,)).fetchone()
+            if before is None:
+                return False
+            ntokens = _token_count(before[2]) + _token_count(heading_terms)
+            tx.execute("UPDATE chunks SET metadata=%s, heading_terms=%s, ntokens=%s WHERE id=%s",
+                       (json.dumps(metadata, ensure_ascii=False), heading_terms, ntokens, chunk_id))
+            after = set(tx.execute("SELECT unnest(tsvector_to_array(tsv)) FROM chunks WHERE id=%s",
+                                   (chunk_id,)).fetchall())
+            old = {(lexeme,) for lexeme in before[0]}
+            lost, gained = sorted(t for (t,) in old - after), sorted(t for (t,) in after - old)
+            if lost:
+                tx.execute("UPDATE lexicon SET df = df - 1 WHERE term = ANY(%s)", (lost,))
+                tx.execute("DELETE FROM lexicon WHERE term = ANY(%s) AND df <= 0", (lost,))
+            if gained:
+                tx.execute("INSERT INTO lexicon(term, df) SELECT unnest(%s::text[]), 1"
+                           " ON CONFLICT (term) DO UPDATE SET df = lexicon.df + 1", (gained,))
+            tx.execute("UPDATE lexical_totals SET tokens = tokens + %s", (ntokens - int(before[1]),))
+            tx.execute("UPDATE vectors SET embedding=%s WHERE chunk_id=%s",
+                       (np.asarray(vector, dtype=np.float32), chunk_id))
+            self._bump(tx)
+        return True
+
     # -- document reads ---------------------------------------------------------------------
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         return dict(self._rows("SELECT id, title FROM documents WHERE id = ANY(%s)", (list(doc_ids),)))

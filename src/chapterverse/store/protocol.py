@@ -61,11 +61,11 @@ class VectorSearch(Protocol):
 
 
 class IndexFeed(Protocol):
-    """What a store lends the indexes kept in files beside it (:mod:`chapterverse.index`), so that they follow
-    its writes by appending instead of rebuilding: where the library's file is, one read transaction, and what
-    was written after a chunk id. Chunk ids only grow, so what is newer than the largest id an index holds is
-    exactly what was written since. Every read below is of the state the enclosing :meth:`read_transaction`
-    sees (call them inside one)."""
+    """What a store lends the indexes kept in files beside it (:mod:`chapterverse.index`), so that they follow its
+    writes by appending instead of rebuilding: where the library's file is, one read transaction, and what was
+    written after a chunk id. Chunk ids only grow, so what is newer than the largest id an index holds is exactly
+    what was written since, but for chunks edited in place (:meth:`last_edit`). Every read below is of the state the
+    enclosing :meth:`read_transaction` sees (call them inside one)."""
 
     @property
     def path(self) -> Path:
@@ -89,6 +89,12 @@ class IndexFeed(Protocol):
 
     def vector_file_state(self) -> tuple[Path | None, int, int]:
         """The current vector file (None: no vector yet), the rows committed writes filled, and a row's width."""
+        ...
+
+    def last_edit(self) -> int:
+        """The generation of the latest in-place edit of a chunk (:meth:`ChunkStore.update_chunk_metadata`; 0:
+        none). Appending sees only chunk ids above the index's, never an edited chunk: an index of an older
+        generation than this is rebuilt."""
         ...
 
 
@@ -163,6 +169,13 @@ class ChunkStore(Protocol):
 
     def replace_embedding_model(self, name: str, dim: int, vectors: dict[int, np.ndarray]) -> None:
         """Swap every chunk's vector and the recorded model in one transaction."""
+        ...
+
+    def update_chunk_metadata(self, chunk_id: int, metadata: dict[str, Any], heading_terms: str,
+                              vector: np.ndarray) -> bool:
+        """Give one chunk new metadata, with the heading terms and vector its new context makes, in place and in
+        one transaction: its id, document, file, span and text stay, so its position tag and every citation of
+        it still resolve (a rewrite of its document would renumber them all). False when no chunk has that id."""
         ...
 
     # -- chunks

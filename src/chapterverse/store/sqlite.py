@@ -358,6 +358,10 @@ class _IndexFeed:
     def vector_file_state(self) -> tuple[Path | None, int, int]:
         return self._store.vector_file.current(self._store.db)
 
+    def last_edit(self) -> int:
+        row = self._store.db.execute("SELECT value FROM meta WHERE key='last_edit'").fetchone()
+        return int(row[0]) if row else 0
+
 
 class SQLiteStore(SharedReads):
     """A library in one SQLite file."""
@@ -655,6 +659,53 @@ class SQLiteStore(SharedReads):
         self.vector_file.discard(replaced)
         return removed
 
+    def update_chunk_metadata(self, chunk_id: int, metadata: dict[str, Any], heading_terms: str,
+                              vector: np.ndarray) -> bool:
+        """New metadata, heading terms and vector for one chunk, in place (see the protocol), in one transaction.
+
+        The full-text row is replaced when the index holds it already (``fts_through``), else ``catch_up`` takes
+        the new terms. The vector goes to a new row of the vector file (rows are never rewritten: a reader may
+        map the old one), and the chunk's block is split around it; its old row is dead space, copied away with
+        removed documents' (:meth:`VectorFile.compact_if_sparse`). Meta ``last_edit`` records this generation,
+        so the indexes beside the file, which follow by appending, rebuild (:meth:`_IndexFeed.last_edit`)."""
+        import numpy as np
+
+        heading_terms = without_nul(heading_terms)
+        with self.transaction() as tx:
+            old = tx.execute("SELECT terms, heading_terms FROM chunks WHERE id=?", (chunk_id,)).fetchone()
+            if old is None:
+                return False
+            indexed = chunk_id <= self._fts_through(tx)
+            if indexed:
+                tx.execute("INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms) VALUES ('delete',?,?,?)",
+                           (chunk_id, old[0], old[1]))
+            tx.execute("UPDATE chunks SET metadata=?, heading_terms=? WHERE id=?",
+                       (_json(metadata, "{}"), heading_terms, chunk_id))
+            if indexed:
+                tx.execute("INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
+                           (chunk_id, old[0], heading_terms))
+            row = self.vector_file.append(tx, np.asarray(vector, "<f4").reshape(1, -1))
+            self._move_vector(tx, chunk_id, row)
+            replaced = self.vector_file.compact_if_sparse(tx)
+            self._bump(tx)
+            tx.execute("INSERT OR REPLACE INTO meta(key, value) SELECT 'last_edit', value FROM meta"
+                       " WHERE key='generation'")
+        self.vector_file.discard(replaced)
+        return True
+
+    @staticmethod
+    def _move_vector(tx: sqlite3.Connection, chunk_id: int, row: int) -> None:
+        """Point ``chunk_id``'s vector at ``row``: its block becomes those before it, itself, and those after."""
+        first, doc, count, at = tx.execute(
+            "SELECT first_chunk, doc_id, count, row FROM vector_blocks WHERE first_chunk <= ?"
+            " ORDER BY first_chunk DESC LIMIT 1", (chunk_id,)).fetchone()
+        before = chunk_id - first
+        tx.execute("DELETE FROM vector_blocks WHERE first_chunk=?", (first,))
+        blocks = [(first, doc, before, at), (chunk_id, doc, 1, row),
+                  (chunk_id + 1, doc, count - before - 1, at + before + 1)]
+        tx.executemany("INSERT INTO vector_blocks(first_chunk, doc_id, count, row) VALUES (?,?,?,?)",
+                       [b for b in blocks if b[2] > 0])
+
     # -- document reads ---------------------------------------------------------------------
     def titles(self, doc_ids: Sequence[int]) -> dict[int, str]:
         ids = list(dict.fromkeys(doc_ids))
@@ -917,7 +968,8 @@ class SQLiteStore(SharedReads):
         rows = found.rows if limit is None else found.rows[:limit]
         if mapped is None:
             matrix = np.zeros((0, found.dim), np.float32)
-        elif len(rows) and rows[-1] - rows[0] == len(rows) - 1:  # one run (no removal since): a slice, not a gather
+        elif len(rows) and rows[-1] - rows[0] == len(rows) - 1 and bool(np.all(np.diff(rows) == 1)):
+            # one run (no removal or edit since): a slice, not a gather
             matrix = np.array(mapped[rows[0]:rows[-1] + 1], np.float32)
         else:
             matrix = np.array(mapped[rows], np.float32)
