@@ -83,6 +83,7 @@ _OPEN_TAIL = re.compile(r"\[(?:f(?:\d+(?:-\d+)?(?:-\d*)?)?)?$")
 _KEY_LIST = re.compile(r"f\d+-\d+-\d+(?:\s*[,;]\s*f\d+-\d+-\d+)+")
 _KEY_SEPARATOR = re.compile(r"\s*[,;]\s*")
 _BLANKS = " \t"
+_LIST_SEPARATORS = frozenset(",;")
 _CLAUSE_END = frozenset(".,;:!?)]}»”’\"'…")
 
 _KEY = r"f\d{1,15}-\d{1,15}-\d{1,15}"
@@ -300,7 +301,9 @@ class _TagScanner:
        closing punctuation): ``x [bad].`` -> ``x.``, ``x [bad] y`` -> ``x y``, ``x [bad]y`` -> ``x y``;
     2. if that leaves the output at the start of a line, blanks after it go too: ``[bad] Hi`` -> ``Hi``;
     3. if the output then ends in something a tag could start with (``[f1-2``), one space separates
-       it from what follows, so dropping a group never glues two fragments into a tag.
+       it from what follows, so dropping a group never glues two fragments into a tag;
+    4. a comma or semicolon between it and another dropped group goes with them: ``x [a], [b].`` -> ``x.``
+       (it is held, with the blanks after it, until the next group is settled or something else comes).
 
     A held prefix that can no longer become a tag is released as text; one still shaped like the
     start of a well-formed tag when it reaches MAX_TAG_LENGTH is dropped like a malformed tag, since
@@ -322,6 +325,8 @@ class _TagScanner:
         self._blanks = ""
         self._tail = ""
         self._after_drop = False
+        self._separator = ""
+        """A list separator right after a dropped group, and the blanks after it (rule 4), while held."""
         self._skipping = False
         self._settled = False
         self._code = 0
@@ -338,6 +343,8 @@ class _TagScanner:
         """End the stream; return whatever was still held back."""
         if self._held_tag:
             self._end_held()
+        if self._separator:
+            self._release_separator()
         if self._after_drop:
             self._after_drop = False
             self._settle_blanks("")
@@ -361,6 +368,18 @@ class _TagScanner:
     def _step(self, char: str) -> None:
         if self._held_tag:
             self._extend_tag(char)
+            return
+        if self._separator:
+            if char in _BLANKS:
+                self._separator += char
+                return
+            if self._opens(char):
+                self._track_code(char)
+                self._held_tag = char
+                return
+            self._release_separator()
+        elif self._after_drop and char in _LIST_SEPARATORS:
+            self._separator = char
             return
         if self._after_drop:
             self._after_drop = False
@@ -459,8 +478,20 @@ class _TagScanner:
         line_start = self._tail == "" or self._tail.endswith("\n")
         return not line_start and not (self._tail.endswith("]") and not self._settled)
 
+    def _release_separator(self) -> None:
+        """What followed a dropped group's separator is no dropped group: the separator is text after it (rules
+        1-3 settled by it), and the blanks after it are held as any blanks are."""
+        separator, self._separator = self._separator, ""
+        self._after_drop = False
+        self._settle_blanks(separator[0])
+        self._skipping = False
+        self._emit(separator[0])
+        self._blanks = separator[1:]
+
     def _release(self) -> None:
         """The held prefix cannot become a tag: it is text (and holds no other ``[``)."""
+        if self._separator:
+            self._release_separator()
         held, self._held_tag = self._held_tag, ""
         for char in held:
             self._plain(char, tag_start=False)
@@ -468,8 +499,11 @@ class _TagScanner:
     def _settle(self, written: str) -> None:
         replacement = self._render(written)
         if replacement is None:
+            self._separator = ""  # between two dropped groups: it goes with them (rule 4)
             self._after_drop = True
         else:
+            if self._separator:
+                self._release_separator()
             self._emit(replacement)
         self._settled = True
 
