@@ -24,7 +24,7 @@ from functools import lru_cache
 import Stemmer
 
 __all__ = ["LANGUAGES", "compound_words", "content_words", "language_for_code", "detect_language",
-           "hyphenated_words", "index_terms", "query_terms", "normalize", "word_tokens"]
+           "hyphenated_words", "index_terms", "joined_form", "query_terms", "normalize", "word_tokens"]
 
 _STOPWORDS: dict[str, frozenset[str]] = {
     "english": frozenset(
@@ -136,7 +136,13 @@ def compound_words(text: str) -> list[str]:
     in any language, without a dictionary. Its parts stay words of their own (``word_tokens``): "red-headed"
     still answers "red".
     """
-    return [word.replace("-", "") for word in hyphenated_words(text)]
+    return [joined_form(word) for word in hyphenated_words(text)]
+
+
+def joined_form(word: str) -> str:
+    """A word of :func:`hyphenated_words` written as one ("red-headed" -> "redheaded"), for a caller that needs
+    both spellings of each without reading the text twice."""
+    return word.replace("-", "")
 
 
 def hyphenated_words(text: str) -> list[str]:

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import compound_words, content_words, hyphenated_words, index_terms, word_tokens
+from .analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
 from .index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
@@ -128,10 +128,10 @@ class QueryWords:
 
 def _joined_stems(query: str, words: Sequence[str], languages: Sequence[str]) -> dict[str, set[str]]:
     """Per word of ``words`` that is a part of a hyphenated word of ``query``, the stems of that word's joined
-    form (``analysis.compound_words``) in every language."""
+    form (``analysis.joined_form``) in every language."""
     joined: dict[str, set[str]] = {}
-    for hyphenated, compound in zip(hyphenated_words(query), compound_words(query)):
-        compound_stems = {index_terms(compound, lang) for lang in languages} - {""}
+    for hyphenated in hyphenated_words(query):
+        compound_stems = {index_terms(joined_form(hyphenated), lang) for lang in languages} - {""}
         for part in set(word_tokens(hyphenated)) & set(words):
             joined.setdefault(part, set()).update(compound_stems)
     return joined

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..analysis import compound_words, content_words, hyphenated_words, word_tokens
+from ..analysis import content_words, hyphenated_words, joined_form, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
@@ -92,8 +92,8 @@ _Compounds = tuple[tuple[frozenset[str], frozenset[str]], ...]
 def _compounds(text: str, languages: tuple[str, ...]) -> _Compounds:
     """Per hyphenated word of a question, the stems of its joined form and those of the whole word (parts and
     joined form): see :func:`_whole_words`."""
-    return tuple((text_stems(joined, languages), text_stems(word, languages))
-                 for word, joined in zip(hyphenated_words(text), compound_words(text)))
+    return tuple((text_stems(joined_form(word), languages), text_stems(word, languages))
+                 for word in hyphenated_words(text))
 
 
 def _whole_words(stems: frozenset[str], compounds: _Compounds) -> frozenset[str]:
