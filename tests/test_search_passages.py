@@ -116,3 +116,16 @@ def test_a_hit_cut_inside_dialogue_shows_the_whole_sentence(opening: str, apostr
     start, end = whole_sentences(text, cut, text.index("The same face"))
     assert text[start:end].startswith("Upon its coming in, the\ndying flame")
     assert text[start:end].rstrip().endswith("and fell again.")
+
+
+def test_search_verbose_says_where_the_time_went(chapter: Path) -> None:
+    """``search --verbose`` logs the stages of its search (rankings, features, chunk reads...) with their times,
+    so a slow search shows which stage grew; without it nothing of the kind is printed."""
+    quiet = CliRunner().invoke(app, ["search", "Rocinante", "--k", "3", "--library", str(chapter)])
+    verbose = CliRunner().invoke(app, ["search", "Rocinante", "--k", "3", "--verbose", "--library", str(chapter)])
+    assert quiet.exit_code == verbose.exit_code == 0, verbose.output
+    line = next(line for line in verbose.output.splitlines() if line.startswith("DEBUG: search for 3 hits"))
+    stages = dict(re.findall(r"([a-z ]+) ([\d.]+) ms", line.split(": ", 2)[2]))
+    for stage in ("lexical", "dense", "word matches", "ranking", "chunk reads", "titles"):
+        assert stage in {name.strip() for name in stages}, line
+    assert "chunk reads" not in quiet.output

@@ -492,19 +492,26 @@ class Library:
                       query_vector: np.ndarray | None = None) -> SearchResult:
         """``search`` with what the reranker did. With a reranker, the first stage's best ``rerank_top_n`` (at
         least ``k``) above ``threshold`` are reordered and the first ``k`` kept; each hit keeps its own score."""
+        from .stopwatch import Stopwatch
+
+        watch = Stopwatch()
         depth = max(k, self.rerank_top_n) if self.reranker is not None else k
         scored: list[ScoredChunk] = self.retriever.search(query, k=depth, doc_ids=doc_ids, threshold=threshold,
-                                                          mmr=mmr, query_vector=query_vector)
-        from .retrieval import Hit, SearchResult
+                                                          mmr=mmr, query_vector=query_vector, stopwatch=watch)
+        from .retrieval import Hit, SearchResult, logger
 
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
         hits = [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]
+        watch.lap("titles")
         if self.reranker is None:
+            watch.log(logger, f"search for {len(hits)} hits")
             return SearchResult(hits)
         from .rerank import rerank_order
 
         order, report = rerank_order(self.reranker, query, [h.text for h in hits])
+        watch.lap("rerank")
+        watch.log(logger, f"search for {min(k, len(hits))} hits, reranked")
         return SearchResult([hits[i] for i in order][:k], report)
 
 

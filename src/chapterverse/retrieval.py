@@ -35,6 +35,7 @@ server import them from here, not from the library facade.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ from .relevance import (
     text_matches,
     word_coverage,
 )
+from .stopwatch import Stopwatch
 from .store import ChunkRecord, Store
 
 if TYPE_CHECKING:
@@ -65,6 +67,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Retriever", "ScoredChunk", "Hit", "SearchResult", "FusionWeights", "FEATURES", "LEARNED_WEIGHTS",
            "WEIGHTS_BY_EMBEDDER"]
+
+logger = logging.getLogger(__name__)
 
 FEATURES: tuple[str, ...] = (
     "cos",  # cosine of query and passage vectors
@@ -245,18 +249,23 @@ class Retriever:
     # -- fusion -------------------------------------------------------------------------------
     def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
-               query_vector: np.ndarray | None = None) -> list[ScoredChunk]:
+               query_vector: np.ndarray | None = None, stopwatch: Stopwatch | None = None) -> list[ScoredChunk]:
         """The best ``k`` chunks by the ranking model; ``threshold`` (0..1) drops those whose relevance is
-        below it before the ``k`` are taken; ``mmr`` (0..1, e.g. 0.7) trades relevance for diversity."""
+        below it before the ``k`` are taken; ``mmr`` (0..1, e.g. 0.7) trades relevance for diversity.
+        ``stopwatch``: where the stages' times go (else they are logged at DEBUG)."""
+        watch = stopwatch or Stopwatch()
         vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
-        found = self.candidates(query, vector, n=max(self.weights.candidates, k), doc_ids=doc_ids)
+        watch.lap("query embedding")
+        found = self.candidates(query, vector, n=max(self.weights.candidates, k), doc_ids=doc_ids, stopwatch=watch)
         if found is None:
             return []
         order, ranked, relevance = self._ordered(found, threshold)
         ids = found.ids
         scores = {ids[i]: float(ranked[i]) for i in order}
         chosen = self._mmr([ids[i] for i in order], scores, k, mmr) if mmr is not None else [ids[i] for i in order[:k]]
+        watch.lap("ranking")
         records = self.store.chunks_by_ids(chosen)
+        watch.lap("chunk reads")
         row = {cid: i for i, cid in enumerate(ids)}
         out = []
         for cid in chosen:
@@ -266,6 +275,9 @@ class Retriever:
                 extras.update(zip(RELEVANCE_FEATURES, found.pointwise[i].tolist()))
                 out.append(ScoredChunk(records[cid], float(relevance[i]), float(found.lexical[i]),
                                        float(found.cosines[i]), float(ranked[i]), extras))
+        watch.lap("hits")
+        if stopwatch is None:
+            watch.log(logger, f"search of {len(found.ids)} candidates for {len(out)} hits")
         return out
 
     def ranking(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
@@ -291,9 +303,10 @@ class Retriever:
             order = [i for i in order if relevance[i] >= threshold]
         return order, ranked, relevance
 
-    def candidates(self, query: str, vector: np.ndarray, *, n: int,
-                   doc_ids: Sequence[int] | None = None) -> _Candidates | None:
+    def candidates(self, query: str, vector: np.ndarray, *, n: int, doc_ids: Sequence[int] | None = None,
+                   stopwatch: Stopwatch | None = None) -> _Candidates | None:
         """The union of the top ``n`` of each ranking, with the features the fusion scores them by."""
+        watch = stopwatch or Stopwatch()
         languages = self.store.languages()
         terms = query_terms(query, languages)
         index = self._memory_index()
@@ -305,7 +318,9 @@ class Retriever:
         else:
             lexical = self.store.lexical_search(terms, k=n, doc_ids=doc_ids, heading_weight=self.weights.heading)
             prefixed = []
+        watch.lap("lexical")
         dense = self.dense(query, k=n, doc_ids=doc_ids, query_vector=vector)
+        watch.lap("dense")
         ids = list(dict.fromkeys([cid for cid, _ in (*dense, *lexical, *prefixed)]))
         if not ids:
             return None
@@ -315,13 +330,16 @@ class Retriever:
         next_cos = np.array([float(vectors[f] @ vector) if f is not None and f in vectors else 0.0
                              for f in following])
         best = max(dense[0][1] if dense else -1.0, float(cos.max()))
+        watch.lap("candidate vectors")
         doc_of = self._documents(ids, index)
         lex = _relative(lexical, ids)
         pre = _relative(prefixed, ids)
         doc_best = _best_by(doc_of, cos)
+        watch.lap("candidate features")
         words = QueryWords.of(query, languages, self.weights.prefix)
         stem_matches, prefix_matches = self._word_matches(words, ids, languages, index)
         coverage = word_coverage(words, stem_matches)
+        watch.lap("word matches")
         miss = 1.0 / (1 + n)
         features = np.column_stack([
             cos, cos - best, lex, pre,
@@ -329,7 +347,9 @@ class Retriever:
             np.full(len(ids), coverage), lex * coverage, pre * coverage, next_cos,
             doc_best - best,
         ])
+        watch.lap("candidate features")
         pointwise = relevance_features(words, stem_matches, prefix_matches, cos)
+        watch.lap("relevance features")
         return _Candidates(ids, features, lex, cos, pointwise)
 
     def _word_matches(self, words: QueryWords, ids: Sequence[int], languages: Sequence[str],

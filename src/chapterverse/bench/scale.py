@@ -17,7 +17,9 @@ What is measured, per size, each in a fresh subprocess (so RSS is that size's al
   memory-mapped postings, k = 60; FTS5 ``bm25()`` through ``store.lexical_search`` for comparison), dense
   (the index as configured: int8 codes first, then float32, k = 60), dense float32 (every row scanned), hybrid
   (``Retriever.search`` with the index wired in, k = 5) and the baseline: ``matrix @ q`` + ``argpartition``
-  over the whole matrix in RAM.
+  over the whole matrix in RAM. Each hybrid search records its stages (:class:`~chapterverse.stopwatch.Stopwatch`:
+  lexical, dense, candidate vectors and features, word matches, relevance, ranking, chunk reads, hits) and the
+  report gives each stage's median, so a search that grew shows where.
 - **memory**: RSS after the searches (file-backed pages of the memory map count once touched), bytes per
   chunk of the SQLite file and of the index directory.
 - **ingest**: store write + index refresh rate without embedding (chunks/s), and ``embed_share``: the share
@@ -54,6 +56,7 @@ from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
 from ..index.vectors import IndexSettings, VectorIndex
 from ..retrieval import Retriever
+from ..stopwatch import Stopwatch
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, Store, open_store
 
 __all__ = ["run_scale_bench", "format_report", "SIZES", "DEFAULT_WORKDIR"]
@@ -287,6 +290,12 @@ class IndexedRetriever(Retriever):
         return self.vector_index.vectors(chunk_ids)
 
 
+def _stage_medians(laps: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Each stage's median milliseconds over the searches (0 for a search that did not reach it)."""
+    names = list(dict.fromkeys(name for lap in laps for name in lap))
+    return {name: round(statistics.median(lap.get(name, 0.0) for lap in laps) * 1000, 3) for name in names}
+
+
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -339,11 +348,17 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
                for q in qvecs[:100])
     out["dense_recall_at_10"] = round(hits / (10 * min(100, len(qvecs))), 3)
 
+    stages: list[dict[str, float]] = []
+
     def hybrid(i: int) -> Any:
-        return retriever.search(questions[i], k=5, query_vector=qvecs[i])
+        watch = Stopwatch()
+        found = retriever.search(questions[i], k=5, query_vector=qvecs[i], stopwatch=watch)
+        stages.append(watch.laps)
+        return found
 
     p50, p99, runs = _latency(hybrid, count)
     out.update(hybrid_p50_ms=round(p50, 2), hybrid_p99_ms=round(p99, 2), hybrid_queries=runs)
+    out["hybrid_stages_p50_ms"] = _stage_medians(stages[1:])  # the first is _latency's warm-up
     out["rss_mb"] = round(_rss_mb(), 1)
     out["rss_anon_mb"] = round(_rss_anon_mb(), 1)
     out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
@@ -640,6 +655,13 @@ def format_report(report: dict[str, Any]) -> str:
             f"| {r['hybrid_after_append_ms']} "
             f"| {r['vector_refresh_after_remove_s']} + {r['lexical_refresh_after_remove_s']} "
             f"| {r['hybrid_after_remove_ms']} |")
+    staged = [r for r in report["sizes"] if r.get("hybrid_stages_p50_ms")]
+    if staged:
+        names = list(dict.fromkeys(name for r in staged for name in r["hybrid_stages_p50_ms"]))
+        lines += ["", "| chunks | hybrid p50 ms | " + " | ".join(names) + " |", "|" + "---|" * (len(names) + 2)]
+        for r in staged:
+            cells = " | ".join(str(r["hybrid_stages_p50_ms"].get(name, "-")) for name in names)
+            lines.append(f"| {r['chunks']:,} | {r['hybrid_p50_ms']} | {cells} |")
     if "ingest" in report:
         i = report["ingest"]
         lines += ["", f"ingest {i['document']} ({i['embedder']}): {i['chunks']} chunks in {i['seconds']} s = "
