@@ -324,16 +324,19 @@ class Retriever:
         ids = list(dict.fromkeys([cid for cid, _ in (*dense, *lexical, *prefixed)]))
         if not ids:
             return None
-        following = self._following(ids, index)
-        vectors = self._vectors([*ids, *(f for f in following if f is not None)])
-        cos = np.array([float(vectors[c] @ vector) if c in vectors else 0.0 for c in ids])
-        next_cos = np.array([float(vectors[f] @ vector) if f is not None and f in vectors else 0.0
-                             for f in following])
+        id_array = np.asarray(ids, np.int64)
+        following = self._following(id_array, index)
+        has_next = following >= 0
+        cosines = self._cosines(np.concatenate([id_array, following[has_next]]), vector)
+        cos = cosines[:len(ids)]
+        next_cos = np.zeros(len(ids))
+        next_cos[has_next] = cosines[len(ids):]
         best = max(dense[0][1] if dense else -1.0, float(cos.max()))
         watch.lap("candidate vectors")
-        doc_of = self._documents(ids, index)
-        lex = _relative(lexical, ids)
-        pre = _relative(prefixed, ids)
+        doc_of = self._documents(id_array, index)
+        row = {cid: i for i, cid in enumerate(ids)}
+        lex = _relative(lexical, row)
+        pre = _relative(prefixed, row)
         doc_best = _best_by(doc_of, cos)
         watch.lap("candidate features")
         words = QueryWords.of(query, languages, self.weights.prefix)
@@ -343,7 +346,7 @@ class Retriever:
         miss = 1.0 / (1 + n)
         features = np.column_stack([
             cos, cos - best, lex, pre,
-            _rank_feature(lexical, ids, miss), _rank_feature(dense, ids, miss), _rank_feature(prefixed, ids, miss),
+            _rank_feature(lexical, row, miss), _rank_feature(dense, row, miss), _rank_feature(prefixed, row, miss),
             np.full(len(ids), coverage), lex * coverage, pre * coverage, next_cos,
             doc_best - best,
         ])
@@ -402,24 +405,34 @@ class Retriever:
         top = top_k(scores, k, positive=True)
         return [(int(index.ids[i]), float(scores[i])) for i in top]
 
-    def _following(self, ids: Sequence[int], index: LexicalView | None) -> list[int | None]:
-        """The id of the chunk after each one in the same file, where known."""
-        if index is None or not len(index.ids):
-            return [None] * len(ids)
-        rows = np.searchsorted(index.ids, np.asarray(ids, np.int64))
-        out: list[int | None] = []
-        for cid, r in zip(ids, rows.tolist()):
-            ok = r + 1 < len(index.ids) and index.ids[r] == cid and index.files[r + 1] == index.files[r]
-            out.append(int(index.ids[r + 1]) if ok else None)
-        return out
+    @staticmethod
+    def _following(ids: np.ndarray, index: LexicalView | None) -> np.ndarray:
+        """The id of the chunk after each one in the same file, -1 where there is none or it is not known."""
+        size = len(index.ids) if index is not None else 0
+        if index is None or not size:
+            return np.full(len(ids), -1, np.int64)
+        rows = np.minimum(np.searchsorted(index.ids, ids), size - 1)
+        after = np.minimum(rows + 1, size - 1)
+        known = (index.ids[rows] == ids) & (rows + 1 < size) & (index.files[after] == index.files[rows])
+        return np.where(known, index.ids[after], -1)
 
-    def _documents(self, ids: Sequence[int], index: LexicalView | None) -> np.ndarray:
+    def _cosines(self, chunk_ids: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        """The cosine of ``vector`` with each chunk's vector (0.0 for chunks without one), row by row in one
+        call: ``np.vecdot`` takes each row's dot product as ``row @ vector`` does, to the last bit."""
+        in_database = self.store.vector_search
+        if in_database is not None:
+            vectors = in_database.vectors_by_ids([int(c) for c in chunk_ids])
+            return np.array([float(vectors[c] @ vector) if c in vectors else 0.0 for c in chunk_ids.tolist()])
+        matrix, held = self.index.rows(chunk_ids)
+        return np.where(held, np.vecdot(matrix, vector), 0.0)
+
+    def _documents(self, ids: np.ndarray, index: LexicalView | None) -> np.ndarray:
         """The document id of each chunk (-1 where unknown)."""
         if index is not None and len(index.ids):
-            rows = np.minimum(np.searchsorted(index.ids, np.asarray(ids, np.int64)), len(index.ids) - 1)
-            return np.where(index.ids[rows] == np.asarray(ids, np.int64), index.docs[rows], -1)
-        records = self.store.chunks_by_ids(ids)
-        return np.array([records[c].doc_id if c in records else -1 for c in ids], np.int64)
+            rows = np.minimum(np.searchsorted(index.ids, ids), len(index.ids) - 1)
+            return np.where(index.ids[rows] == ids, index.docs[rows], -1)
+        records = self.store.chunks_by_ids(ids.tolist())
+        return np.array([records[c].doc_id if c in records else -1 for c in ids.tolist()], np.int64)
 
     def _mmr(self, ranked: list[int], fused: dict[int, float], k: int, balance: float) -> list[int]:
         vectors = self._vectors(ranked)
@@ -444,13 +457,22 @@ class Retriever:
         return self.index.vectors(chunk_ids)
 
 
-def _relative(ranking: list[tuple[int, float]], ids: Sequence[int]) -> np.ndarray:
-    """Each candidate's score in ``ranking`` over the ranking's best (0 when absent or nothing scored)."""
+def _placed(ranking: list[tuple[int, float]], row: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(candidate row, score) of each entry of ``ranking``, in its order."""
+    rows = np.fromiter((row[cid] for cid, _ in ranking), np.int64, len(ranking))
+    return rows, np.fromiter((score for _, score in ranking), np.float64, len(ranking))
+
+
+def _relative(ranking: list[tuple[int, float]], row: dict[int, int]) -> np.ndarray:
+    """Each candidate's score in ``ranking`` over the ranking's best (0 when absent or nothing scored);
+    ``row``: each candidate's row."""
+    out = np.zeros(len(row))
     top = ranking[0][1] if ranking else 0.0
     if top <= 0 or not math.isfinite(top):
-        return np.zeros(len(ids))
-    scores = dict(ranking)
-    return np.array([scores.get(c, 0.0) / top for c in ids])
+        return out
+    rows, scores = _placed(ranking, row)
+    out[rows] = scores / top
+    return out
 
 
 def _best_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -461,6 +483,8 @@ def _best_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
     return best[inverse]
 
 
-def _rank_feature(ranking: list[tuple[int, float]], ids: Sequence[int], miss: float) -> np.ndarray:
-    place = {cid: i for i, (cid, _) in enumerate(ranking)}
-    return np.array([1.0 / (1 + place[c]) if c in place else miss for c in ids])
+def _rank_feature(ranking: list[tuple[int, float]], row: dict[int, int], miss: float) -> np.ndarray:
+    """1 / (1 + place in ``ranking``) of each candidate, ``miss`` for those it does not hold."""
+    out = np.full(len(row), miss)
+    out[_placed(ranking, row)[0]] = 1.0 / (1 + np.arange(len(ranking)))
+    return out

@@ -35,7 +35,7 @@ def top_k(scores: np.ndarray, k: int, *, positive: bool = False) -> np.ndarray:
         return np.zeros(0, np.int64)
     if not np.isfinite(scores).all():
         scores = np.where(np.isfinite(scores), scores, -np.inf)
-    candidates = _above_sampled_threshold(scores, k) if n >= SAMPLED_FROM else np.arange(n)
+    candidates = _above_sampled_threshold(scores, k, positive) if n >= SAMPLED_FROM else np.arange(n)
     values = scores[candidates]
     if len(candidates) > k:
         keep = _best_by_value_then_position(values, k)
@@ -45,13 +45,18 @@ def top_k(scores: np.ndarray, k: int, *, positive: bool = False) -> np.ndarray:
     return candidates[np.lexsort((candidates, -values))]
 
 
-def _above_sampled_threshold(scores: np.ndarray, k: int) -> np.ndarray:
-    """Positions of every score at least the k-th largest of a strided sample (a superset of the top k)."""
+def _above_sampled_threshold(scores: np.ndarray, k: int, positive: bool) -> np.ndarray:
+    """Positions of every score at least the k-th largest of a strided sample (a superset of the top k).
+
+    With ``positive``, a threshold of zero or less keeps only the positive scores: BM25 of a query whose terms
+    few chunks hold leaves most scores at zero, and every one of them would otherwise be partitioned."""
     stride = max(1, isqrt(len(scores) // k))
     sample = scores[::stride]
     if len(sample) < k:
-        return np.arange(len(scores))
+        return np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
     threshold = np.partition(sample, len(sample) - k)[len(sample) - k]
+    if positive and threshold <= 0:
+        return np.flatnonzero(scores > 0)
     return np.flatnonzero(scores >= threshold)
 
 

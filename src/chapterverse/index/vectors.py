@@ -281,6 +281,19 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
             out.update(zip(ids.tolist(), block))
         return out
 
+    def rows(self, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a float32 matrix with each chunk's vector as a row, whether the index holds each chunk), in the order
+        of ``chunk_ids`` (repeats allowed); rows of chunks it does not hold are zero."""
+        snap = self._current()
+        wanted = np.asarray(chunk_ids, np.int64)
+        width = snap.dim or next((seg.matrix.shape[1] for seg in snap.segments if seg.rows), 0)
+        matrix = np.zeros((len(wanted), width), np.float32)
+        held = np.zeros(len(wanted), bool)
+        for seg, rows, at in self._located(snap, wanted):
+            matrix[at] = seg.matrix[rows]
+            held[at] = True
+        return matrix, held
+
     def __len__(self) -> int:
         return self._current().live
 
@@ -342,24 +355,26 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
     @staticmethod
     def _locate(snap: _Snapshot, chunk_ids: list[int]) -> Iterator[tuple[_Segment, np.ndarray, np.ndarray]]:
         """(segment, rows, chunk ids) of the requested chunks that are live in each segment."""
-        if not chunk_ids:
-            return
         wanted = np.asarray(chunk_ids, np.int64)
+        for seg, rows, at in VectorIndex._located(snap, wanted):
+            yield seg, rows, wanted[at]
+
+    @staticmethod
+    def _located(snap: _Snapshot, wanted: np.ndarray) -> Iterator[tuple[_Segment, np.ndarray, np.ndarray]]:
+        """(segment, rows, positions in ``wanted``) of the chunks of ``wanted`` that are live in each segment."""
+        if not len(wanted):
+            return
         for seg, dead in zip(snap.segments, snap.dead):
             if not seg.rows:
                 continue
-            pos = np.searchsorted(seg.sorted_ids, wanted)
-            pos = np.minimum(pos, seg.rows - 1)
+            pos = np.minimum(np.searchsorted(seg.sorted_ids, wanted), seg.rows - 1)
             hit = seg.sorted_ids[pos] == wanted
-            if not hit.any():
-                continue
-            rows = np.asarray(seg.order[pos[hit]], np.int64)
-            ids = wanted[hit]
+            rows = np.asarray(seg.order[pos], np.int64)
             if dead is not None:
-                alive = ~dead[rows]
-                rows, ids = rows[alive], ids[alive]
-            if len(rows):
-                yield seg, rows, ids
+                hit &= ~dead[rows]
+            at = np.flatnonzero(hit)
+            if len(at):
+                yield seg, rows[at], at
 
     # -- refresh ----------------------------------------------------------------------------------------
     def refresh(self) -> None:
