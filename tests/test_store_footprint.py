@@ -173,3 +173,66 @@ def test_a_migrated_library_gives_back_the_pages_its_vectors_held(tmp_path: Path
     assert before > vectors.nbytes and path.stat().st_size < before - vectors.nbytes
     assert store.integrity_problems() == []
     store.close()
+
+
+SPANISH = "Capítulo uno. El ñandú cantó «canción» junto al río; después, silencio — fin. " * 3
+
+
+def _chunk_rows(path: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute('SELECT id, start, "end", text, utf8_start, utf8_end FROM chunks ORDER BY id').fetchall()
+
+
+def test_a_chunk_row_names_its_span_instead_of_copying_its_text(tmp_path: Path) -> None:
+    """The library keeps each file's canonical text; a chunk row holds where its text is in it (UTF-8 bytes), not
+    the text again, and every read gives back the exact span: a few chunks (read by their bytes) and many chunks
+    of one file (read from the file's text once) alike, multi-byte letters included."""
+    book = tmp_path / "libro.md"
+    book.write_text("\n\n".join(SPANISH + p for p in _paragraphs(7, 30)), encoding="utf-8")
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder(), chunk_size=200, chunk_overlap=20)
+    library.ingest([book])
+    store = library.store
+    rows = _chunk_rows(tmp_path / "lib" / "library.sqlite3")
+    assert len(rows) > 20 and all(text == "" and lo is not None for _, _, _, text, lo, _ in rows)
+    every = store.chunks()
+    for chunk in every:
+        canonical = store.file(chunk.file_id).text
+        assert chunk.text == canonical[chunk.start:chunk.end] != ""
+        assert library.resolve(f"f{chunk.file_id}-{chunk.start}-{chunk.end}").text == chunk.text
+    few = store.chunks_by_ids([every[3].id, every[-2].id])
+    assert [few[c].text for c in (every[3].id, every[-2].id)] == [every[3].text, every[-2].text]
+    assert any(not c.text.isascii() for c in every)
+    hits = library.search("ñandú canción", k=3)
+    assert hits and all(h.text == store.file(h.chunk.file_id).text[h.chunk.start:h.chunk.end] for h in hits)
+    assert store.integrity_problems() == []
+    library.close()
+
+
+def test_an_older_library_keeps_every_chunk_text_when_its_rows_become_spans(tmp_path: Path) -> None:
+    """Opening a library whose chunk rows copy their text turns each copy that is its file's text at its position
+    into the span's bytes; a row whose text is not (none is written so, but a damaged file may hold one) keeps its
+    text. Either way each chunk reads back the text it had."""
+    path = tmp_path / "library.sqlite3"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
+    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '4')")
+    db.execute("INSERT INTO documents VALUES (1, 'd', 't', 'txt', 'h', 1, 'spanish', '{}', 0, 0, 'now')")
+    db.execute("INSERT INTO files VALUES (1, 1, 0, '', '', 1, ?)", (SPANISH,))
+    spans = [(0, 13), (14, 40), (30, 77), (77, 90), (5, 5)]
+    texts = [SPANISH[a:b] for a, b in spans] + ["not the file's text"]
+    for cid, ((start, end), text) in enumerate(zip([*spans, (0, 19)], texts), start=1):
+        db.execute("INSERT INTO chunks(id, doc_id, file_id, start, \"end\", text, source, chunk_index, metadata,"
+                   " title_path, terms, heading_terms) VALUES (?, 1, 1, ?, ?, ?, 's', ?, '{}', '[]', 'x', '')",
+                   (cid, start, end, text, cid))
+        db.execute("INSERT INTO vectors VALUES (?, ?)", (cid, np.ones(4, "<f4").tobytes()))
+    db.close()
+
+    store = SQLiteStore(path)
+    assert [c.text for c in store.chunks()] == texts
+    assert [store.chunks_by_ids([cid])[cid].text for cid in range(1, 7)] == texts
+    rows = _chunk_rows(path)
+    assert [r[3] for r in rows] == ["", "", "", "", "", "not the file's text"]
+    assert [(r[4], r[5]) for r in rows[:4]] == [(len(SPANISH[:a].encode()), len(SPANISH[:b].encode()))
+                                                 for a, b in spans[:4]]
+    assert store.integrity_problems() == ["1 chunks do not match their file text at their position"]
+    store.close()

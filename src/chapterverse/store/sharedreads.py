@@ -173,7 +173,12 @@ class SharedReads(ABC):
         if limit is not None:
             query += f" LIMIT {self._P} OFFSET {self._P}"
             args += [limit, offset]
-        return [chunk_record(r) for r in self._rows(query, args)]
+        return self._chunk_records(self._rows(query, args))
+
+    def _chunk_records(self, rows: Sequence[Any]) -> list[ChunkRecord]:
+        """The records of rows of :data:`CHUNK_COLUMNS` (a store that keeps some chunks' text as a span of their
+        file's text fills it in here)."""
+        return [chunk_record(r) for r in rows]
 
     def count_chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None,
                      source_exact: str | None = None) -> int:

@@ -260,8 +260,28 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
     SQLiteStore._bump(db)
 
 
+def _m006_chunk_spans(db: sqlite3.Connection) -> None:
+    """A chunk's text is a span of its file's canonical text, which the library keeps already: the row names
+    the span's UTF-8 bytes (``utf8_start``, ``utf8_end``) instead of holding a copy (``text`` becomes ``''``).
+    A chunk whose stored text is not its file's text at its position (none is written so) keeps its text."""
+    db.execute("ALTER TABLE chunks ADD COLUMN utf8_start INTEGER")
+    db.execute("ALTER TABLE chunks ADD COLUMN utf8_end INTEGER")
+    for (file_id,) in db.execute("SELECT DISTINCT file_id FROM chunks").fetchall():
+        row = db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()
+        if row is None:
+            continue
+        text = row[0]
+        spans = [(cid, start, end) for cid, start, end, own in
+                 db.execute('SELECT id, start, "end", text FROM chunks WHERE file_id=?', (file_id,)).fetchall()
+                 if 0 <= start <= end <= len(text) and text[start:end] == own]
+        at = _byte_offsets(text, [p for _, start, end in spans for p in (start, end)])
+        db.executemany("UPDATE chunks SET text='', utf8_start=?, utf8_end=? WHERE id=?",
+                       ((at[start], at[end], cid) for cid, start, end in spans))
+
+
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
-    _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file, _m005_hyphenated_words]
+    _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file, _m005_hyphenated_words,
+    _m006_chunk_spans]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -287,6 +307,23 @@ def _now() -> str:
 def _text_hash(text: str) -> bytes:
     """What ``chunks.text_hash`` holds: 16 bytes of the SHA-256 the embedding cache's hex keys spell out."""
     return hashlib.sha256(text.encode()).digest()[:16]
+
+
+def _byte_offsets(text: str, positions: Iterable[int]) -> dict[int, int]:
+    """The UTF-8 byte offset in ``text`` of each code-point position (one pass over the text, in order)."""
+    if text.isascii():
+        return {p: p for p in positions}
+    offsets: dict[int, int] = {}
+    at = size = 0
+    for position in sorted(set(positions)):
+        size += len(text[at:position].encode())
+        offsets[position] = size
+        at = position
+    return offsets
+
+
+_WHOLE_FILE_READS = 8
+"""Chunks of one file read at once from which the file's whole text is read (and sliced), not each span."""
 
 
 def _json(value: object, empty: str) -> str:
@@ -635,12 +672,17 @@ class SQLiteStore(SharedReads):
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name='chunks'), 0),"
             " coalesce((SELECT max(id) FROM chunks), 0))").fetchone()[0])
         texts = [doc.files[c.file_ordinal].text[c.start:c.end] for c in doc.chunks]
+        positions: dict[int, list[int]] = {}
+        for c in doc.chunks:
+            positions.setdefault(c.file_ordinal, []).extend((c.start, c.end))
+        at = {ordinal: _byte_offsets(doc.files[ordinal].text, spots) for ordinal, spots in positions.items()}
         tx.executemany(
             'INSERT INTO chunks(id, doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
-            " terms, heading_terms, text_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            ((first + i, doc_id, file_ids[c.file_ordinal], c.start, c.end, text, c.source, c.chunk_index,
-              _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms,
-              c.heading_terms, _text_hash(text)) for i, (c, text) in enumerate(zip(doc.chunks, texts))),
+            " terms, heading_terms, text_hash, utf8_start, utf8_end) VALUES (?,?,?,?,?,'',?,?,?,?,?,?,?,?,?)",
+            ((first + i, doc_id, file_ids[c.file_ordinal], c.start, c.end, c.source, c.chunk_index,
+              _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms, c.heading_terms, _text_hash(text),
+              at[c.file_ordinal][c.start], at[c.file_ordinal][c.end])
+             for i, (c, text) in enumerate(zip(doc.chunks, texts))),
         )
         tx.execute("INSERT INTO vector_blocks(first_chunk, doc_id, count, row) VALUES (?,?,?,?)",
                    (first, doc_id, len(doc.chunks), row))
@@ -723,17 +765,50 @@ class SQLiteStore(SharedReads):
 
     # -- chunks -----------------------------------------------------------------------------
     def chunks_by_ids(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRecord]:
-        found: dict[int, ChunkRecord] = {}
         ids = list(chunk_ids)
-        for i in range(0, len(ids), 500):
-            part = ids[i:i + 500]
+        rows = []
+        with read_transaction(self.db) as db:  # the rows and the spans they name, of one state of the library
+            for i in range(0, len(ids), 500):
+                part = ids[i:i + 500]
+                marks = ",".join("?" * len(part))
+                rows += db.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
+                                   f" WHERE c.id IN ({marks})", part).fetchall()
+            return {r.id: r for r in self._chunk_records(rows)}
+
+    def chunks(self, *, doc_id: int | None = None, source_prefix: str | None = None, source_exact: str | None = None,
+               limit: int | None = None, offset: int = 0) -> list[ChunkRecord]:
+        with read_transaction(self.db):
+            return super().chunks(doc_id=doc_id, source_prefix=source_prefix, source_exact=source_exact,
+                                  limit=limit, offset=offset)
+
+    def _chunk_records(self, rows: Sequence[Any]) -> list[ChunkRecord]:
+        """Records of ``chunks`` rows, the text of each that names a span of its file's text read from there:
+        by its UTF-8 bytes (SQLite's incremental BLOB reads, which read only the pages of those bytes), or, for
+        many chunks of one file, from the file's text read once. Call it in the read transaction of ``rows``."""
+        records = [chunk_record(r) for r in rows]
+        spanned: dict[int, list[ChunkRecord]] = {}
+        for record in records:
+            if not record.text and record.end > record.start:
+                spanned.setdefault(record.file_id, []).append(record)
+        few = [r.id for group in spanned.values() if len(group) < _WHOLE_FILE_READS for r in group]
+        ranges: dict[int, tuple[int, int]] = {}
+        for i in range(0, len(few), 500):
+            part = few[i:i + 500]
             marks = ",".join("?" * len(part))
-            rows = self.db.execute(
-                f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id WHERE c.id IN ({marks})",
-                part,
-            )
-            found.update((r[0], chunk_record(r)) for r in rows)
-        return found
+            ranges.update((r[0], (r[1], r[2])) for r in self.db.execute(
+                f"SELECT id, utf8_start, utf8_end FROM chunks WHERE id IN ({marks}) AND utf8_start IS NOT NULL", part))
+        for file_id, group in spanned.items():
+            if len(group) >= _WHOLE_FILE_READS:
+                text = self.db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()[0]
+                for record in group:
+                    record.text = text[record.start:record.end]
+                continue
+            with self.db.blobopen("files", "text", file_id, readonly=True) as blob:
+                for record in group:
+                    start, end = ranges[record.id]
+                    blob.seek(start)
+                    record.text = blob.read(end - start).decode()
+        return records
 
     def source_counts(self) -> list[tuple[str, int, bool]]:
         rows = self.db.execute(
@@ -890,13 +965,30 @@ class SQLiteStore(SharedReads):
         if missing:
             problems.append(chunks_without_vectors(missing))
         problems += self._vector_file_problems(db)
-        bad_spans = db.execute(
-            'SELECT count(*) FROM chunks c JOIN files f ON f.id=c.file_id WHERE substr(f.text, c.start+1, c."end"-c.start)'
-            " != c.text"
-        ).fetchone()[0]
+        bad_spans = self._chunks_off_their_text(db)
         if bad_spans:
             problems.append(chunks_off_their_text(bad_spans))
         return problems
+
+    @staticmethod
+    def _chunks_off_their_text(db: sqlite3.Connection) -> int:
+        """Chunks whose own text is not their file's text at their position, or whose UTF-8 bytes name other text
+        than their position does (each file's text read once)."""
+        bad = 0
+        for (file_id,) in db.execute("SELECT DISTINCT file_id FROM chunks").fetchall():
+            row = db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()
+            if row is None:
+                continue
+            text: str = row[0]
+            encoded = text.encode()
+            for start, end, own, lo, hi in db.execute(
+                    'SELECT start, "end", text, utf8_start, utf8_end FROM chunks WHERE file_id=?', (file_id,)):
+                span = text[start:end] if 0 <= start <= end <= len(text) else None
+                if lo is None:
+                    bad += span != own
+                else:
+                    bad += span is None or own != "" or encoded[lo:hi] != span.encode()
+        return bad
 
     def _vector_file_problems(self, db: sqlite3.Connection) -> list[str]:
         """Blocks whose rows the vector file does not hold, rows two blocks claim, a file shorter than what
