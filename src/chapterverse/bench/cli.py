@@ -721,11 +721,15 @@ def scale(chunks: Annotated[list[int] | None, typer.Option("--chunks", help="Siz
           real_limit: Annotated[int, typer.Option("--real-limit", help="Sizes up to this use real (cached) vectors.")] = 10_000,
           queries: Annotated[int, typer.Option("--queries")] = 200,
           ingest: Annotated[bool, typer.Option("--ingest/--no-ingest")] = True,
+          summary: Annotated[bool, typer.Option(
+              "--summary", help="One line per size (hybrid / brute force, stages, bytes per chunk, load), as CI "
+                                "prints it.")] = False,
           json_out: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Speed at scale against numpy brute force: startup, search p50/p99, memory, ingest."""
     from .scale import SIZES, run_scale_bench
 
-    run_scale_bench(chunks or SIZES, json_out, workdir=workdir, real_limit=real_limit, queries=queries, ingest=ingest)
+    run_scale_bench(chunks or SIZES, json_out, workdir=workdir, real_limit=real_limit, queries=queries, ingest=ingest,
+                    summary=summary)
 
 
 @bench_app.command("ingest")

