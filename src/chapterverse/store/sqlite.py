@@ -249,6 +249,7 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
     while rows := db.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
                              " WHERE c.id > ? ORDER BY c.id LIMIT ?", (after, _REANALYZED_CHUNKS)).fetchall():
         chunks = [chunk_record(row) for row in rows]
+        _read_from_files(db, [c for c in chunks if not c.text and c.end > c.start])  # a library set back from 6
         db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
                        ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
         after = chunks[-1].id
@@ -263,9 +264,12 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
 def _m006_chunk_spans(db: sqlite3.Connection) -> None:
     """A chunk's text is a span of its file's canonical text, which the library keeps already: the row names
     the span's UTF-8 bytes (``utf8_start``, ``utf8_end``) instead of holding a copy (``text`` becomes ``''``).
-    A chunk whose stored text is not its file's text at its position (none is written so) keeps its text."""
-    db.execute("ALTER TABLE chunks ADD COLUMN utf8_start INTEGER")
-    db.execute("ALTER TABLE chunks ADD COLUMN utf8_end INTEGER")
+    A chunk whose stored text is not its file's text at its position (none is written so) keeps its text. Run
+    again (a library whose version was set back), it adds nothing and leaves the spans as they are."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(chunks)")}
+    for column in ("utf8_start", "utf8_end"):
+        if column not in columns:
+            db.execute(f"ALTER TABLE chunks ADD COLUMN {column} INTEGER")
     for (file_id,) in db.execute("SELECT DISTINCT file_id FROM chunks").fetchall():
         row = db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()
         if row is None:
@@ -324,6 +328,15 @@ def _byte_offsets(text: str, positions: Iterable[int]) -> dict[int, int]:
 
 _WHOLE_FILE_READS = 8
 """Chunks of one file read at once from which the file's whole text is read (and sliced), not each span."""
+
+
+def _read_from_files(db: sqlite3.Connection, records: Sequence[ChunkRecord]) -> None:
+    """Give each record the text of its span, slicing its file's text (read once a file)."""
+    texts: dict[int, str] = {}
+    for record in records:
+        if record.file_id not in texts:
+            texts[record.file_id] = db.execute("SELECT text FROM files WHERE id=?", (record.file_id,)).fetchone()[0]
+        record.text = texts[record.file_id][record.start:record.end]
 
 
 def _json(value: object, empty: str) -> str:
@@ -799,9 +812,7 @@ class SQLiteStore(SharedReads):
                 f"SELECT id, utf8_start, utf8_end FROM chunks WHERE id IN ({marks}) AND utf8_start IS NOT NULL", part))
         for file_id, group in spanned.items():
             if len(group) >= _WHOLE_FILE_READS:
-                text = self.db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()[0]
-                for record in group:
-                    record.text = text[record.start:record.end]
+                _read_from_files(self.db, group)
                 continue
             with self.db.blobopen("files", "text", file_id, readonly=True) as blob:
                 for record in group:
