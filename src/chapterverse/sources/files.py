@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import SourceError, SourceTooLargeError
+from ..paths import resolved
 
 __all__ = ["Root", "SourceFile", "Source", "open_file", "opened"]
 
@@ -53,7 +54,7 @@ class Root:
 
     def __post_init__(self) -> None:
         """Resolved once here (the root itself may be a symlink the administrator chose), not once a file."""
-        object.__setattr__(self, "path", self.path.resolve())
+        object.__setattr__(self, "path", resolved(self.path))
 
 
 class SourceFile:
