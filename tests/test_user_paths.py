@@ -11,8 +11,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from serverutil import running_server, settings_for
 
 NOBODY = "~chapterverse-nosuchuser"
@@ -45,3 +48,26 @@ def test_the_cli_names_a_path_with_no_home_and_exits_2(tmp_path: Path, args: lis
     assert result.returncode == 2, result.stderr[-2000:]
     assert result.stderr.strip().splitlines()[-1] == (f"error: {shown}: no home folder for {NOBODY} (no such "
                                                       "user)"), result.stderr[-2000:]
+
+
+path_texts = st.one_of(st.text(max_size=40), st.builds(lambda user, rest: f"~{user}/{rest}", st.text(max_size=12),
+                                                       st.text(max_size=12)))
+
+
+def test_no_path_or_path_parameter_is_a_500(tmp_path: Path) -> None:
+    """A sweep of the fields that take a path or a name: the body of ``POST /api/documents/path`` and the reader's
+    path parameters, with ``~user`` forms, NULs, surrogates and separators; every answer is below 500."""
+    root = tmp_path / "root"
+    root.mkdir()
+    with running_server(settings_for(tmp_path, ingest_roots=[root])) as server, server.client() as client:
+        @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+        @given(text=path_texts)
+        def sweep(text: str) -> None:
+            answers = [client.post("/api/documents/path", json={"path": text})]
+            quoted = quote(text, safe="")
+            if quoted:
+                answers += [client.get(f"/api/files/{quoted}"), client.get(f"/api/resolve/{quoted}"),
+                            client.get(f"/api/documents/{quoted}")]
+            assert all(answer.status_code < 500 for answer in answers), [(a.url, a.status_code) for a in answers]
+
+        sweep()

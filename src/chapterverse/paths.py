@@ -22,16 +22,17 @@ def expand_user(path: str | Path) -> Path:
     given = Path(path)
     try:
         return given.expanduser()
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:  # ValueError: a NUL in the user's name
         user = given.parts[0] if given.parts else str(path)
-        raise InputError(f"{path}: no home folder for {user} (no such user)") from exc
+        raise InputError(f"{path}: no home folder for {user!r} (no such user)" if "\0" in user
+                         else f"{path}: no home folder for {user} (no such user)") from exc
 
 
 def resolved(path: str | Path) -> Path:
     """``path`` home-expanded (:func:`expand_user`) and made absolute, symbolic links followed; InputError for a
-    link that loops."""
+    link that loops (or a NUL in the name)."""
     expanded = expand_user(path)
     try:
         return expanded.resolve()
-    except RuntimeError as exc:
-        raise InputError(f"{path}: a symbolic link loop ({exc})") from exc
+    except (RuntimeError, ValueError) as exc:
+        raise InputError(f"{path}: cannot be resolved ({exc})") from exc
