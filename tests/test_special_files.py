@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,10 +23,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from conftest import shared_path
 from serverutil import free_port, running_server, serve_process, settings_for, wait_for_job
+from textpdf import text_pdf
 
 from chapterverse.errors import SourceError, SourceTooLargeError
 from chapterverse.sources import files
+from chapterverse.sources import read_source
 from chapterverse.sources.files import Root, open_file
 
 FAQ = "# FAQ\n\nThe refund window is 30 days from the date of purchase.\n"
@@ -181,6 +185,81 @@ def test_a_sparse_2_gb_text_is_refused_before_it_is_read(tmp_path: Path) -> None
     assert result.returncode == 2, result.stderr
     assert lines[-1] == f"error: {big}: {2 * GiB} bytes exceeds the {256 * 1024 * 1024}-byte limit for this format"
     assert seconds < 60 and int(peak_kib) < 1024 * 1024, (seconds, int(peak_kib) // 1024)
+
+
+def sparse(path: Path, size: int = 2 * GiB, head: bytes = b"") -> Path:
+    """``head``, then zeros never written up to ``size`` bytes (``truncate -s``): no disk used."""
+    with path.open("wb") as out:
+        out.write(head)
+        out.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize(("name", "head"), [("big.pdf", b""), ("headed.pdf", b"%PDF-1.7\n"), ("big.epub", b"")])
+def test_a_sparse_2_gb_pdf_or_epub_is_refused_by_the_cli_before_it_is_parsed(tmp_path: Path, name: str,
+                                                                             head: bytes) -> None:
+    big = sparse(tmp_path / name, head=head)
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", MEASURED, sys.executable, "-m", "chapterverse", "ingest", str(big),
+                             "--library", str(tmp_path / "lib")], capture_output=True, text=True, timeout=120)
+    seconds = time.monotonic() - started
+    *lines, peak_kib = result.stderr.splitlines()
+    assert result.returncode == 2, result.stderr
+    assert re.fullmatch(rf"error: {re.escape(str(big))}: 21474\d{{5}} of its {2 * GiB} bytes were never written \(a "
+                        r"sparse file, such as one made with truncate\); it holds no document", lines[-1]), lines[-3:]
+    assert seconds < 60 and int(peak_kib) < 512 * 1024, (seconds, int(peak_kib) // 1024)
+
+
+def test_zeros_written_out_are_refused_where_each_parser_first_looks(tmp_path: Path) -> None:
+    """Zeros really written (no holes) are refused from the file's first or last bytes: a PDF needs ``%PDF-`` in
+    its first 1024, an EPUB a ZIP end record in its last 64 KiB, and pypdf a trailer in its last 64 KiB."""
+    zeros = bytes(8 * 1024 * 1024)
+    (tmp_path / "zeros.pdf").write_bytes(zeros)
+    (tmp_path / "zeros.epub").write_bytes(zeros)
+    (tmp_path / "headed.pdf").write_bytes(b"%PDF-1.7\n" + zeros)
+    with pytest.raises(SourceError, match=r"zeros\.pdf: not a PDF: no %PDF- header in its first 1024 bytes$"):
+        read_source(tmp_path / "zeros.pdf")
+    with pytest.raises(SourceError, match=r"zeros\.epub: not a readable ZIP archive, so not an EPUB \(no "
+                                          r"end-of-archive record in its last 65557 bytes\)$"):
+        read_source(tmp_path / "zeros.epub")
+    with pytest.raises(SourceError, match=r"not given to pypdf: no startxref and %%EOF trailer in the last 65536 "
+                                          r"bytes\)$"):
+        read_source(tmp_path / "headed.pdf")
+
+
+def test_a_real_pdf_with_trailing_garbage_still_reads_through_either_parser(tmp_path: Path) -> None:
+    """What each parser accepted still reads: a PDF with bytes after its ``%%EOF`` through pdfium, and one only
+    pypdf opens (pdfium refuses its owner password) with its trailer within the last 64 KiB."""
+    good = text_pdf(tmp_path / "good.pdf").read_bytes()
+    (tmp_path / "tail.pdf").write_bytes(good + b"\r\n" + b"x" * 30_000)
+    assert "paraffin lamp" in read_source(tmp_path / "tail.pdf").files[1].text
+    only_pypdf = shared_path("robustness", "pdf", "pr6531_2.pdf").read_bytes()
+    (tmp_path / "pypdf.pdf").write_bytes(only_pypdf + b"\n" + b"x" * 60_000)
+    document = read_source(tmp_path / "pypdf.pdf")
+    assert document.warnings[0] == "read with pypdf (pdfium rejected the password)", document.warnings
+    assert document.files[0].text == read_source(shared_path("robustness", "pdf", "pr6531_2.pdf")).files[0].text
+
+
+def test_a_sparse_pdf_is_refused_by_every_server_route_and_writes_go_on(tmp_path: Path) -> None:
+    """The knowledge-base folder (at start and on reload, a write meanwhile), path ingest, and an upload of zeros."""
+    kb = kb_with_faq(tmp_path)
+    big = sparse(kb / "big.pdf")
+    settings = settings_for(tmp_path, rag_enabled=True, ingest_roots=[kb])
+    with running_server(settings) as server, server.client(timeout=30) as client:
+        reloading = threading.Thread(target=client.post, args=("/v1/rag/reload",), kwargs={"json": {}})
+        reloading.start()
+        written = client.post("/v1/rag/upsert/document", json={"text": "Gulls nest on the cliffs.", "source": "gulls"})
+        reloading.join()
+        status = client.get("/v1/rag/status").json()
+        by_path = wait_for_job(client, client.post("/api/documents/path", json={"path": str(big)}).json()["job"])
+        uploaded = client.post("/api/documents", files={"file": ("zeros.pdf", bytes(4 * 1024 * 1024))})
+        upload = wait_for_job(client, uploaded.json()["job"])
+        listed = sources(client)
+    assert written.status_code == 200, written.text
+    assert "were never written (a sparse file" in status["last_sync"]["errors"]["big.pdf"], status["last_sync"]
+    assert by_path["state"] == "failed" and "were never written" in by_path["error"], by_path
+    assert upload["state"] == "failed" and "not a PDF: no %PDF- header" in upload["error"], upload
+    assert listed == {"faq.md", "gulls"}
 
 
 # ----------------------------------------------------------------------- files that lead out of a folder

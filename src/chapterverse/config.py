@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .paths import expand_user
 
 __all__ = ["default_home", "config_path", "load_config", "save_config", "first_set", "setting_value"]
 
@@ -23,7 +24,7 @@ def default_home() -> Path:
     """``$CHAPTERVERSE_HOME`` or the platform's user data dir."""
     env = os.environ.get("CHAPTERVERSE_HOME")
     if env:
-        return Path(env).expanduser()
+        return expand_user(env)
     import platformdirs
 
     return Path(platformdirs.user_data_dir("chapterverse"))

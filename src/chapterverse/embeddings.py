@@ -32,6 +32,7 @@ import numpy as np
 
 from .errors import ChapterverseError, EmbeddingError
 from .modelcache import load_use_backend
+from .paths import expand_user, resolved
 
 if TYPE_CHECKING:
     import httpx
@@ -266,9 +267,9 @@ class SentenceTransformerEmbedder(Embedder):
     def __init__(self, name_or_path: str | Path, device: str = "cpu", *, batch_size: int = 32,
                  name: str | None = None, query_prefix: str | None = None,
                  passage_prefix: str | None = None) -> None:
-        path = Path(name_or_path).expanduser()
+        path = expand_user(name_or_path)
         self.is_local = path.exists()
-        self.model_id = str(path.resolve()) if self.is_local else str(name_or_path)
+        self.model_id = str(resolved(path)) if self.is_local else str(name_or_path)
         self.name = name or f"st:{self.model_id}"
         self.device = device
         self.batch_size = batch_size
@@ -446,7 +447,7 @@ def load_embedder(spec: str | None = None, *, device: str = "auto", batch_size: 
     if target in PACKAGED_MODELS:
         return SentenceTransformerEmbedder(_packaged_model_path(target), device, batch_size=batch_size,
                                            name=f"st:{target}")
-    if target and (s.startswith("st:") or "/" in target or "\\" in target or Path(target).expanduser().exists()):
+    if target and (s.startswith("st:") or "/" in target or "\\" in target or expand_user(target).exists()):
         return SentenceTransformerEmbedder(target, device, batch_size=batch_size)
     raise EmbeddingError(f"unknown embedding model {spec!r}; valid forms: {_VALID_FORMS}")
 

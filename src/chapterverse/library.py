@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .chunking.context import ORIGIN_KEY, USER_METADATA_KEY, stored_context
 from .config import default_home
 from .errors import InputError, NotFoundError, SourceError, TagError
+from .paths import expand_user
 from .positions import Span, parse_tag
 from .store import (
     ChunkRecord,
@@ -114,7 +115,7 @@ class Library:
                  embedding_model: str | None = None, chunk_size: int = 512, chunk_overlap: int = 64,
                  fusion: FusionWeights | None = None, store: Store | None = None,
                  reranker: Reranker | None = None, rerank_top_n: int = 30) -> None:
-        self.location = Path(location).expanduser() if location else default_home()
+        self.location = expand_user(location) if location else default_home()
         self.store = store or open_store(self.location)
         self.chunk_size = chunk_size
         self.chunk_overlap = chunk_overlap

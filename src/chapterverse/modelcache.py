@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .paths import expand_user
+
 __all__ = ["cache_dir", "load_use_backend"]
 
 _MAGIC = b"CVMODEL1"
@@ -39,7 +41,7 @@ def cache_dir() -> Path:
     """Where decoded models are kept: ``$CHAPTERVERSE_CACHE_DIR`` or the platform's user cache dir."""
     env = os.environ.get("CHAPTERVERSE_CACHE_DIR")
     if env:
-        return Path(env).expanduser()
+        return expand_user(env)
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("chapterverse"))

@@ -29,7 +29,6 @@ it is made (message, arguments and traceback), so no handler, however configured
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import re
 import threading
@@ -113,26 +112,49 @@ def scrub(text: str) -> str:
 
 
 def mask_secrets(data: bytes) -> bytes:
-    """``data`` with every registered secret masked, as written and as a JSON string writes it (``\\/``,
-    ``\\"``, ``\\uXXXX``): what a relayed answer may carry of the key the upstream was sent."""
-    for form in _secret_forms():
-        data = data.replace(form, _MASK_BYTES)
-    return data
+    """``data`` with every registered secret masked, as written and in every form a JSON string may give it: any
+    of its characters as a ``\\uXXXX`` escape (hex in either case) or a short escape (``\\/``, ``\\"``), and
+    those escaped again, as JSON carried inside a JSON string (a tool call's ``arguments``) writes them. What a
+    relayed answer may carry of the key the upstream was sent, whichever of these an upstream chose."""
+    pattern = _encoded_pattern(_known())
+    return data if pattern is None else pattern.sub(_MASK_BYTES, data)
 
 
 _MASK_BYTES = MASK.encode()
+_SHORT_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "\b": "b", "\f": "f", "\n": "n", "\r": "r", "\t": "t"}
+"""JSON's two-character escapes, by the character they stand for."""
 
 
-def _secret_forms() -> list[bytes]:
-    """The registered secrets as bytes, each as written and JSON-escaped, longest first (so that a secret
-    that contains another is masked whole)."""
+def _known() -> tuple[str, ...]:
+    """The registered secrets, longest first (so that a secret that contains another is masked whole)."""
     with _lock:
-        known = list(_secrets)
-    forms: set[bytes] = set()
-    for secret in known:
-        escaped = json.dumps(secret)[1:-1]
-        forms.update(form.encode() for form in (secret, escaped, escaped.replace("/", "\\/")))
-    return sorted(forms, key=len, reverse=True)
+        return tuple(sorted(_secrets, key=lambda s: (-len(s), s)))
+
+
+@functools.lru_cache(maxsize=8)
+def _encoded_pattern(secrets: tuple[str, ...]) -> re.Pattern[bytes] | None:
+    """A bytes pattern of ``secrets`` in every form :func:`mask_secrets` masks; None when there are none.
+
+    Each character is itself, or a run of backslashes (one for JSON, more for JSON inside JSON) before its
+    ``u`` escape or short escape. A match starts at the first backslash of such a run, so what is left around
+    the mask stays valid JSON at every level."""
+    if not secrets:
+        return None
+    return re.compile(b"|".join(b"".join(_encoded_char(char) for char in secret) for secret in secrets))
+
+
+def _encoded_char(char: str) -> bytes:
+    code = ord(char)
+    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+    escaped = b"".join(rb"\\+u" + b"".join(_any_case(digit) for digit in f"{unit:04x}") for unit in units)
+    forms = [re.escape(char.encode()), escaped]
+    if char in _SHORT_ESCAPES:
+        forms.append(rb"\\+" + re.escape(_SHORT_ESCAPES[char].encode()))
+    return b"(?:" + b"|".join(forms) + b")"
+
+
+def _any_case(digit: str) -> bytes:
+    return f"[{digit.lower()}{digit.upper()}]".encode() if digit.isalpha() else digit.encode()
 
 
 class TextMasker:
@@ -167,8 +189,7 @@ class TextMasker:
 def _secret_pattern() -> tuple[re.Pattern[str] | None, tuple[str, ...]]:
     """A pattern of the registered secrets, longest first (one that contains another is masked whole), and the
     secrets; no pattern when none is registered."""
-    with _lock:
-        known = tuple(sorted(_secrets, key=lambda s: (-len(s), s)))
+    known = _known()
     return (_compiled(known) if known else None), known
 
 

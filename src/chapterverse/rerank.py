@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import ChapterverseError, InputError
+from .paths import expand_user
 from .redaction import redact_url
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ class CrossEncoderReranker:
                 try:
                     self._model = CrossEncoder(self.model_id, device=self.device, local_files_only=True)
                 except (OSError, ValueError) as exc:
-                    where = "directory" if Path(self.model_id).expanduser().exists() else "name"
+                    where = "directory" if expand_user(self.model_id).exists() else "name"
                     raise InputError(
                         f"reranker {self.model_id!r}: cannot load it as a local cross-encoder {where} ({exc}); "
                         "chapterverse never downloads models: give a local path, or fetch it once with "

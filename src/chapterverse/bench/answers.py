@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import paths
 from ..answering import AnswerResult
 from ..answering.ask import ask
 from ..chunking import sentence_spans
@@ -310,7 +311,7 @@ def _document_path(document: str, where: str, folder: Path) -> Path:
                              f"{shared} (set CHAPTERVERSE_SHARED to it)")
         resolved = (shared / document.removeprefix(SHARED_PREFIX)).resolve()
     else:
-        resolved = (folder / document).expanduser().resolve()
+        resolved = paths.resolved(folder / document)
     if not resolved.is_file():
         raise InputError(f"{where}: document {resolved} is not a file")
     return resolved

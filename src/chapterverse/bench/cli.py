@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..errors import ChapterverseError, InputError
 from ..library import Library
+from ..paths import expand_user
 from . import long_books
 from .answers import (
     ARTICLE_HALVES,
@@ -87,7 +88,7 @@ def _fail(exc: ChapterverseError) -> None:
 def _library_dir(library: Path | None, name: str) -> Iterator[Path]:
     """``library/name`` when a library dir is kept between runs, else a temporary directory."""
     if library is not None:
-        yield library.expanduser() / name
+        yield expand_user(library) / name
         return
     with tempfile.TemporaryDirectory(prefix="chapterverse-bench-") as tmp:
         yield Path(tmp)
@@ -251,7 +252,7 @@ def answers(
         if in_domain_absent:
             answer_set = long_books.combined(answer_set, long_books.without_evidence(answer_set, limit, seed))
         provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
-        location = (library.expanduser() / answer_set.name if library is not None
+        location = (expand_user(library) / answer_set.name if library is not None
                     else default_library_dir(answer_set, embedding_model))
         progress = _progress(not json_out and stderr.is_terminal)
         started = time.perf_counter()

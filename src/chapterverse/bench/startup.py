@@ -26,6 +26,7 @@ from typing import Any
 from rich.table import Table
 
 from ..errors import ChapterverseError, InputError
+from ..paths import expand_user
 
 __all__ = ["DEFAULT_QUESTION", "CommandCase", "CommandTiming", "StartupReport", "run_startup_bench",
            "startup_table"]
@@ -171,7 +172,7 @@ def _first_passage(location: Path) -> tuple[int, str, int, int]:
 def run_startup_bench(library: Path | None, *, runs: int = 5, question: str = DEFAULT_QUESTION) -> StartupReport:
     """Time every default case against ``library`` (default: a temporary library holding the demo book)."""
     with tempfile.TemporaryDirectory(prefix="chapterverse-bench-cli-") as tmp:
-        location = library.expanduser() if library is not None else Path(tmp) / "demo-library"
+        location = expand_user(library) if library is not None else Path(tmp) / "demo-library"
         if library is None:
             _demo_library(location)
         elif not (location / "library.sqlite3").is_file():

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from ..config import default_home
 from ..errors import InputError
 from ..limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
+from ..paths import expand_user, resolved
 from ..store import POSTGRES_SCHEMES
 
 __all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "ENV_STORE_URL", "settings_from_mapping"]
@@ -129,6 +130,17 @@ class ServeSettings(BaseModel):
                                                              "abandoned before it writes anything (408).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
 
+    @field_validator("rag_kb_path", "library")
+    @classmethod
+    def _expand_folder(cls, value: Path | None) -> Path | None:
+        """``~`` and ``~user`` expanded once here, so a ``~nosuchuser`` is refused at start, not on a request."""
+        return None if value is None else _expanded(value)
+
+    @field_validator("ingest_roots")
+    @classmethod
+    def _expand_roots(cls, value: list[Path] | None) -> list[Path] | None:
+        return None if value is None else [_expanded(root) for root in value]
+
     @field_validator("store")
     @classmethod
     def _check_store(cls, value: SecretStr | None) -> SecretStr | None:
@@ -174,12 +186,20 @@ class ServeSettings(BaseModel):
         knowledge-base folder with RAG on, else nowhere."""
         roots = self.ingest_roots if self.ingest_roots is not None else (
             [self.rag_kb_path] if self.rag_enabled else [])
-        return [root.expanduser().resolve() for root in roots]
+        return [resolved(root) for root in roots]
 
     def secret(self, name: Literal["api_key", "llm_api_key", "store"]) -> str | None:
         value: SecretStr | None = getattr(self, name)
         text = value.get_secret_value().strip() if value is not None else ""
         return text or None
+
+
+def _expanded(path: Path) -> Path:
+    """``paths.expand_user`` of a setting, its error as pydantic's ValueError (which names the setting)."""
+    try:
+        return expand_user(path)
+    except InputError as exc:
+        raise ValueError(str(exc)) from exc
 
 
 # ------------------------------------------------------------------------------------------- parsing

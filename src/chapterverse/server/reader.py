@@ -32,6 +32,7 @@ from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
 from ..passages import search_results
+from ..paths import expand_user
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
@@ -296,12 +297,15 @@ def _allowed_path(given: str, roots: list[Path]) -> tuple[Path, Path]:
     never tells a file outside the roots (or a symlink leading out of them) from a missing one.
 
     The job opens each file again beneath that root (``sources.Root``): the path may change after this check."""
-    path = Path(given).expanduser()
+    try:
+        path = expand_user(given)
+    except InputError:  # ~nosuchuser: a path that names nothing, like one outside the roots
+        raise ApiError(404, "NOT_FOUND", f"{given}: no such file or folder under this server's ingest roots") from None
     if not path.is_absolute():
         raise ApiError(400, "BAD_INPUT", f"{given}: give an absolute path")
     try:
-        resolved = path.resolve()
-    except (OSError, RuntimeError):
+        resolved: Path | None = path.resolve()
+    except (OSError, RuntimeError, ValueError):  # a link loop; a NUL in the name
         resolved = None
     root = next((root for root in roots if resolved is not None and resolved.is_relative_to(root)), None)
     if resolved is None or root is None or not resolved.exists():

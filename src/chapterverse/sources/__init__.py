@@ -15,10 +15,10 @@ from pathlib import Path
 
 from ..errors import SourceError, UnsupportedFormatError
 from .base import ParsedDocument, ParsedFile, PreChunk, TocEntry
-from .epub import read_epub
+from .epub import check_zip_end, read_epub
 from .files import Root, SourceFile, open_file
 from .jsonl import read_jsonl
-from .pdf import read_pdf
+from .pdf import check_pdf_header, read_pdf
 from .text import MAX_TEXT_BYTES, read_html, read_markdown, read_txt
 
 __all__ = [
@@ -51,15 +51,27 @@ _TEXT_SUFFIXES = frozenset({".md", ".markdown", ".txt", ".html", ".htm", ".xhtml
 _BYTE_LIMITS = dict.fromkeys((*_TEXT_SUFFIXES, ".jsonl"), MAX_TEXT_BYTES)
 """Formats read whole into memory have a size limit, checked before a byte is read; EPUB and PDF are read through
 their stream (with their own limits on what they expand to)."""
+_SHAPE_CHECKS: dict[str, Callable[[SourceFile], None]] = {".pdf": check_pdf_header, ".epub": check_zip_end}
+"""What a file of a format read through its stream must hold where its parser first looks (a PDF's header, a ZIP's
+end record): checked on opening, so a file that is not one is refused before it is hashed or parsed."""
 log = logging.getLogger(__name__)
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset({*_READERS, ".pdf"})
 
 
 def open_source(path: str | Path, *, root: Root | None = None) -> SourceFile:
-    """Open a file of a supported type for reading (``sources.files.open_file`` with its format's byte limit);
-    UnsupportedFormatError before anything is opened when its extension is not one."""
+    """Open a file of a supported type for reading (``sources.files.open_file`` with its format's byte limit, then
+    its shape check); UnsupportedFormatError before anything is opened when its extension is not one."""
     path = Path(path)
-    return open_file(path, root=root, limit=_BYTE_LIMITS.get(_supported_suffix(path)))
+    suffix = _supported_suffix(path)
+    file = open_file(path, root=root, limit=_BYTE_LIMITS.get(suffix))
+    check = _SHAPE_CHECKS.get(suffix)
+    try:
+        if check is not None:
+            check(file)
+    except BaseException:
+        file.close()
+        raise
+    return file
 
 
 def read_source(source: str | Path | SourceFile, *, password: str | None = None) -> ParsedDocument:

@@ -151,6 +151,22 @@ def _name_variants(info: zipfile.ZipInfo) -> Iterator[str]:
         yield unicodedata.normalize("NFC", posixpath.normpath(name.lstrip("/")))
 
 
+_ZIP_END = b"PK\x05\x06"
+_ZIP_END_BYTES = 22 + 65_535
+"""A ZIP archive ends with its end-of-central-directory record (signature ``_ZIP_END``, 22 bytes, then a comment of
+at most 65,535): where ``zipfile`` looks for it, and all it reads of a file that has none."""
+
+
+def check_zip_end(file: SourceFile) -> None:
+    """SourceError unless the file's last bytes hold a ZIP end record: what ``zipfile`` looks for first, checked
+    here before a large file is hashed whole."""
+    if file.size == 0:
+        raise SourceError(file.path, "empty file (0 bytes), not an EPUB")
+    if _ZIP_END not in file.tail(_ZIP_END_BYTES):
+        raise SourceError(file.path, f"not a readable ZIP archive, so not an EPUB (no end-of-archive record in its "
+                                     f"last {_ZIP_END_BYTES} bytes)")
+
+
 def _open_archive(file: SourceFile) -> _Archive:
     """The opened file as a ZIP archive, read through its stream (``sources.files``), not by its name."""
     path = file.path

@@ -10,6 +10,12 @@ So a file is opened once, without blocking (``O_NONBLOCK``), and everything is d
 Under a :class:`Root` (the knowledge-base folder, the server's ``--ingest_roots``) the file is reached from a
 descriptor of the root one component at a time with ``O_NOFOLLOW``, so a symlink swapped in anywhere below the root
 fails the open instead of leading out, and a file with more than one hard link is refused unless the root allows it.
+
+A file's size is not its content: ``truncate -s 2G book.pdf`` makes a file of 2 GB that holds nothing, and a parser
+that scans it (pdfium rebuilding a cross-reference table, pypdf looking for its end marker) spends minutes and
+gigabytes on zeros that were never written. So a file most of whose bytes are holes (ranges never written, which
+``SEEK_DATA``/``SEEK_HOLE`` find without reading them) is refused at opening too: what any reader then does is
+bounded by what was really written.
 """
 
 from __future__ import annotations
@@ -25,10 +31,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import SourceError, SourceTooLargeError
+from ..paths import resolved
 
 __all__ = ["Root", "SourceFile", "Source", "open_file", "opened"]
 
 _BLOCK = 1024 * 1024
+_MAX_EXTENTS = 65_536
+"""Written ranges counted before a file is judged: a regular file has one, a sparse one a few; a file cut into more
+is refused as unwritten (counting them is two system calls each)."""
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
 
@@ -44,7 +54,7 @@ class Root:
 
     def __post_init__(self) -> None:
         """Resolved once here (the root itself may be a symlink the administrator chose), not once a file."""
-        object.__setattr__(self, "path", self.path.resolve())
+        object.__setattr__(self, "path", resolved(self.path))
 
 
 class SourceFile:
@@ -69,6 +79,16 @@ class SourceFile:
         """The open file from its first byte, for readers that seek (ZIP, PDF); valid until ``close``."""
         self._file.seek(0)
         return self._file
+
+    def head(self, size: int) -> bytes:
+        """The first ``size`` bytes (fewer in a shorter file)."""
+        return self.stream().read(size)
+
+    def tail(self, size: int) -> bytes:
+        """The last ``size`` bytes (the whole file when it is shorter), read from its ``fstat`` size at opening."""
+        stream = self.stream()
+        stream.seek(max(self.size - size, 0))
+        return stream.read(size)
 
     def read(self) -> bytes:
         """All the bytes, never more than ``limit``: a file grown past it since opening is refused too."""
@@ -107,6 +127,7 @@ def open_file(path: str | Path, *, root: Root | None = None, limit: int | None =
     try:
         status = os.fstat(fd)
         _check(path, status, root, limit)
+        _check_written(path, fd, status)
     except BaseException:
         os.close(fd)
         raise
@@ -192,3 +213,38 @@ def _check(path: Path, status: os.stat_result, root: Root | None, limit: int | N
     if root is not None and not root.hardlinks and status.st_nlink > 1:
         raise SourceError(path, f"has {status.st_nlink} hard links, and another name may lie outside {root.path}; "
                                 "the server reads such files only with --allow_hardlinks")
+
+
+def _check_written(path: Path, fd: int, status: os.stat_result) -> None:
+    """Refuse a file most of whose bytes were never written (a sparse file: ``truncate -s 2G x.pdf``).
+
+    A file with as many blocks allocated as its size has no holes and costs nothing more to judge; for any other,
+    its holes are counted with ``SEEK_DATA``/``SEEK_HOLE`` (a file system without them reports one written range).
+    Allocated blocks alone would not do: a compressing file system (ZFS, btrfs) allocates fewer than the size of a
+    file fully written."""
+    if status.st_blocks * 512 >= status.st_size or not hasattr(os, "SEEK_DATA"):
+        return
+    holes = _unwritten_bytes(fd, status.st_size)
+    if holes * 2 > status.st_size:
+        raise SourceError(path, f"{holes} of its {status.st_size} bytes were never written (a sparse file, "
+                                "such as one made with truncate); it holds no document")
+
+
+def _unwritten_bytes(fd: int, size: int) -> int:
+    """The bytes of the file's first ``size`` that lie in holes; beyond ``_MAX_EXTENTS`` written ranges, the rest
+    of the file counts as holes."""
+    holes = position = 0
+    for _ in range(_MAX_EXTENTS):
+        try:
+            data = os.lseek(fd, position, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # SEEK_DATA unsupported: judged written, as the size says
+                return holes
+            data = size  # no data after position: a hole up to the end
+        holes += min(data, size) - position
+        if data >= size:
+            return holes
+        position = os.lseek(fd, data, os.SEEK_HOLE)
+        if position >= size:
+            return holes
+    return holes + size - position

@@ -10,6 +10,13 @@ require) or none; if pdfium refuses, pypdf gets a try (it accepts some owner pas
 A page pdfium cannot load or extract is read with pypdf, or kept empty with a warning.
 
 pdfium is not thread-safe, so every pdfium call here runs under one process-wide lock.
+
+Neither parser is handed a file that cannot be a PDF: one without ``%PDF-`` in its first 1024 bytes (pdfium's own
+rule) is refused before either reads it (``check_pdf_header``, which ``sources.open_source`` applies before the
+file is hashed). pypdf, the fallback, reads lines backwards from the end a byte at a time until it meets
+``%%EOF`` and then ``startxref``, and rebuilds a broken cross-reference table from the whole file in memory; so it
+gets a file only when its last ``PYPDF_TAIL_BYTES`` hold that trailer, each keyword starting a line, and the file
+is at most ``MAX_PYPDF_BYTES``. A file pdfium cannot read and pypdf may not is refused with both reasons.
 """
 
 from __future__ import annotations
@@ -32,7 +39,8 @@ from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
 from .pdf_running_lines import mark_running_lines
 
-__all__ = ["read_pdf", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES"]
+__all__ = ["read_pdf", "check_pdf_header", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES",
+           "HEADER_BYTES", "PYPDF_TAIL_BYTES", "MAX_PYPDF_BYTES"]
 
 MAX_TOC_DEPTH = 16
 MAX_TOC_ENTRIES = 10_000
@@ -43,10 +51,23 @@ MAX_TOC_ENTRIES = 10_000
 _DROP_CHARS = dict.fromkeys([c for c in range(32) if c not in (9, 10)] + [0xFFFE, 0xFFFF])
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _PDFIUM_LOCK = threading.Lock()
+HEADER_BYTES = 1024
+"""Where a PDF's ``%PDF-`` must start: pdfium opens no file without it there."""
+PYPDF_TAIL_BYTES = 64 * 1024
+"""How far from the end pypdf may have to look for the trailer it starts from (``startxref``, offset, ``%%EOF``)."""
+MAX_PYPDF_BYTES = 256 * 1024 * 1024
+"""The largest file given to pypdf: it reads a broken file whole into memory to rebuild its cross-references."""
+_TRAILER = re.compile(rb"(?:^|[\r\n])startxref[ \t\r\n\f\x00]*[+-]?\d+[ \t\r\n\f\x00]*%%EO")
+"""The end of a PDF as pypdf finds it: ``startxref`` at a line's start, the offset, then ``%%EOF`` (whose last
+letter a truncated file may lack)."""
 
 
 class _PdfiumFailed(Exception):
     """pdfium could not open the file for a reason other than the password."""
+
+
+class _NotForPypdf(Exception):
+    """The file is not one pypdf may read in bounded time and memory (``_pypdf_reader`` says why)."""
 
 
 class _PasswordRejected(Exception):
@@ -59,7 +80,27 @@ def read_pdf(source: Source, *, password: str | None = None) -> ParsedDocument:
     Running headers and footers are kept out of each page's body, and printed page numbers label the pages
     of a PDF without labels (``sources.pdf_running_lines``)."""
     with opened(source) as file:
+        check_pdf_header(file)
         return mark_running_lines(_read_pdf(file, password))
+
+
+def check_pdf_header(file: SourceFile) -> None:
+    """SourceError unless ``%PDF-`` starts within the file's first ``HEADER_BYTES``: what pdfium needs to open it,
+    checked before any parser (or the hash of a large file) reads the rest."""
+    if file.size == 0:
+        raise SourceError(file.path, "empty file (0 bytes), not a PDF")
+    if b"%PDF-" not in file.head(HEADER_BYTES + 4):
+        raise SourceError(file.path, f"not a PDF: no %PDF- header in its first {HEADER_BYTES} bytes")
+
+
+def _pypdf_reader(file: SourceFile) -> pypdf.PdfReader:
+    """pypdf's reader of the file; _NotForPypdf, before pypdf reads it, when the file is larger than it may read
+    or its end lacks the trailer pypdf starts from (pypdf would then walk back through the whole file)."""
+    if file.size > MAX_PYPDF_BYTES:
+        raise _NotForPypdf(f"{file.size} bytes is more than the {MAX_PYPDF_BYTES} it reads")
+    if not _TRAILER.search(file.tail(PYPDF_TAIL_BYTES)):
+        raise _NotForPypdf(f"no startxref and %%EOF trailer in the last {PYPDF_TAIL_BYTES} bytes")
+    return pypdf.PdfReader(file.stream(), strict=False)
 
 
 def _read_pdf(file: SourceFile, password: str | None) -> ParsedDocument:
@@ -187,7 +228,7 @@ def _fill_pages_with_pypdf(file: SourceFile, password: str | None, document: Par
                            failed: dict[int, str]) -> None:
     """Give pages pdfium could not read to pypdf; a page neither reads stays empty, with a warning."""
     try:
-        reader = pypdf.PdfReader(file.stream(), strict=False)
+        reader = _pypdf_reader(file)
         if reader.is_encrypted:
             _pypdf_decrypt(reader, password)
     except Exception:  # noqa: BLE001 - see _read_with_pypdf
@@ -227,7 +268,7 @@ def _read_with_pypdf(file: SourceFile, password: str | None, why_not_pdfium: str
     mapped to SourceError here, the one boundary where pypdf is called."""
     path = file.path
     try:
-        reader = pypdf.PdfReader(file.stream(), strict=False)
+        reader = _pypdf_reader(file)
         if reader.is_encrypted and not _pypdf_decrypt(reader, password):
             reason = "the password given does not open it" if password else "a password is needed to open it"
             raise EncryptedSourceError(path, f"encrypted; {reason}")
@@ -238,6 +279,8 @@ def _read_with_pypdf(file: SourceFile, password: str | None, why_not_pdfium: str
             raise SourceError(path, "the PDF has no pages")
         toc = list(itertools.islice(_pypdf_outline(reader, len(files)), MAX_TOC_ENTRIES))
         info = {key.lstrip("/"): " ".join(str(value).split()) for key, value in (reader.metadata or {}).items()}
+    except _NotForPypdf as exc:
+        raise SourceError(path, f"not a readable PDF ({why_not_pdfium}; not given to pypdf: {exc})") from exc
     except SourceError:
         raise
     except pypdf.errors.DependencyError as exc:

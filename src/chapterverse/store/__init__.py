@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..paths import expand_user
 from .protocol import (
     ChatStore,
     ChunkStore,
@@ -96,7 +97,7 @@ def sqlite_file(location: str | Path) -> Path | None:
         return None
     if text.startswith("sqlite:///"):
         return Path(text.removeprefix("sqlite:///"))
-    path = Path(text).expanduser()
+    path = expand_user(text)
     if path.suffix in {".sqlite3", ".sqlite", ".db"}:
         return path
     return path / LIBRARY_FILENAME
