@@ -15,7 +15,7 @@ from fakellm import Reply, fake_llm
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
 from chapterverse.library import Library
-from chapterverse.llm.agent import AgentSettings
+from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.config import ProviderConfig
 from chapterverse.llm.tools import TOOL_SCHEMAS
 

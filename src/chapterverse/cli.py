@@ -649,7 +649,7 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
     from .answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-    from .llm.agent import AgentSettings
+    from .answering.model_turn import AgentSettings
 
     result: AnswerResult | None = None
     settings = AgentSettings(auto_summarize=stream)

@@ -24,7 +24,7 @@ from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResu
 
 if TYPE_CHECKING:
     from ..library import Library
-    from ..llm.agent import AgentSettings
+    from .model_turn import AgentSettings
     from ..llm.config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
@@ -42,7 +42,7 @@ def ask(library: Library, question: str, *, doc_id: int | None = None, provider:
 
     No summary job is started for the document: a call that returns its answer would cut one off mid-way, and
     a benchmark's answers (``bench answers`` asks through here) would depend on how far background jobs had got."""
-    from ..llm.agent import AgentSettings
+    from .model_turn import AgentSettings
 
     settings = AgentSettings(auto_summarize=False)
     for event in answer_events(library, question, doc_id=doc_id, provider=provider, history=history,
@@ -67,7 +67,7 @@ def answer_events(library: Library, question: str, *, doc_id: int | None = None,
         yield AnswerDelta(result.answer)
         yield AnswerDone(result)
         return
-    from ..llm.agent import ModelTurn
+    from .model_turn import ModelTurn
 
     yield AnswerMeta(mode="llm")
     turn = ModelTurn(library, question, doc_id, provider, selection=selection, history=history, settings=settings,

@@ -21,7 +21,7 @@ from .. import AnswerResult, Library
 from ..citations import Evidence, StreamingTagFilter
 from ..errors import ChapterverseError
 from ..answering import AnswerDelta, AnswerDone, answer_events
-from ..llm.agent import AgentSettings
+from ..answering.model_turn import AgentSettings
 from ..llm.config import ProviderConfig
 from .errors import ApiError, error_body
 from .grounding import shortened

@@ -19,16 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
+from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
 from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
 from ..errors import TagError
 from ..library import Library
 from ..positions import Span
-from .client import ChatProvider, StreamEnd, TextDelta, ToolCall
-from .config import ProviderConfig
-from .prompts import load_prompt
-from .summaries import EXTRACTIVE_MODEL, SummaryJobs
-from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
+from ..llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
+from ..llm.config import ProviderConfig
+from ..llm.prompts import load_prompt
+from ..llm.summaries import EXTRACTIVE_MODEL, SummaryJobs
+from ..llm.tools import TOOL_SCHEMAS, ToolBox, ToolSettings
 
 __all__ = ["AgentSettings", "ModelTurn"]
 
