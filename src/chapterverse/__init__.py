@@ -36,9 +36,9 @@ if TYPE_CHECKING:
         StoreError,
         TagError,
     )
-    from .library import IngestResult, Library, Resolved, open_library
+    from .library import IngestResult, Library, open_library
     from .llm.config import ProviderConfig
-    from .positions import Span
+    from .positions import ResolvedSpan, Span
     from .retrieval import Hit, SearchResult
 
 __all__ = [
@@ -48,7 +48,7 @@ __all__ = [
     "IngestResult",
     "Hit",
     "SearchResult",
-    "Resolved",
+    "ResolvedSpan",
     "Span",
     "ask",
     "AnswerResult",
@@ -67,7 +67,7 @@ __all__ = [
 
 _HOMES = {
     "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "retrieval",
-    "SearchResult": "retrieval", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
+    "SearchResult": "retrieval", "ResolvedSpan": "positions", "Span": "positions", "ask": "answering.ask",
     "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
     "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",

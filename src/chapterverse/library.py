@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .chunking.context import ORIGIN_KEY, USER_METADATA_KEY, stored_context
 from .config import default_home
 from .errors import InputError, NotFoundError, SourceError, TagError
-from .positions import Span, parse_tag
+from .positions import ResolvedSpan, Span, parse_tag
 from .store import (
     ChunkRecord,
     DocumentRecord,
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
     from .sources import ParsedDocument, Root
 
-__all__ = ["Library", "open_library", "IngestResult", "Resolved", "Progress", "content_hash", "ORIGIN_KEY",
+__all__ = ["Library", "open_library", "IngestResult", "Progress", "content_hash", "ORIGIN_KEY",
            "USER_METADATA_KEY"]
 
 Progress = Callable[[str, int, int], None]
@@ -64,22 +64,6 @@ class IngestResult:
     duplicate_of: DocumentRecord | None = None
     """The document of another source that already holds this content, which was then not added again
     (``document`` is that document); None when the content was new or stored under the same source."""
-
-
-@dataclass(slots=True)
-class Resolved:
-    tag: str
-    doc_id: int
-    doc_title: str
-    file: int
-    start: int
-    end: int
-    text: str
-    toc_path: list[str]
-    file_title: str
-    label: str
-    source: str
-    """The document's source: its file, or its knowledge-base source."""
 
 
 @dataclass(slots=True)
@@ -467,7 +451,7 @@ class Library:
         pdfs = {doc_id for doc_id in {h.chunk.doc_id for h in hits} if self.document(doc_id).format == "pdf"}
         return {h.chunk.file_id: self.store.file(h.chunk.file_id).label for h in hits if h.chunk.doc_id in pdfs}
 
-    def resolve(self, tag: str | Span) -> Resolved:
+    def resolve(self, tag: str | Span) -> ResolvedSpan:
         """The exact text a tag names, with its document, file and TOC path; TagError when it names nothing."""
         span = tag if isinstance(tag, Span) else parse_tag(tag)
         text = self.store.file_slice(span.file, span.start, span.end)
@@ -475,7 +459,7 @@ class Library:
             raise TagError(f"{span.tag} does not name a span in this library (unknown file or out of range)")
         file = self.store.file(span.file)
         doc = self.store.document(file.doc_id)
-        return Resolved(tag=span.key, doc_id=doc.id, doc_title=doc.title, file=span.file, start=span.start,
+        return ResolvedSpan(tag=span.key, doc_id=doc.id, doc_title=doc.title, file=span.file, start=span.start,
                         end=span.end, text=text, toc_path=self.toc_path(doc.id, file.id, span.start),
                         file_title=file.title, label=file.label, source=doc.source)
 

@@ -266,11 +266,9 @@ def _tagged(citations: Sequence[Citation]) -> list[str]:
 
 
 def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
-    span, chunk = candidate.span, candidate.hit.chunk
-    resolved = library.resolve(span)
-    return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
-                    toc_path=resolved.toc_path, file=span.file, start=span.start,
-                    end=span.end).retrieved(chunk.source, chunk.chunk_index, candidate.hit.score)
+    chunk = candidate.hit.chunk
+    return Citation.of(n, candidate.span, library.resolve(candidate.span)).retrieved(
+        chunk.source, chunk.chunk_index, candidate.hit.score)
 
 
 def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embeddings import Embedder
-    from ..positions import Span
+    from ..positions import ResolvedSpan, Span
     from ..retrieval import Hit
     from ..store import FileRecord, TocRecord
 
-__all__ = ["ReaderLibrary", "ReaderStore", "TermRarity", "CitedText"]
+__all__ = ["ReaderLibrary", "ReaderStore", "TermRarity"]
 
 
 class ReaderStore(Protocol):
@@ -38,15 +38,6 @@ class TermRarity(Protocol):
     def term_rarity(self, terms: Sequence[str]) -> dict[str, float]: ...
 
 
-class CitedText(Protocol):
-    """What the reader takes from a resolved span for its citation (``library.Resolved``)."""
-
-    @property
-    def text(self) -> str: ...
-    @property
-    def toc_path(self) -> list[str]: ...
-
-
 class ReaderLibrary(Protocol):
     """A library as the extractive reader uses it: search, stored text, embedder, term rarity, resolve."""
 
@@ -59,4 +50,4 @@ class ReaderLibrary(Protocol):
 
     def search(self, query: str, *, k: int = ..., doc_ids: Sequence[int] | None = ...,
                query_vector: np.ndarray | None = ...) -> list[Hit]: ...
-    def resolve(self, tag: str | Span) -> CitedText: ...
+    def resolve(self, tag: str | Span) -> ResolvedSpan: ...

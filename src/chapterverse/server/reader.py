@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -341,9 +342,7 @@ def job(request: Request, job_id: Id) -> dict[str, Any]:
             summary="A file's canonical text with paragraph offsets (code points)")
 def file(request: Request, file_id: Id) -> dict[str, Any]:
     record = _library(request).store.file(file_id)
-    return {"id": record.id, "doc_id": record.doc_id, "ordinal": record.ordinal, "title": record.title,
-            "label": record.label, "has_text": record.has_text, "text": record.text,
-            "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
+    return {**dataclasses.asdict(record), "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
 
 
 @router.get("/resolve/{tag_key}", response_model=ReaderResolved, summary="The exact text a position tag names")
@@ -353,8 +352,7 @@ def resolve(request: Request, tag_key: str) -> dict[str, Any]:
         r = _library(request).resolve(span)
     except TagError as exc:
         raise ApiError(404, "NOT_FOUND", str(exc)) from exc
-    return {"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
-            "end": r.end, "text": r.text, "toc_path": r.toc_path, "file_title": r.file_title, "label": r.label}
+    return {name: value for name, value in dataclasses.asdict(r).items() if name != "source"}
 
 
 # ---------------------------------------------------------------------------------------------- ask
