@@ -16,7 +16,7 @@ from chapterverse.answering import extractive_answer
 from chapterverse.embeddings import Embedder
 from chapterverse.library import Library
 from chapterverse.positions import ResolvedSpan, Span
-from chapterverse.retrieval import Hit
+from chapterverse.search.retrieval import Hit
 from chapterverse.store import FileRecord, Store, TocRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

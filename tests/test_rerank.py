@@ -23,7 +23,7 @@ from chapterverse.errors import InputError
 from chapterverse.library import Library
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.config import ProviderConfig
-from chapterverse.rerank import (
+from chapterverse.search.rerank import (
     CrossEncoderReranker,
     HttpReranker,
     LlmReranker,

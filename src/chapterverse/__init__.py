@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .library import IngestResult, Library, open_library
     from .llm.config import ProviderConfig
     from .positions import ResolvedSpan, Span
-    from .retrieval import Hit, SearchResult
+    from .search.retrieval import Hit, SearchResult
 
 __all__ = [
     "__version__",
@@ -66,8 +66,8 @@ __all__ = [
 ]
 
 _HOMES = {
-    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "retrieval",
-    "SearchResult": "retrieval", "ResolvedSpan": "positions", "Span": "positions", "ask": "answering.ask",
+    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "search.retrieval",
+    "SearchResult": "search.retrieval", "ResolvedSpan": "positions", "Span": "positions", "ask": "answering.ask",
     "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
     "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",

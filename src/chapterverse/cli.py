@@ -282,7 +282,7 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
 def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
                   provider: ProviderConfig | None = None) -> None:
     """Give ``lib`` the second stage its flags, env and config file name (``chapterverse.rerank``)."""
-    from .rerank import library_reranker
+    from .search.rerank import library_reranker
 
     lib.reranker, lib.rerank_top_n = library_reranker(lib.location, reranker=reranker, top_n=top_n,
                                                       provider=provider)
@@ -550,7 +550,7 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
             lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
-        from .passages import search_results
+        from .search.passages import search_results
 
         results = search_results(lib, hits)
     if json_out:
@@ -572,7 +572,7 @@ def _note_weak_hits(scores: list[float], threshold: float | None) -> None:
     """Search always ranks something, so a query the library knows nothing about still lists hits; without
     ``--threshold``, say on stderr when none reaches the recall-oriented relevance level
     (:data:`relevance.ANCHORS`), so an unrelated passage is not read as the library's answer."""
-    from .relevance import ANCHORS
+    from .search.relevance import ANCHORS
 
     recall_level = ANCHORS[0][1]
     if not scores:

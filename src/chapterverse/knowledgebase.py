@@ -40,7 +40,7 @@ from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
 from .library import USER_METADATA_KEY, IngestResult, Library, content_hash
 from .positions import Span
-from .retrieval import Hit, SearchResult
+from .search.retrieval import Hit, SearchResult
 from .sources import ParsedDocument, ParsedFile, PreChunk
 from .store import ChunkRecord, DocumentRecord, NewDocument, Store
 

@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 
     from .cancel import CancelToken
     from .embeddings import Embedder
-    from .rerank import Reranker
-    from .retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
+    from .search.rerank import Reranker
+    from .search.retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
     from .sources import ParsedDocument, Root
 
 __all__ = ["Library", "open_library", "IngestResult", "Progress", "content_hash", "ORIGIN_KEY",
@@ -122,7 +122,7 @@ class Library:
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            from .retrieval import Retriever
+            from .search.retrieval import Retriever
 
             self._retriever = Retriever(self.store, self.embedder, self._fusion)
         return self._retriever
@@ -479,14 +479,14 @@ class Library:
         depth = max(k, self.rerank_top_n) if self.reranker is not None else k
         scored: list[ScoredChunk] = self.retriever.search(query, k=depth, doc_ids=doc_ids, threshold=threshold,
                                                           mmr=mmr, query_vector=query_vector)
-        from .retrieval import Hit, SearchResult
+        from .search.retrieval import Hit, SearchResult
 
         titles = self.store.titles([s.chunk.doc_id for s in scored]) if scored else {}
         hits = [Hit(s.chunk, titles.get(s.chunk.doc_id, ""), s.score, s.lexical, s.dense, s.rank_score)
                 for s in scored]
         if self.reranker is None:
             return SearchResult(hits)
-        from .rerank import rerank_order
+        from .search.rerank import rerank_order
 
         order, report = rerank_order(self.reranker, query, [h.text for h in hits])
         return SearchResult([hits[i] for i in order][:k], report)

@@ -24,8 +24,8 @@ from ..analysis import in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
-from ..relevance import ANCHORS
-from ..retrieval import Hit
+from ..search.relevance import ANCHORS
+from ..search.retrieval import Hit
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
     from ..embeddings import Embedder
     from ..positions import ResolvedSpan, Span
-    from ..retrieval import Hit
+    from ..search.retrieval import Hit
     from ..store import FileRecord, TocRecord
 
 __all__ = ["ReaderLibrary", "ReaderStore", "TermRarity"]

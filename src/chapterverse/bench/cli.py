@@ -148,7 +148,7 @@ def retrieval(
             built = time.perf_counter() - started
             try:
                 if reranker is not None:
-                    from ..rerank import library_reranker
+                    from ..search.rerank import library_reranker
 
                     lib.reranker, lib.rerank_top_n = library_reranker(location, reranker=reranker,
                                                                       top_n=rerank_top_n)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..embeddings import USEEmbedder
 from ..library import Library, Progress
-from ..retrieval import FusionWeights
+from ..search.retrieval import FusionWeights
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 __all__ = ["Group", "collect_groups", "fit_fusion", "evaluate_weights"]

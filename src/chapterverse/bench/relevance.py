@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..library import Library, Progress
-from ..relevance import ANCHORS, RelevanceModel, sigmoid
+from ..search.relevance import ANCHORS, RelevanceModel, sigmoid
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 __all__ = ["Judged", "OperatingPoint", "SetReport", "collect_judged", "fit_relevance", "cross_validate",

@@ -53,7 +53,7 @@ from ..embeddings import Embedder, load_embedder
 from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
 from ..index.vectors import IndexSettings, VectorIndex
-from ..retrieval import Retriever
+from ..search.retrieval import Retriever
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, Store, open_store
 
 __all__ = ["run_scale_bench", "format_report", "SIZES", "DEFAULT_WORKDIR"]

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..analysis import index_terms, query_terms
 from ..embeddings import Embedder
-from ..retrieval import Retriever
+from ..search.retrieval import Retriever
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore
 
 __all__ = ["Latency", "StoreResult", "run_store_bench", "format_table", "compare_retrieval", "format_comparison",

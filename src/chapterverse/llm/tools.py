@@ -19,7 +19,7 @@ from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
 from ..positions import Span, find_tags, paragraph_spans
-from ..retrieval import Hit
+from ..search.retrieval import Hit
 from .client import ChatProvider
 from .prompts import count_tokens, load_prompt
 from .selection import SelectionParseError, parse_selection

@@ -32,7 +32,7 @@ from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
-from ..passages import search_results
+from ..search.passages import search_results
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder

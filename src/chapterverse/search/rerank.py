@@ -31,14 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import ChapterverseError, InputError
-from .redaction import redact_url
+from ..errors import ChapterverseError, InputError
+from ..redaction import redact_url
 
 if TYPE_CHECKING:
     import httpx
 
-    from .llm.client import ChatProvider
-    from .llm.config import ProviderConfig
+    from ..llm.client import ChatProvider
+    from ..llm.config import ProviderConfig
 
 __all__ = [
     "DEFAULT_TOP_N",
@@ -288,7 +288,7 @@ class LlmReranker:
                 {"role": "user", "content": f"Question: {query}\n\nPassages:\n\n{listed}"}]
 
     def rank(self, query: str, passages: Sequence[str]) -> list[int]:
-        from .llm.selection import SelectionParseError, parse_selection
+        from ..llm.selection import SelectionParseError, parse_selection
 
         try:
             reply = self.provider.complete(self.messages(query, passages), temperature=0, max_tokens=400)
@@ -324,7 +324,7 @@ class RerankSettings:
     def resolve(cls, *, reranker: str | None = None, top_n: int | None = None,
                 config: Mapping[str, Any] | None = None, env: Mapping[str, str] = os.environ) -> RerankSettings:
         """Field by field, with the precedence (and the empty-means-unset rule) of ``config.first_set``."""
-        from .config import first_set
+        from ..config import first_set
 
         file = dict(config or {})
         unknown = sorted(set(file) - set(_CONFIG_KEYS))
@@ -369,13 +369,13 @@ def load_reranker(settings: RerankSettings, *, provider: ProviderConfig | None =
         if provider is None:
             raise InputError("--reranker llm needs a chat model: set --llm-model (and --llm-base-url) or "
                              "CHAPTERVERSE_LLM_MODEL")
-        from .llm.client import ChatProvider
+        from ..llm.client import ChatProvider
 
         return LlmReranker(ChatProvider(provider), token_budget=settings.token_budget)
     tei = spec.lower().startswith("tei:")
     url = spec[4:] if tei else spec
     if url.lower().startswith(("http://", "https://")):
-        from .llm.config import check_base_url
+        from ..llm.config import check_base_url
 
         try:
             url = check_base_url(url)
@@ -393,12 +393,12 @@ def library_reranker(location: Path, *, reranker: str | None = None, top_n: int 
                      provider: ProviderConfig | None = None) -> tuple[Reranker | None, int]:
     """The reranker and top N for a library at ``location``: flags over env over its config file's ``rerank``
     table. The ``llm`` kind judges with ``provider``, else with the chat model the same config names."""
-    from .config import load_config
+    from ..config import load_config
 
     config = load_config(location) if location.is_dir() else {}
     settings = RerankSettings.resolve(reranker=reranker, top_n=top_n, config=config.get("rerank"))
     if provider is None and (settings.reranker or "").strip().lower() == "llm":
-        from .llm.config import ProviderConfig
+        from ..llm.config import ProviderConfig
 
         provider = ProviderConfig.resolve(config=config.get("llm"))
     return load_reranker(settings, provider=provider), settings.top_n

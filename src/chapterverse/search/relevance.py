@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
-from .index.lexical import TermMatches
+from ..analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
+from ..index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
            "relevance_features", "sigmoid", "text_matches", "word_coverage"]

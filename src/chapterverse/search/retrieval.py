@@ -43,12 +43,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .analysis import query_terms
-from .embeddings import Embedder
-from .index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
-from .index.topk import top_k
-from .index.vectors import VectorIndex
-from .positions import Span
+from ..analysis import query_terms
+from ..embeddings import Embedder
+from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from ..index.topk import top_k
+from ..index.vectors import VectorIndex
+from ..positions import Span
 from .relevance import (
     RELEVANCE_FEATURES,
     QueryWords,
@@ -58,7 +58,7 @@ from .relevance import (
     text_matches,
     word_coverage,
 )
-from .store import ChunkRecord, Store
+from ..store import ChunkRecord, Store
 
 if TYPE_CHECKING:
     from .rerank import RerankReport
