@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..server.rewrite import carry_query
+from ..server.proxy.rewrite import carry_query
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 if TYPE_CHECKING:

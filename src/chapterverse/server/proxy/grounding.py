@@ -22,13 +22,13 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from .. import Hit
-from ..citations import Resolver, library_resolver
+from ... import Hit
+from ...citations import Resolver, library_resolver
 from .injection import ReplyFilter, context_block, header_language, hits_summary, inject_context, last_user_text
 from .relay import upstream_headers
 from .rewrite import carry_query, llm_query
-from .state import ServerState
-from .upstream import Upstream
+from ..state import ServerState
+from ..upstream import Upstream
 
 __all__ = ["TRUNCATED_HEADER", "Grounding", "ground", "next_turn", "shortened"]
 

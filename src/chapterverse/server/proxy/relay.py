@@ -27,11 +27,11 @@ import httpx
 from fastapi import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..redaction import mask_secrets
-from .errors import ApiError, error_body, unparsable_body
-from .state import ServerState
+from ...redaction import mask_secrets
+from ..errors import ApiError, error_body, unparsable_body
+from ..state import ServerState
 from .streammask import StreamMasker
-from .upstream import Upstream
+from ..upstream import Upstream
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
            "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events"]
