@@ -16,14 +16,14 @@ import pytest
 from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
-from chapterverse.bench.cli import bench_app
+from chapterverse.bench.commands import bench_app
 from chapterverse.cli import LAZY_GROUPS, app
 from chapterverse.library import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 
 SERVER_AND_SDK = {"openai", "httpx", "httpx2", "fastapi", "uvicorn", "chapterverse.server.app",
-                  "chapterverse.bench.cli"}
+                  "chapterverse.bench.commands"}
 QUICK_FORBIDDEN = SERVER_AND_SDK | {"numpy", "rich", "chapterverse.embeddings", "chapterverse.search.retrieval",
                                     "chapterverse.sources", "platformdirs", "logging", "pydantic"}
 """pydantic too: typer would convert every option through it (chapterverse.cli_values)."""

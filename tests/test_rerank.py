@@ -22,7 +22,7 @@ from chapterverse.cli import app
 from chapterverse.errors import InputError
 from chapterverse.library import Library
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.config import ProviderConfig
+from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.search.rerank import (
     CrossEncoderReranker,
     HttpReranker,

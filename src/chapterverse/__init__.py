@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         TagError,
     )
     from .library import IngestResult, Library, open_library
-    from .llm.config import ProviderConfig
+    from .llm.provider_config import ProviderConfig
     from .positions import ResolvedSpan, Span
     from .search.retrieval import Hit, SearchResult
 
@@ -69,7 +69,7 @@ _HOMES = {
     "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "search.retrieval",
     "SearchResult": "search.retrieval", "ResolvedSpan": "positions", "Span": "positions", "ask": "answering.ask",
     "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
-    "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
+    "ProviderConfig": "llm.provider_config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",
     "ProviderError": "errors",
 }

@@ -41,12 +41,12 @@ if TYPE_CHECKING:
 
     from .answering import AnswerResult
     from .library import IngestResult, Library
-    from .llm.config import ProviderConfig
+    from .llm.provider_config import ProviderConfig
     from .store.records import DocumentRecord
 
 
 LAZY_GROUPS: dict[str, tuple[str, str, str]] = {
-    "bench": ("chapterverse.bench.cli", "bench_app", "Benchmarks against real data."),
+    "bench": ("chapterverse.bench.commands", "bench_app", "Benchmarks against real data."),
 }
 """Sub-command name -> (module, its typer app, the one-line help ``--help`` shows without importing it)."""
 
@@ -635,7 +635,7 @@ def _print_citations(result: AnswerResult) -> None:
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
     from .config import load_config
-    from .llm.config import ProviderConfig
+    from .llm.provider_config import ProviderConfig
 
     llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
     return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
@@ -969,7 +969,7 @@ def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
     build_server(lib).run("stdio")
 
 
-from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
+from .server.serve_command import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
 command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
 
 

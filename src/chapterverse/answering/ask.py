@@ -23,7 +23,7 @@ from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResu
 if TYPE_CHECKING:
     from ..library import Library
     from .model_turn import AgentSettings
-    from ..llm.config import ProviderConfig
+    from ..llm.provider_config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
 __all__ = ["ask", "answer_events", "FALLBACK_NOTICE"]

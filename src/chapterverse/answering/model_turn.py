@@ -23,7 +23,7 @@ from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
 from ..citations import Evidence, StreamingTagFilter, library_resolver, verify_answer
 from ..library import Library
 from ..llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
-from ..llm.config import ProviderConfig
+from ..llm.provider_config import ProviderConfig
 from ..llm.prompts import load_prompt
 from ..llm.summaries import EXTRACTIVE_MODEL, SummaryJobs
 from ..llm.tools import TOOL_SCHEMAS, ToolBox, ToolSettings

@@ -161,7 +161,7 @@ def _run(data: KbSet, folder: Path, *, embedding_model: str | None, top_k: int, 
     import httpx
 
     from ..server.app import create_app
-    from ..server.config import settings_from_mapping
+    from ..server.serve_settings import settings_from_mapping
 
     settings = settings_from_mapping({"rag_enabled": True, "rag_kb_path": folder,
                                       "rag_embedding_model": embedding_model, "rag_top_k": top_k,

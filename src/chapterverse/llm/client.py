@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..errors import ProviderAuthError, ProviderError, ProviderUnreachableError
 from ..redaction import scrub
-from .config import API_KEY_FIX, ProviderConfig, mask_key
+from .provider_config import API_KEY_FIX, ProviderConfig, mask_key
 
 if TYPE_CHECKING:
     import openai

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..llm.client import ChatProvider
-    from ..llm.config import ProviderConfig
+    from ..llm.provider_config import ProviderConfig
 
 __all__ = [
     "DEFAULT_TOP_N",
@@ -375,7 +375,7 @@ def load_reranker(settings: RerankSettings, *, provider: ProviderConfig | None =
     tei = spec.lower().startswith("tei:")
     url = spec[4:] if tei else spec
     if url.lower().startswith(("http://", "https://")):
-        from ..llm.config import check_base_url
+        from ..llm.provider_config import check_base_url
 
         try:
             url = check_base_url(url)
@@ -398,7 +398,7 @@ def library_reranker(location: Path, *, reranker: str | None = None, top_n: int 
     config = load_config(location) if location.is_dir() else {}
     settings = RerankSettings.resolve(reranker=reranker, top_n=top_n, config=config.get("rerank"))
     if provider is None and (settings.reranker or "").strip().lower() == "llm":
-        from ..llm.config import ProviderConfig
+        from ..llm.provider_config import ProviderConfig
 
         provider = ProviderConfig.resolve(config=config.get("llm"))
     return load_reranker(settings, provider=provider), settings.top_n

@@ -43,7 +43,7 @@ from .proxy import chat_completions as proxy_routes
 from . import rag as rag_routes
 from .proxy import responses_api as responses_routes
 from . import reader as reader_routes
-from .config import ServeSettings
+from .serve_settings import ServeSettings
 from .errors import install_error_handlers
 from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE

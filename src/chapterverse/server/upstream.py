@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import load_config, save_config
 from ..errors import InputError
-from ..llm.config import ProviderConfig, check_base_url, mask_key, resolve_endpoint
+from ..llm.provider_config import ProviderConfig, check_base_url, mask_key, resolve_endpoint
 from ..redaction import redact_url, register_secret, register_url_secrets
 
 __all__ = ["Upstream", "UpstreamSettings", "SettingsChange"]

@@ -22,7 +22,7 @@ from ...citations import Evidence, StreamingTagFilter
 from ...errors import ChapterverseError
 from ...answering import AnswerDelta, AnswerDone, answer_events
 from ...answering.model_turn import AgentSettings
-from ...llm.config import ProviderConfig
+from ...llm.provider_config import ProviderConfig
 from ..errors import ApiError, error_body
 from .grounding import shortened
 from .injection import content_text, last_user_text

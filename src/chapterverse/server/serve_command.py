@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import logging
     import socket
 
-    from .config import ServeSettings
+    from .serve_settings import ServeSettings
 
 __all__ = ["main", "serve"]
 
@@ -54,7 +54,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _start(argv: Sequence[str]) -> int:
     """:func:`main`, up to Ctrl-C while starting."""
-    from .config import parse_serve_args
+    from .serve_settings import parse_serve_args
     from .security import check_bind
 
     try:
