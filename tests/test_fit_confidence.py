@@ -10,7 +10,7 @@ import numpy as np
 from typer.testing import CliRunner
 
 from chapterverse.answering.model import WEIGHTS_PATH
-from chapterverse.bench.fit_answers import pick_thresholds
+from chapterverse_dev.fit_answers import pick_thresholds
 from chapterverse.cli import app
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"

@@ -352,8 +352,8 @@ def fit_reader_command(
     """Train the cross-encoder reading model (the first three layers of all-MiniLM-L6-v2; needs the test
     extra: torch, transformers, onnx), export it to WORK/model as int8 ONNX, and print how well the exported
     model ranks the gold sentence first on held-out questions (see docs/BENCHMARKS.md, "Reading model")."""
-    from .cross_encoder import open_reading_model
-    from .fit_reader import evaluate, export, held_out_groups, reader_training_groups, train, training_groups
+    from chapterverse_dev.cross_encoder import open_reading_model
+    from chapterverse_dev.fit_reader import evaluate, export, held_out_groups, reader_training_groups, train, training_groups
 
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -399,7 +399,7 @@ def fit_thresholds_command(
     from dataclasses import replace
 
     from ..answering.model import load_reader_model
-    from .fit_answers import pick_thresholds, threshold_figures, threshold_readings, write_weights
+    from chapterverse_dev.fit_answers import pick_thresholds, threshold_figures, threshold_readings, write_weights
 
     try:
         answer_set = load_question_file(questions, None if split == "all" else split)
@@ -834,7 +834,7 @@ def fit_answers_command(
     from dataclasses import replace
 
     from ..answering.model import load_reader_model
-    from .fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_reader, training_sets,
+    from chapterverse_dev.fit_answers import (FitPlan, TrainingData, collect, describe, fit_confidence, fit_reader, training_sets,
                               write_weights)
 
     plan = FitPlan(fairytaleqa_limit, squad_limit, in_domain_limit, long_limit, per_document, seed)

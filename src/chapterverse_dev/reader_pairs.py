@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import content_words
-from ..answering.model import ReaderModel
-from ..chunking.sentences import sentence_spans
-from .answers import AnswerQuestion, AnswerSet, holds_gold
+from chapterverse.analysis import content_words
+from chapterverse.answering.model import ReaderModel
+from chapterverse.chunking.sentences import sentence_spans
+from chapterverse.bench.answers import AnswerQuestion, AnswerSet, holds_gold
 from .fit_answers import TrainingData
 
 __all__ = ["GROUP_SIZE", "Group", "groups_of", "reader_groups"]

@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..answering.extractive import (Reading, choose_sentences, confidence_features, first_introduction, read_evidence,
-                                    shown_sentences)
-from ..answering.features import FEATURES
-from ..answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, ReaderModel, meaning_inputs
-from ..embeddings import Embedder
-from ..library import Library
-from .answers import (
+from chapterverse.answering.extractive import (Reading, choose_sentences, confidence_features, first_introduction,
+                                               read_evidence, shown_sentences)
+from chapterverse.answering.features import FEATURES
+from chapterverse.answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, ReaderModel, meaning_inputs
+from chapterverse.embeddings import Embedder
+from chapterverse.library import Library
+from chapterverse.bench.answers import (
     AnswerQuestion,
     AnswerSet,
     absent_questions,
@@ -51,7 +51,7 @@ from .answers import (
     sample_questions,
     split_articles,
 )
-from .long_books import long_documents, without_evidence
+from chapterverse.bench.long_books import long_documents, without_evidence
 
 __all__ = ["TrainingData", "collect", "fit_reader", "fit_confidence", "pick_thresholds", "threshold_figures",
            "threshold_readings", "FitPlan", "MemoEmbedder", "training_sets", "write_weights", "describe"]
