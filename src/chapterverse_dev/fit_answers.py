@@ -1,4 +1,4 @@
-"""Fits the extractive reader (``chapterverse bench fit-answers``) and writes ``answering/reader_weights.json``.
+"""Fits the extractive reader (``python -m chapterverse_dev fit-answers``) and writes ``answering/reader_weights.json``.
 
 Training questions run through exactly the reader's own path (:func:`answering.extractive.read_evidence`:
 retrieval scoped to the question's document, candidate sentences, features), so the models learn from
@@ -156,7 +156,7 @@ def collect(answer_set: AnswerSet, directory: Path, limit: int | None, seed: int
 
 @dataclass(frozen=True, slots=True)
 class FitPlan:
-    """How many questions of each kind a fit asks (``bench fit-answers`` options)."""
+    """How many questions of each kind a fit asks (``chapterverse_dev fit-answers`` options)."""
 
     fairytaleqa_limit: int = 10_000
     squad_limit: int = 1500
@@ -327,7 +327,7 @@ def threshold_readings(answer_set: AnswerSet, directory: Path, model: ReaderMode
     """Every question of ``answer_set`` read as ``ask`` reads it (its own document, the packaged number of
     embedded candidates): ``confidence``, ``right`` (the answer ``model`` would show holds gold, whatever the
     thresholds), ``answerable`` and ``helpful`` (a candidate sentence holds gold), for
-    ``bench fit-thresholds``."""
+    ``chapterverse_dev fit-thresholds``."""
     library, doc_ids = open_answer_library(answer_set, directory)
     rows: list[tuple[float, bool, bool, bool]] = []
     for question in answer_set.questions:

@@ -1,4 +1,4 @@
-"""``chapterverse bench fit-reader``: train the reading model (:mod:`chapterverse.answering.cross_encoder`).
+"""``python -m chapterverse_dev fit-reader``: train the reading model (:mod:`chapterverse.answering.cross_encoder`).
 
 The steps, each a function here:
 
