@@ -63,7 +63,7 @@ def test_the_library_stores_the_text_the_set_was_checked_against(tmp_path: Path)
     book = QUESTIONS.with_name("collodi-pinocchio-it.txt")
     library = Library(tmp_path / "library")
     try:
-        doc_id = library.ingest_file(book).document.id
+        doc_id = library.writer.ingest_file(book).document.id
         stored = "\n\n".join(library.store.file(f.id).text for f in library.store.files(doc_id))
     finally:
         library.close()

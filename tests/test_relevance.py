@@ -44,7 +44,7 @@ def _add(library: Library, titles: tuple[str, ...]) -> dict[str, int]:
     for title in titles:
         text = _article(title)
         parsed = ParsedDocument(title=title, format="text", files=[ParsedFile(text)])
-        ids[title] = library.add_parsed(parsed, source=title, content_hash=title, size_bytes=len(text)).id
+        ids[title] = library.writer.add_parsed(parsed, source=title, content_hash=title, size_bytes=len(text)).id
     return ids
 
 

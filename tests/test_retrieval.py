@@ -38,7 +38,7 @@ def _library(path: Path, embedder: Embedder, docs: dict[str, str]) -> tuple[Libr
     ids = {}
     for name, text in docs.items():
         parsed = ParsedDocument(title=name, format="text", files=[ParsedFile(text)])
-        ids[name] = library.add_parsed(parsed, source=name, content_hash=name, size_bytes=len(text)).id
+        ids[name] = library.writer.add_parsed(parsed, source=name, content_hash=name, size_bytes=len(text)).id
     return library, ids
 
 

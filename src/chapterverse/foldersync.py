@@ -137,7 +137,7 @@ class FolderSync:
     def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> IngestResult:
         """The file (re-)indexed only when its content hash changed, or ``force_rebuild``; a copy of content
         already indexed under another source is not indexed twice."""
-        result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, cancel=self._cancel,
+        result = self.library.writer.ingest_file(path, source=source, force_rebuild=force_rebuild, cancel=self._cancel,
                                           metadata={ORIGIN_KEY: "folder"}, root=self.root)
         if result.changed:
             log.info("RAG: indexed %s", source)

@@ -229,7 +229,7 @@ class KnowledgeBase:
                 f"the knowledge base in {self.folder.path} was indexed with {stored}, not {name}; restart with "
                 f"--rag_force_rebuild to re-embed it with {name} (or drop --rag_embedding_model)")
         with self._exclusive():
-            count = self.library.reembed_if_model_changed(cancel=self.stopping)
+            count = self.library.writer.reembed_if_model_changed(cancel=self.stopping)
         log.info("RAG: re-embedded %d chunks with %s (was %s)", count, name, stored)
 
     # -- reads ----------------------------------------------------------------------------------------
@@ -381,7 +381,7 @@ class KnowledgeBase:
             if held is not None:
                 return IngestResult(held, changed=False)
             token.check(f"writing {new.source}")
-            return IngestResult(self.library.write(new), changed=True)
+            return IngestResult(self.library.writer.write(new), changed=True)
 
     def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
                  only: bool = False) -> DocumentRecord | None:
@@ -411,7 +411,7 @@ class KnowledgeBase:
         would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
         """
         unembedded = self._unembedded(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
-        return self.library.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
+        return self.library.writer.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
 
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
@@ -423,7 +423,7 @@ class KnowledgeBase:
         metadata = dict(metadata or {})
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
-        return self.library.prepare_unembedded(
+        return self.library.writer.prepare_unembedded(
             parsed, source=source, content_hash=content_hash(text.encode()), size_bytes=len(text.encode()),
             dynamic=dynamic, ephemeral=not persist,
             metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
@@ -451,7 +451,7 @@ class KnowledgeBase:
                 pieces = [_Piece(item.text, source, first + i, dict(item.metadata)) for i, item in enumerate(group)]
                 joined = "\n\n".join(p.text for p in pieces).encode()
                 parsed = _prechunked(source, "kb", pieces)
-                prepared.append(self.library.prepare(
+                prepared.append(self.library.writer.prepare(
                     parsed, source=source, content_hash=content_hash(joined), size_bytes=len(joined), dynamic=dynamic,
                     ephemeral=not persist, metadata=self._api_metadata(persist), cancel=token))
             token.check(f"writing {len(items)} chunks")
@@ -515,7 +515,7 @@ class KnowledgeBase:
                 token.checkpoint(f"chunking {len(items)} documents")
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
-        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), cancel=token,
+        new = dict(zip(writes, self.library.writer.embed_prepared(list(writes.values()), cancel=token,
                                                            label=f"{len(writes)} documents")))
         with self._exclusive():
             token.check(f"writing {len(items)} documents")
@@ -569,7 +569,7 @@ class KnowledgeBase:
             if current is None:
                 raise ChunkNotFoundError(f"no chunk with index {target.id}")
             if new_text is None and (new_source is None or _clean_source(new_source) == current.source):
-                self.library.update_chunk_metadata(
+                self.library.writer.update_chunk_metadata(
                     current, current.metadata if new_metadata is None else new_metadata)
                 return self.store.chunks_by_ids([current.id])[current.id]
             doc = self.store.document(current.doc_id)
@@ -649,7 +649,7 @@ class KnowledgeBase:
         source = sources.pop() if len(sources) == 1 and doc.metadata.get(ORIGIN_KEY) != "folder" else doc.source
         metadata = {k: v for k, v in doc.metadata.items() if k not in (USER_METADATA_KEY, "warnings")}
         parsed = _prechunked(doc.title, doc.format, pieces)
-        return self.library.add_parsed(parsed, source=source, content_hash=doc.content_hash,
+        return self.library.writer.add_parsed(parsed, source=source, content_hash=doc.content_hash,
                                        size_bytes=doc.size_bytes, replace=[doc.id], dynamic=doc.dynamic,
                                        ephemeral=doc.ephemeral, metadata=metadata)
 

@@ -258,7 +258,7 @@ def _save(upload: UploadFile, path: Path) -> None:
 def _ingest_upload(library: Library, path: Path, source: str, job: Job, *, allow_duplicate: bool) -> None:
     """Ingest an uploaded file; its errors name the file as uploaded, never the server's temporary folder."""
     try:
-        result = library.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
+        result = library.writer.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
                                      allow_duplicate=allow_duplicate)
     except SourceError as exc:
         raise SourceError(path.name, exc.reason.replace(str(path), path.name)) from exc
@@ -319,7 +319,7 @@ def _ingest_path(library: Library, path: Path, root: Root, job: Job) -> None:
         job.cancel.check(f"reading {file.name}")
         job.progress(f"reading {file.name}", n, len(files))
         try:
-            job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress,
+            job.document_ids.append(library.writer.ingest_file(file, source=file.as_posix(), progress=job.progress,
                                                         cancel=job.cancel, root=root).document.id)
         except ChapterverseError as exc:
             failures.append(str(exc))
