@@ -22,7 +22,7 @@ The default training data are the development halves in ../shared that the answe
 report on: FairytaleQA train, and SQuAD-it and SQuAD-es articles of even position (odd ones are held out),
 so FairytaleQA val, the odd SQuAD articles and both XQuAD sets measure the reader on unseen questions.
 ``--confidence-only`` keeps the packaged sentence, meaning and composition models and refits the confidence
-model and thresholds alone (what issue 27's refit did).
+model and thresholds alone.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Training groups for the reading model: a question with the sentences of its document that answer it and
-the ones that only look as if they might (issue 27).
+the ones that only look as if they might.
 
 Each :class:`Group` is one question and up to :data:`GROUP_SIZE` sentences of its own document. An
 answerable group's first sentence holds the gold answer (inside the gold evidence where the set marks it);

@@ -158,7 +158,8 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
 
 def _thresholds(section: dict[str, Any], path: Path) -> dict[str, float]:
     """The confidence model's two thresholds, 0 <= unsure <= answer <= 1: a confidence fit without them
-    (before issue 27) means something else, so its file is refused rather than read with a guess."""
+    (an older format, without the three answer states) means something else, so its file is refused rather
+    than read with a guess."""
     try:
         answer, unsure = float(section["answer_threshold"]), float(section["unsure_threshold"])
     except (KeyError, TypeError, ValueError) as exc:

@@ -217,7 +217,7 @@ def answers(
         "--limit", min=1, help="Ask N answerable questions drawn with --seed (and as many absent ones).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample and of the absent questions.")] = 0,
     long_documents: Annotated[int | None, typer.Option(
-        "--long-documents", min=2, help="Join every N documents of the set into one long document (issue 27).")
+        "--long-documents", min=2, help="Join every N documents of the set into one long document.")
     ] = None,
     in_domain_absent: Annotated[bool, typer.Option(
         "--in-domain-absent", help="Also ask sampled questions of their own document with the paragraphs holding "
@@ -509,7 +509,7 @@ def kb(
                         ] = False,
 ) -> None:
     """Orders, customers, products and policies of two shops (es, en) whose meaning often lives in the source
-    path and metadata (issue 29): hit@1, hit@k, MRR@10 and what the threshold keeps, through /v1/rag/search."""
+    path and metadata: hit@1, hit@k, MRR@10 and what the threshold keeps, through /v1/rag/search."""
     from .kb import run_kb_bench
 
     try:

@@ -1,4 +1,4 @@
-"""Questions as a long book raises them, made from the development sets (issue 27).
+"""Questions as a long book raises them, made from the development sets.
 
 A short story or a SQuAD article answers its own questions, and a question of another document shares few
 of its words, so a reader judged on them learns that evidence sharing the question's words means an answer.

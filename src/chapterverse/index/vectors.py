@@ -5,8 +5,8 @@ dimensions that is 2 GB read on every start and after every write (12-34 s here 
 exact scan costs what the memory bus allows (0.1 s here). The store keeps its vectors as rows of one flat
 float32 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
 them in on demand), keeps which chunk each row holds, follows the store by its generation counter, and only
-appends what changed. It holds no copy of a vector (until issue 18 it kept a second float32 copy of each one,
-a third of a library's bytes, and spent most of a build writing it).
+appends what changed. It holds no copy of a vector (a second float32 copy would be a third of a library's bytes,
+and writing it most of a build).
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 

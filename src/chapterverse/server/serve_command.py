@@ -94,8 +94,8 @@ def _listen(host: str, port: int) -> socket.socket:
 def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     """Open the libraries and serve on ``listening`` until interrupted.
 
-    ``faulthandler`` is on for the server's life: a fatal error (issue 28: a C extension's refcount bug ended
-    a server with ``none_dealloc``, naming only the thread that tripped on it) or a crash in C code (SIGSEGV,
+    ``faulthandler`` is on for the server's life: a fatal error (a C extension's refcount bug ends a server
+    with ``none_dealloc``, naming only the thread that tripped on it) or a crash in C code (SIGSEGV,
     SIGABRT, SIGBUS, SIGFPE, SIGILL) writes every thread's Python stack to stderr, the log's stream, before
     the process ends."""
     import faulthandler

@@ -93,7 +93,7 @@ class _NumberOutOfRange(ValueError):
 
 def _finite(number: str) -> float:
     """``json.loads`` hook: ``1e999`` is valid JSON, but as a double it is infinite, which no upstream request
-    may carry (the request's JSON could not be written: a 500, before issue 28)."""
+    may carry (the request's JSON could not be written: a 500)."""
     value = float(number)
     if not math.isfinite(value):
         shown = number if len(number) <= 40 else f"{number[:37]}..."
