@@ -1,4 +1,4 @@
-"""ChatProvider (llm/client.py) and ProviderConfig (llm/config.py) against a real OpenAI-compatible server
+"""ChatProvider (llm/client.py) and ProviderConfig (llm/provider_config.py) against a real OpenAI-compatible server
 (tests/fakellm.py) over HTTP."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Second-stage rerankers (``chapterverse.rerank``) against real parts: a cross-encoder saved on disk, a rerank
+"""Second-stage rerankers (``chapterverse.search.rerank``) against real parts: a cross-encoder saved on disk, a rerank
 HTTP server and a scripted chat model on 127.0.0.1, a real library of the demo book.
 
 The cross-encoder has random weights (no reranker model ships here): these tests check the plumbing (what is

@@ -1,5 +1,5 @@
-"""Follow-up turns in the proxy: what retrieval reads (``server/rewrite.py``), checked on the condensing itself and
-through a real server whose scripted upstream records what was injected."""
+"""Follow-up turns in the proxy: what retrieval reads (``server/proxy/rewrite.py``), checked on the condensing
+itself and through a real server whose scripted upstream records what was injected."""
 
 from __future__ import annotations
 

@@ -415,7 +415,7 @@ class KnowledgeBase:
 
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
-        """API text chunked, its vectors still to come (``Library.embed_prepared``)."""
+        """API text chunked, its vectors still to come (``LibraryWriter.embed_prepared``)."""
         text = _api_text(text)
         if not text.strip():
             raise InputError("text is empty")

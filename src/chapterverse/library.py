@@ -54,7 +54,7 @@ class Library:
         self._retriever: Retriever | None = None
         self._writer: LibraryWriter | None = None
         self.reranker = reranker
-        """The second stage (``chapterverse.rerank``): reorders the first stage's best ``rerank_top_n``."""
+        """The second stage (``chapterverse.search.rerank``): reorders the first stage's best ``rerank_top_n``."""
         self.rerank_top_n = rerank_top_n
 
     # -- components -------------------------------------------------------------------------

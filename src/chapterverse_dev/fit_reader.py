@@ -1,4 +1,4 @@
-"""``python -m chapterverse_dev fit-reader``: train the reading model (:mod:`chapterverse.answering.cross_encoder`).
+"""``python -m chapterverse_dev fit-reader``: train the reading model (:mod:`chapterverse_dev.cross_encoder`).
 
 The steps, each a function here:
 

@@ -33,7 +33,7 @@ class ReaderStore(Protocol):
 
 
 class TermRarity(Protocol):
-    """How rare each question term is in the library (``retrieval.Retriever.term_rarity``)."""
+    """How rare each question term is in the library (``search.retrieval.Retriever.term_rarity``)."""
 
     def term_rarity(self, terms: Sequence[str]) -> dict[str, float]: ...
 

@@ -1,6 +1,6 @@
 """Second-stage rerankers: reorder the first stage's best candidates with a stronger, slower judge.
 
-The first stage (``retrieval.Retriever``) ranks every passage by cheap lexical and dense features; its misses
+The first stage (``search.retrieval.Retriever``) ranks every passage by cheap lexical and dense features; its misses
 are mostly ordering inside the right document, which a model reading query and passage together judges better.
 A reranker sees the top ``top_n`` (default 30) of the first stage and returns their order; it never changes a
 hit's calibrated ``score`` (what thresholds compare), and never adds or drops a passage.

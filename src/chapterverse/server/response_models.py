@@ -182,7 +182,7 @@ class KbHit(_Shape):
 
 
 class RerankShape(_Shape):
-    """What the second-stage reranker did (``rerank.RerankReport``)."""
+    """What the second-stage reranker did (``search.rerank.RerankReport``)."""
 
     reranker: str
     candidates: int

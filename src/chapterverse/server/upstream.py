@@ -1,6 +1,6 @@
 """The chat model this server talks to: the proxy's upstream and the reader's answering model.
 
-Read at start by the resolver every front end shares (``llm.config.resolve_endpoint``): flags >
+Read at start by the resolver every front end shares (``llm.provider_config.resolve_endpoint``): flags >
 ``CHAPTERVERSE_LLM_*`` and ``OPENAI_*`` environment > the library's ``config.json``
 (``{"llm": {"base_url", "model", "api_key" | "api_key_env"}}``, the file ``chapterverse ask`` reads too).
 
