@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .cancel import CancelToken, server_stopping
 from .errors import EmbeddingMismatchError, InputError, NotFoundError
@@ -42,7 +42,7 @@ from .library import USER_METADATA_KEY, IngestResult, Library, content_hash
 from .positions import Span
 from .search.retrieval import Hit, SearchResult
 from .sources import ParsedDocument, ParsedFile, PreChunk
-from .store import ChunkRecord, DocumentRecord, NewDocument, Store
+from .store import ChunkRecord, ChunkStore, DocumentRecord, DocumentStore, LockStore, MetaStore, NewDocument
 
 __all__ = [
     "KnowledgeBase",
@@ -57,6 +57,7 @@ __all__ = [
     "LOCK_NAME",
     "server_lock",
     "drop_orphaned_ephemeral",
+    "KnowledgeStore",
     "RANKED_LIMIT",
 ]
 
@@ -127,7 +128,12 @@ def server_lock(server_id: str) -> str:
     return f"server/{server_id}"
 
 
-def drop_orphaned_ephemeral(store: Store) -> int:
+class KnowledgeStore(DocumentStore, ChunkStore, LockStore, MetaStore, Protocol):
+    """What a knowledge base takes of its library's store: documents and chunks, the locks it and its servers
+    hold, and the recorded embedding model."""
+
+
+def drop_orphaned_ephemeral(store: KnowledgeStore) -> int:
     """Remove the ``persist: false`` documents whose server no longer runs; return how many went.
 
     Those of a server still running (this one, or another on a shared database) are acknowledged writes it
@@ -159,7 +165,7 @@ class KnowledgeBase:
         """The folder's files, synced under this knowledge base's lock (``hardlinks``: ``--allow_hardlinks``)."""
 
     @property
-    def store(self) -> Store:
+    def store(self) -> KnowledgeStore:
         return self.library.store
 
     @contextmanager
