@@ -148,7 +148,7 @@ class Library:
 
     def _toc_path(self, doc_id: int, file_id: int, offset: int) -> list[str]:
         toc: list[TocRecord] = self.store.toc(doc_id)
-        index = TocIndex.build((t.level, t.title, t.file_id, t.offset) for t in toc)
+        index = TocIndex.build([(t.level, t.title, t.file_id, t.offset) for t in toc])
         return index.path_at(file_id, offset)
 
     def printed_pages(self, hits: Sequence[Hit]) -> dict[int, str]:
