@@ -60,10 +60,12 @@ class Library:
     # -- components -------------------------------------------------------------------------
     @property
     def embedder(self) -> Embedder:
+        """The embedding model the library searches and writes with, loaded on first use."""
         return self._embedders.get()
 
     @property
     def retriever(self) -> Retriever:
+        """The first search stage (``search.retrieval``), for callers that need its rankings or term rarity."""
         if self._retriever is None:
             from .search.retrieval import Retriever
 
@@ -79,6 +81,7 @@ class Library:
         return self._writer
 
     def close(self) -> None:
+        """Release the store's connections (a later call reconnects)."""
         self.store.close()
 
     # -- ingest -----------------------------------------------------------------------------
@@ -137,12 +140,15 @@ class Library:
 
     # -- reads ------------------------------------------------------------------------------
     def documents(self) -> list[DocumentRecord]:
+        """Every document, with its counts of files, chunks and segments."""
         return self.store.documents()
 
     def document(self, doc_id: int) -> DocumentRecord:
+        """One document; NotFoundError when the library holds none with that id."""
         return self.store.document(doc_id)
 
     def remove(self, doc_id: int) -> None:
+        """Remove a document and everything derived from it; NotFoundError when there is none."""
         self.store.document(doc_id)
         self.store.remove_documents([doc_id])
 
