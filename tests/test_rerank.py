@@ -23,14 +23,8 @@ from chapterverse.errors import InputError
 from chapterverse.library import Library
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.provider_config import ProviderConfig
-from chapterverse.search.rerank import (
-    CrossEncoderReranker,
-    HttpReranker,
-    LlmReranker,
-    RerankSettings,
-    library_reranker,
-    load_reranker,
-)
+from chapterverse.llm.reranking import LlmReranker, library_reranker, load_reranker
+from chapterverse.search.rerank import CrossEncoderReranker, HttpReranker, RerankSettings
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 QUERY = "who kept the lighthouse on Gull Rock"

@@ -282,7 +282,7 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
 def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
                   provider: ProviderConfig | None = None) -> None:
     """Give ``lib`` the second stage its flags, env and config file name (``chapterverse.search.rerank``)."""
-    from .search.rerank import library_reranker
+    from .llm.reranking import library_reranker
 
     lib.reranker, lib.rerank_top_n = library_reranker(lib.location, reranker=reranker, top_n=top_n,
                                                       provider=provider)

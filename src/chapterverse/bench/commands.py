@@ -141,7 +141,7 @@ def retrieval(
             built = time.perf_counter() - started
             try:
                 if reranker is not None:
-                    from ..search.rerank import library_reranker
+                    from ..llm.reranking import library_reranker
 
                     lib.reranker, lib.rerank_top_n = library_reranker(location, reranker=reranker,
                                                                       top_n=rerank_top_n)

@@ -37,7 +37,7 @@ from ..foldersync import ensure_folder
 from ..knowledgebase import KnowledgeBase, drop_orphaned_ephemeral
 from ..library import Library
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
-from ..search.rerank import library_reranker
+from ..llm.reranking import library_reranker
 from ..store import Store, open_store
 from .proxy import chat_completions as proxy_routes
 from . import rag as rag_routes
