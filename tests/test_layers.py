@@ -11,7 +11,9 @@ import chapterverse
 
 PACKAGE = Path(chapterverse.__file__).parent
 
-GROUND = {"errors", "positions", "limits", "cancel", "redaction", "config", "modelcache", "threadsafe_ast"}
+GROUND = {"errors", "positions", "limits", "cancel", "redaction", "config", "modelcache", "threadsafe_ast",
+          "stopwatch"}
+"""Layer 0: modules every layer may import (``stopwatch``, a search stage timer, arrives from main)."""
 BELOW: dict[str, set[str]] = {
     "sources": GROUND,
     "analysis": GROUND,
