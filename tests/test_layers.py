@@ -13,7 +13,7 @@ PACKAGE = Path(chapterverse.__file__).parent
 
 GROUND = {"errors", "positions", "limits", "cancel", "redaction", "config", "modelcache", "threadsafe_ast",
           "stopwatch"}
-"""Layer 0: modules every layer may import (``stopwatch``, a search stage timer, arrives from main)."""
+"""Layer 0: modules every layer may import (``stopwatch`` is the search stages' timer)."""
 BELOW: dict[str, set[str]] = {
     "sources": GROUND,
     "analysis": GROUND,
