@@ -60,7 +60,9 @@ def _resolver() -> Resolver:
 
     def resolve(span: Span) -> ResolvedSpan | None:
         inside = span.file == 1 and span.end <= len(_TEXT)
-        return ResolvedSpan(_TEXT[span.start : span.end], 1, "Moby-Dick", []) if inside else None
+        return ResolvedSpan(tag=span.key, doc_id=1, doc_title="Moby-Dick", file=span.file, start=span.start,
+                            end=span.end, text=_TEXT[span.start : span.end], toc_path=[], file_title="Moby-Dick",
+                            label="", source="moby-dick.txt") if inside else None
 
     return resolve
 

@@ -17,7 +17,7 @@ from typing import Any
 import chapterverse.server.app as app
 from hashembed import HashingEmbedder
 
-from chapterverse.server.cli import main
+from chapterverse.server.serve_command import main
 
 _create_app = app.create_app
 

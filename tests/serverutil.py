@@ -32,7 +32,7 @@ import uvicorn
 
 from chapterverse.embeddings import Embedder, load_embedder
 from chapterverse.server.app import create_app
-from chapterverse.server.config import ServeSettings, settings_from_mapping
+from chapterverse.server.serve_settings import ServeSettings, settings_from_mapping
 from chapterverse.server.state import ServerState
 
 __all__ = ["Server", "running_server", "settings_for", "shared_embedder", "wait_for_job", "ReaderServer",

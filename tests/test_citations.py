@@ -47,7 +47,9 @@ def resolve(span: Span) -> ResolvedSpan | None:
     if span.file not in FILES or span.end > len(FILES[span.file][1]):
         return None
     title, text = FILES[span.file]
-    return ResolvedSpan(text[span.start : span.end], doc_id=span.file * 10, doc_title=title, toc_path=["Ch. 1"])
+    return ResolvedSpan(tag=span.key, doc_id=span.file * 10, doc_title=title, file=span.file, start=span.start,
+                        end=span.end, text=text[span.start : span.end], toc_path=["Ch. 1"], file_title=title,
+                        label="", source="")
 
 
 ISHMAEL = span_of(1, "Call me Ishmael.")

@@ -179,7 +179,7 @@ def test_help_texts_a_new_user_needs() -> None:
     code, output = run("bench", "--help")
     flat = " ".join(output.replace("│", " ").split())
     assert code == 0
-    for needs in ("retrieval: --squad FILE (SQuAD v1.1 JSON", "fit-answers: --qa DIR", "latency: an existing --library",
+    for needs in ("retrieval: --squad FILE (SQuAD v1.1 JSON", "latency: an existing --library",
                   "stores: nothing for SQLite", "crash, cli: nothing"):
         assert needs in flat, needs
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from chapterverse.limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
-from chapterverse.server.config import settings_from_mapping
+from chapterverse.server.serve_settings import settings_from_mapping
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 

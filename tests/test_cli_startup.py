@@ -16,15 +16,15 @@ import pytest
 from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
-from chapterverse.bench.cli import bench_app
+from chapterverse.bench.commands import bench_app
 from chapterverse.cli import LAZY_GROUPS, app
 from chapterverse.library import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 
 SERVER_AND_SDK = {"openai", "httpx", "httpx2", "fastapi", "uvicorn", "chapterverse.server.app",
-                  "chapterverse.bench.cli"}
-QUICK_FORBIDDEN = SERVER_AND_SDK | {"numpy", "rich", "chapterverse.embeddings", "chapterverse.retrieval",
+                  "chapterverse.bench.commands"}
+QUICK_FORBIDDEN = SERVER_AND_SDK | {"numpy", "rich", "chapterverse.embeddings", "chapterverse.search.retrieval",
                                     "chapterverse.sources", "platformdirs", "logging", "pydantic"}
 """pydantic too: typer would convert every option through it (chapterverse.cli_values)."""
 
@@ -85,7 +85,7 @@ def test_quick_commands_load_no_heavy_module(hashed_library: Path, tmp_path: Pat
 def test_search_and_extractive_ask_load_no_sdk_server_or_pdf_reader(demo_library: Path, tmp_path: Path,
                                                                     args: list[str]) -> None:
     loaded = _loaded(tmp_path, *args, "--library", str(demo_library))
-    assert "chapterverse.retrieval" in loaded
+    assert "chapterverse.search.retrieval" in loaded
     unexpected = loaded & (SERVER_AND_SDK | {"pypdf", "pypdfium2", "chapterverse.sources.pdf"})
     assert not unexpected, sorted(unexpected)
 

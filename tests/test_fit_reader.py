@@ -16,9 +16,9 @@ import pytest
 from chapterverse.analysis import content_words
 from chapterverse.answering.model import load_reader_model
 from chapterverse.bench.answers import holds_gold, load_fairytaleqa, load_question_file
-from chapterverse.bench.cross_encoder import FORMAT, ReadingModelError, open_reading_model
-from chapterverse.bench.fit_answers import TrainingData, collect
-from chapterverse.bench.reader_pairs import GROUP_SIZE, groups_of, reader_groups
+from chapterverse_dev.cross_encoder import FORMAT, ReadingModelError, open_reading_model
+from chapterverse_dev.fit_answers import TrainingData, collect
+from chapterverse_dev.reader_pairs import GROUP_SIZE, groups_of, reader_groups
 from conftest import shared_path
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
@@ -77,7 +77,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, np.ndarray
     torch = pytest.importorskip("torch")
     from transformers import BertModel
 
-    from chapterverse.bench.fit_reader import LAYERS, base_model_dir, export
+    from chapterverse_dev.fit_reader import LAYERS, base_model_dir, export
 
     work = tmp_path_factory.mktemp("fit-reader")
     torch.manual_seed(0)
@@ -106,7 +106,7 @@ def test_the_exported_int8_model_scores_as_the_network_it_was_made_from(exported
 
 
 def test_an_exported_model_is_read_without_torch(exported: tuple[Path, np.ndarray]) -> None:
-    code = ("import sys; from pathlib import Path; from chapterverse.bench.cross_encoder import open_reading_model; "
+    code = ("import sys; from pathlib import Path; from chapterverse_dev.cross_encoder import open_reading_model; "
             f"open_reading_model(Path({str(exported[0])!r})).scores({QUESTION!r}, {SENTENCES!r}); "
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -15,8 +15,8 @@ from fakellm import Reply, fake_llm
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
 from chapterverse.library import Library
-from chapterverse.llm.agent import AgentSettings
-from chapterverse.llm.config import ProviderConfig
+from chapterverse.answering.model_turn import AgentSettings
+from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.tools import TOOL_SCHEMAS
 
 HOSTILE = """# The Orchard

@@ -77,8 +77,8 @@ def test_only_a_knowledge_bases_records_are_described_by_their_source_path(tmp_p
     note.parent.mkdir()
     note.write_text("Order 5531 shipped on Monday.\n", encoding="utf-8")
     library = Library(tmp_path / "lib", embedder=HashingEmbedder())
-    book = library.ingest_file(note, source="customer_812/order.md").document
-    record = library.ingest_file(note, source="orders/customer_812/order.md", metadata={ORIGIN_KEY: "folder"},
+    book = library.writer.ingest_file(note, source="customer_812/order.md").document
+    record = library.writer.ingest_file(note, source="orders/customer_812/order.md", metadata={ORIGIN_KEY: "folder"},
                                  allow_duplicate=True).document
     headings = {row[1]: row[4] for row in library.store.lexical_rows()}
     assert "812" not in headings[book.id].split()

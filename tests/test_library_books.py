@@ -100,7 +100,7 @@ def test_changing_the_embedding_model_reembeds_everything(tmp_path: Path) -> Non
         name = "test-hashing-other"
 
     second = Library(tmp_path, embedder=Other())
-    assert second.reembed_if_model_changed() == second.documents()[0].chunks
+    assert second.writer.reembed_if_model_changed() == second.documents()[0].chunks
     assert second.store.get_meta("embedding_model") == "test-hashing-other"
     assert second.ingest([demo])[0].changed is False
     assert second.search("cat called Admiral", k=1)[0].text

@@ -51,7 +51,7 @@ def _coded_library(path: Path) -> Library:
     """A real SQLite library whose dense index searches its int8 codes first (the scan that leaked)."""
     library = Library(path, embedder=HashingEmbedder())
     for source, text in TEXTS.items():
-        library.add_parsed(ParsedDocument(title=source, format="text", files=[ParsedFile(text)]), source=source,
+        library.writer.add_parsed(ParsedDocument(title=source, format="text", files=[ParsedFile(text)]), source=source,
                            content_hash=source, size_bytes=len(text))
     index = library.retriever.index
     assert index.wait_resident(timeout=30) and index.stats().resident, "searches must scan the int8 codes"

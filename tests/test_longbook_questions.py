@@ -3,7 +3,7 @@ gold answer is in the text chapterverse ingests from its book, and both halves h
 
 A gold answer that the book does not hold word for word could never be shown by an extractive reader, so it
 would count as a miss of the reader when it is a mistake of the set; a parser change that loses text shows up
-here first. The text checked is ``read_source``'s, the text ``Library.ingest_file`` stores; one real ingest
+here first. The text checked is ``read_source``'s, the text ``LibraryWriter.ingest_file`` stores; one real ingest
 shows they agree.
 """
 
@@ -63,7 +63,7 @@ def test_the_library_stores_the_text_the_set_was_checked_against(tmp_path: Path)
     book = QUESTIONS.with_name("collodi-pinocchio-it.txt")
     library = Library(tmp_path / "library")
     try:
-        doc_id = library.ingest_file(book).document.id
+        doc_id = library.writer.ingest_file(book).document.id
         stored = "\n\n".join(library.store.file(f.id).text for f in library.store.files(doc_id))
     finally:
         library.close()

@@ -27,7 +27,7 @@ from chapterverse.answering import extractive_answer
 from chapterverse.export import chat_markdown
 from chapterverse.library import Library
 from chapterverse.llm.summaries import EXTRACTIVE_MODEL, document_summaries, summarize_document
-from chapterverse.passages import search_results
+from chapterverse.search.passages import search_results
 from chapterverse.positions import find_tags
 
 HARBOUR_SENTENCE = "The harbour master counted forty ships at anchor every evening."

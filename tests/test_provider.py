@@ -1,4 +1,4 @@
-"""ChatProvider (llm/client.py) and ProviderConfig (llm/config.py) against a real OpenAI-compatible server
+"""ChatProvider (llm/client.py) and ProviderConfig (llm/provider_config.py) against a real OpenAI-compatible server
 (tests/fakellm.py) over HTTP."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from chapterverse.errors import (
     ProviderUnreachableError,
 )
 from chapterverse.llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
-from chapterverse.llm.config import OPENAI_BASE_URL, ProviderConfig, mask_key, selection_config
+from chapterverse.llm.provider_config import OPENAI_BASE_URL, ProviderConfig, mask_key, selection_config
 
 USER = [{"role": "user", "content": "Who is Ishmael?"}]
 KEY = "sk-test-SECRET-0123456789abcd"

@@ -32,8 +32,7 @@ def test_importing_the_package_loads_none_of_its_heavy_parts() -> None:
 def test_the_readme_example(tmp_path: Path) -> None:
     with pytest.raises(chapterverse.InputError, match="no library here"):
         chapterverse.open_library(tmp_path / "typo")
-    library = chapterverse.open_library(tmp_path / "books", create=True)
-    library._embedder = HashingEmbedder()  # the test's fast embedder; users get the default model
+    library = chapterverse.open_library(tmp_path / "books", create=True, embedder=HashingEmbedder())  # a fast one
     library.ingest([DEMO])
     hits = library.search("the lamp in the storm", k=3)
     assert hits and all(isinstance(hit, chapterverse.Hit) for hit in hits)
@@ -43,3 +42,11 @@ def test_the_readme_example(tmp_path: Path) -> None:
         assert library.resolve(citation.tag).text == citation.text
     library.close()
     assert chapterverse.open_library(tmp_path / "books").documents()[0].title == "The Keeper of Gull Rock"
+
+
+def test_the_library_shows_its_documented_face() -> None:
+    """What a library offers: open (``open_library``), ingest, search, resolve, its documents, remove; writing
+    internals live on ``Library.writer``."""
+    public = sorted(name for name in dir(chapterverse.Library) if not name.startswith("_"))
+    assert public == ["close", "document", "documents", "embedder", "ingest", "printed_pages", "remove", "resolve",
+                      "retriever", "search", "search_report", "writer"]

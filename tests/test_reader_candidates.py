@@ -22,7 +22,7 @@ from chapterverse.answering.sentences import Candidate, gather_candidates
 from chapterverse.chunking import sentence_spans
 from chapterverse.library import Library
 from chapterverse.positions import paragraph_spans
-from chapterverse.retrieval import Hit
+from chapterverse.search.retrieval import Hit
 
 SANSON = (
     "-Una de las cosas -dijo a esta sazón don Quijote- que más debe de dar contento a un hombre virtuoso y "

@@ -14,9 +14,9 @@ from hashembed import HashingEmbedder
 
 from chapterverse.answering import extractive_answer
 from chapterverse.embeddings import Embedder
-from chapterverse.library import Library, Resolved
-from chapterverse.positions import Span
-from chapterverse.retrieval import Hit
+from chapterverse.library import Library
+from chapterverse.positions import ResolvedSpan, Span
+from chapterverse.search.retrieval import Hit
 from chapterverse.store import FileRecord, Store, TocRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
@@ -73,7 +73,7 @@ class OnlyWhatTheReaderNeeds:
                query_vector: np.ndarray | None = None) -> list[Hit]:
         return self._library.search(query, k=k, doc_ids=doc_ids, query_vector=query_vector)
 
-    def resolve(self, tag: str | Span) -> Resolved:
+    def resolve(self, tag: str | Span) -> ResolvedSpan:
         return self._library.resolve(tag)
 
 

@@ -13,7 +13,7 @@ import pytest
 from chapterverse.answering.extractive import read_evidence
 from chapterverse.answering.features import FEATURES
 from chapterverse.answering.model import WEIGHTS_PATH, load_reader_model, meaning_inputs, model_from_json
-from chapterverse.bench.fit_answers import fit_meaning_model
+from chapterverse_dev.fit_answers import fit_meaning_model
 from chapterverse.library import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

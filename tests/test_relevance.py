@@ -16,8 +16,8 @@ from chapterverse.analysis import index_terms, query_terms
 from chapterverse.bench.relevance import Judged, collect_judged, cross_validate, evaluate, fit_relevance, model_source
 from chapterverse.embeddings import Embedder, load_embedder
 from chapterverse.library import Library
-from chapterverse.relevance import ANCHORS, RELEVANCE_FEATURES, RELEVANCE_MODELS, RelevanceModel
-from chapterverse.retrieval import Retriever
+from chapterverse.search.relevance import ANCHORS, RELEVANCE_FEATURES, RELEVANCE_MODELS, RelevanceModel
+from chapterverse.search.retrieval import Retriever
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 from chapterverse.store import SQLiteStore
 
@@ -44,7 +44,7 @@ def _add(library: Library, titles: tuple[str, ...]) -> dict[str, int]:
     for title in titles:
         text = _article(title)
         parsed = ParsedDocument(title=title, format="text", files=[ParsedFile(text)])
-        ids[title] = library.add_parsed(parsed, source=title, content_hash=title, size_bytes=len(text)).id
+        ids[title] = library.writer.add_parsed(parsed, source=title, content_hash=title, size_bytes=len(text)).id
     return ids
 
 

@@ -1,4 +1,4 @@
-"""Second-stage rerankers (``chapterverse.rerank``) against real parts: a cross-encoder saved on disk, a rerank
+"""Second-stage rerankers (``chapterverse.search.rerank``) against real parts: a cross-encoder saved on disk, a rerank
 HTTP server and a scripted chat model on 127.0.0.1, a real library of the demo book.
 
 The cross-encoder has random weights (no reranker model ships here): these tests check the plumbing (what is
@@ -22,15 +22,9 @@ from chapterverse.cli import app
 from chapterverse.errors import InputError
 from chapterverse.library import Library
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.config import ProviderConfig
-from chapterverse.rerank import (
-    CrossEncoderReranker,
-    HttpReranker,
-    LlmReranker,
-    RerankSettings,
-    library_reranker,
-    load_reranker,
-)
+from chapterverse.llm.provider_config import ProviderConfig
+from chapterverse.llm.reranking import LlmReranker, library_reranker, load_reranker
+from chapterverse.search.rerank import CrossEncoderReranker, HttpReranker, RerankSettings
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 QUERY = "who kept the lighthouse on Gull Rock"

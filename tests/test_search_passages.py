@@ -109,7 +109,7 @@ CAROL = ("His colour changed though, when, without a pause,\nit came on through 
 def test_a_hit_cut_inside_dialogue_shows_the_whole_sentence(opening: str, apostrophe: str, closing: str) -> None:
     """Issue 29 saw a hit begin "Marley's\\nGhost!' and fell again.": a chunk cut there is shown from the start
     of its sentence, whatever quotation marks the book uses."""
-    from chapterverse.passages import whole_sentences
+    from chapterverse.search.passages import whole_sentences
 
     text = CAROL.format(o=opening, a=apostrophe, c=closing)
     cut = text.index("Marley")

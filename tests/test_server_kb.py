@@ -20,8 +20,8 @@ import pytest
 from serverutil import Server, ok, running_server, settings_for
 
 from chapterverse.errors import InputError
-from chapterverse.server.cli import main as serve_main
-from chapterverse.server.config import ServeSettings, parse_serve_args
+from chapterverse.server.serve_command import main as serve_main
+from chapterverse.server.serve_settings import ServeSettings, parse_serve_args
 
 FAQ = """# FAQ
 

@@ -20,7 +20,7 @@ import openai
 import pytest
 from fakellm import FakeLLM, Reply
 from serverutil import Server, kb_servers, running_server, settings_for
-from chapterverse.server.injection import header_language
+from chapterverse.server.proxy.injection import header_language
 
 FAQ = """# FAQ
 

@@ -23,7 +23,7 @@ import pytest
 from fakellm import AUTHORIZATION, FakeLLM, Reply
 from serverutil import Server, running_server, settings_for
 from chapterverse.redaction import TextMasker, register_secret
-from chapterverse.server.streammask import StreamMasker
+from chapterverse.server.proxy.streammask import StreamMasker
 
 KEY = "sk-relay-9f8e7d6c5b4a3210"
 ECHO = Reply.text(f"You sent {AUTHORIZATION} to me.", chunks=["You sent ", AUTHORIZATION, " to me."])

@@ -22,5 +22,5 @@ def _private_imports(path: Path) -> list[str]:
 
 
 def test_no_server_module_imports_another_modules_private_names() -> None:
-    found = {path.name: _private_imports(path) for path in sorted(SERVER.glob("*.py"))}
+    found = {path.name: _private_imports(path) for path in sorted(SERVER.rglob("*.py"))}
     assert {name: names for name, names in found.items() if names} == {}

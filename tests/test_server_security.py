@@ -25,7 +25,7 @@ from serverutil import Server, running_server, settings_for, wait_for_job
 from typer.testing import CliRunner
 
 from chapterverse.errors import InputError
-from chapterverse.server.config import settings_from_mapping
+from chapterverse.server.serve_settings import settings_from_mapping
 
 UPSTREAM_KEY = "sk-upstream-SECRET-0123456789"
 ADMIN_KEY = "admin-key-0123456789"

@@ -28,7 +28,7 @@ from chapterverse.analysis import index_terms, query_terms, word_tokens
 from chapterverse.embeddings import Embedder
 from chapterverse.errors import EmbeddingMismatchError, NotFoundError, StoreError
 from chapterverse.library import Library
-from chapterverse.retrieval import Retriever
+from chapterverse.search.retrieval import Retriever
 from chapterverse.store import (
     NewChunk,
     NewDocument,

@@ -69,7 +69,7 @@ def test_embedded_text_is_cached_until_written(tmp_path: Path) -> None:
     """Embedding survives an interrupted write (the cache holds it); once written, the library holds it alone."""
     library = Library(tmp_path / "lib", embedder=HashingEmbedder())
     texts = [f"passage {i} " + " ".join(_paragraphs(i, 1)) for i in range(300)]
-    library.embed_passages(texts)  # what prepare() does before the write
+    library.writer.embed_passages(texts)  # what prepare() does before the write
     hashes = [hashlib.sha256(t.encode()).hexdigest() for t in texts]
     assert len(library.store.cached_vectors(library.embedder.name, hashes)) == 300
     assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(300,)]
@@ -87,7 +87,7 @@ def test_reembedding_keeps_one_copy_of_each_vector(tmp_path: Path) -> None:
         name = "test-hashing-other"
 
     library = Library(tmp_path / "lib", embedder=Other())
-    assert library.reembed_if_model_changed() == library.store.count_chunks() > 256
+    assert library.writer.reembed_if_model_changed() == library.store.count_chunks() > 256
     assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(0,)]
     ids, _, matrix = library.store.vectors_since(0)
     assert np.allclose(matrix, Other().embed([c.text for c in library.store.chunks()]), atol=1e-6)

@@ -84,10 +84,10 @@ def test_documents_prepared_together_are_those_prepared_one_by_one_embedded_in_o
     parsed = [_parsed(seed, files) for seed, files in ((1, 1), (2, 3), (3, 2))]
     options = [{"source": f"doc{n}.txt", "content_hash": f"hash{n}", "size_bytes": 10 * n, "dynamic": n == 1,
                 "ephemeral": n == 2, "metadata": {"n": n}} for n in range(len(parsed))]
-    one_by_one = [library.prepare(p, **o) for p, o in zip(parsed, options)]
+    one_by_one = [library.writer.prepare(p, **o) for p, o in zip(parsed, options)]
     embedder.embedded.clear()
     calls = embedder.calls
-    together = library.embed_prepared([library.prepare_unembedded(p, **o)
+    together = library.writer.embed_prepared([library.writer.prepare_unembedded(p, **o)
                                        for p, o in zip(parsed, options)])
     assert embedder.calls == calls + 1
     assert len(embedder.embedded) == sum(len(d.chunks) for d in one_by_one) > len(parsed)
@@ -101,8 +101,8 @@ def test_many_small_documents_prepared_together_cache_nothing_until_written(
     """Over one embedder batch in all, but each document small: like each alone, no cache write before the store's."""
     library, embedder = opened
     paragraphs = _paragraphs(7, 300)
-    docs = library.embed_prepared([
-        library.prepare_unembedded(ParsedDocument(title=f"note {n}", format="kb", files=[ParsedFile(text)]),
+    docs = library.writer.embed_prepared([
+        library.writer.prepare_unembedded(ParsedDocument(title=f"note {n}", format="kb", files=[ParsedFile(text)]),
                                    source=f"note{n}", content_hash=f"h{n}", size_bytes=len(text))
         for n, text in enumerate(paragraphs)])
     texts = [d.files[c.file_ordinal].text[c.start:c.end] for d in docs for c in d.chunks]

@@ -36,10 +36,10 @@ if TYPE_CHECKING:
         StoreError,
         TagError,
     )
-    from .library import IngestResult, Library, Resolved, open_library
-    from .llm.config import ProviderConfig
-    from .positions import Span
-    from .retrieval import Hit, SearchResult
+    from .library import IngestResult, Library, open_library
+    from .llm.provider_config import ProviderConfig
+    from .positions import ResolvedSpan, Span
+    from .search.retrieval import Hit, SearchResult
 
 __all__ = [
     "__version__",
@@ -48,7 +48,7 @@ __all__ = [
     "IngestResult",
     "Hit",
     "SearchResult",
-    "Resolved",
+    "ResolvedSpan",
     "Span",
     "ask",
     "AnswerResult",
@@ -66,10 +66,10 @@ __all__ = [
 ]
 
 _HOMES = {
-    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "retrieval",
-    "SearchResult": "retrieval", "Resolved": "library", "Span": "positions", "ask": "answering.ask",
+    "open_library": "library", "Library": "library", "IngestResult": "library", "Hit": "search.retrieval",
+    "SearchResult": "search.retrieval", "ResolvedSpan": "positions", "Span": "positions", "ask": "answering.ask",
     "AnswerResult": "answering", "Citation": "citations", "AnswerSpanOut": "answering",
-    "ProviderConfig": "llm.config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
+    "ProviderConfig": "llm.provider_config", "ChapterverseError": "errors", "InputError": "errors", "SourceError": "errors",
     "TagError": "errors", "NotFoundError": "errors", "StoreError": "errors", "EmbeddingError": "errors",
     "ProviderError": "errors",
 }

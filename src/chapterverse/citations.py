@@ -32,12 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .errors import TagError
-from .positions import TAG_PATTERN, Span, find_tags, parse_tag
+from .errors import ChapterverseError, TagError
+from .positions import TAG_PATTERN, ResolvedSpan, Span, find_tags, parse_tag
 
 __all__ = [
     "QUOTE_MATCH_THRESHOLD",
@@ -46,6 +46,8 @@ __all__ = [
     "MAX_TAG_LENGTH",
     "ResolvedSpan",
     "Resolver",
+    "SpanSource",
+    "library_resolver",
     "Evidence",
     "Citation",
     "number_citations",
@@ -100,20 +102,27 @@ _BARE_GLUE = frozenset("_-/#=&")
 """Characters that, right before ``f1-2-9`` or right after it, make it part of something else (a URL, a name)."""
 
 
-@dataclass(slots=True)
-class ResolvedSpan:
-    """The exact text a span names, with where it sits: what a citation of it shows."""
-
-    text: str
-    doc_id: int
-    doc_title: str
-    toc_path: list[str]
-    source: str | None = None
-    """The document's source (its file, or its knowledge-base source), where the resolver knows it."""
-
-
 Resolver = Callable[[Span], ResolvedSpan | None]
 """Returns the span's text and metadata, or None when the file is unknown or the range is out of it."""
+
+
+class SpanSource(Protocol):
+    """What tags are resolved against (``Library`` is one)."""
+
+    def resolve(self, tag: str | Span) -> ResolvedSpan: ...
+
+
+def library_resolver(library: SpanSource) -> Resolver:
+    """The :data:`Resolver` of ``library``: a tag it holds no span of, or cannot read now (its document removed
+    meanwhile), resolves to None and is dropped from the answer rather than failing it."""
+
+    def resolve(span: Span) -> ResolvedSpan | None:
+        try:
+            return library.resolve(span)
+        except ChapterverseError:
+            return None
+
+    return resolve
 
 
 @dataclass(slots=True)

@@ -41,12 +41,12 @@ if TYPE_CHECKING:
 
     from .answering import AnswerResult
     from .library import IngestResult, Library
-    from .llm.config import ProviderConfig
+    from .llm.provider_config import ProviderConfig
     from .store.records import DocumentRecord
 
 
 LAZY_GROUPS: dict[str, tuple[str, str, str]] = {
-    "bench": ("chapterverse.bench.cli", "bench_app", "Benchmarks against real data."),
+    "bench": ("chapterverse.bench.commands", "bench_app", "Benchmarks against real data."),
 }
 """Sub-command name -> (module, its typer app, the one-line help ``--help`` shows without importing it)."""
 
@@ -281,8 +281,8 @@ def _open(ctx: typer.Context, library: Path | None, store: str | None = None, em
 
 def _use_reranker(lib: Library, reranker: str | None, top_n: int | None,
                   provider: ProviderConfig | None = None) -> None:
-    """Give ``lib`` the second stage its flags, env and config file name (``chapterverse.rerank``)."""
-    from .rerank import library_reranker
+    """Give ``lib`` the second stage its flags, env and config file name (``chapterverse.search.rerank``)."""
+    from .llm.reranking import library_reranker
 
     lib.reranker, lib.rerank_top_n = library_reranker(lib.location, reranker=reranker, top_n=top_n,
                                                       provider=provider)
@@ -550,7 +550,7 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
             lib.document(doc)
         _use_reranker(lib, reranker, rerank_top_n)
         hits = lib.search(query, k=k, doc_ids=[doc] if doc is not None else None, threshold=threshold)
-        from .passages import search_results
+        from .search.passages import search_results
 
         results = search_results(lib, hits)
     if json_out:
@@ -572,7 +572,7 @@ def _note_weak_hits(scores: list[float], threshold: float | None) -> None:
     """Search always ranks something, so a query the library knows nothing about still lists hits; without
     ``--threshold``, say on stderr when none reaches the recall-oriented relevance level
     (:data:`relevance.ANCHORS`), so an unrelated passage is not read as the library's answer."""
-    from .relevance import ANCHORS
+    from .search.relevance import ANCHORS
 
     recall_level = ANCHORS[0][1]
     if not scores:
@@ -635,7 +635,7 @@ def _print_citations(result: AnswerResult) -> None:
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
     from .config import load_config
-    from .llm.config import ProviderConfig
+    from .llm.provider_config import ProviderConfig
 
     llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
     return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
@@ -649,7 +649,7 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
     from .answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-    from .llm.agent import AgentSettings
+    from .answering.model_turn import AgentSettings
 
     result: AnswerResult | None = None
     settings = AgentSettings(auto_summarize=stream)
@@ -969,7 +969,7 @@ def mcp(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
     build_server(lib).run("stdio")
 
 
-from .server.cli import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
+from .server.serve_command import serve  # noqa: E402  (argparse-based: the RAG server's --rag_top_k flags, verbatim)
 command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})(serve)
 
 

@@ -3,7 +3,7 @@
 Folder files are documents whose source is their path relative to the folder; they carry
 ``kb_origin: "folder"`` in their metadata, so a sync removes exactly the folder documents whose file
 is gone and never touches books added through the reader or text added through the API. A sync
-reads and hashes each file and re-indexes only files whose hash changed (``Library.ingest_file``, the
+reads and hashes each file and re-indexes only files whose hash changed (``LibraryWriter.ingest_file``, the
 path ``chapterverse ingest`` takes too): a restart with unchanged files embeds nothing and loads no model.
 """
 
@@ -137,7 +137,7 @@ class FolderSync:
     def _sync_file(self, path: Path, source: str, force_rebuild: bool) -> IngestResult:
         """The file (re-)indexed only when its content hash changed, or ``force_rebuild``; a copy of content
         already indexed under another source is not indexed twice."""
-        result = self.library.ingest_file(path, source=source, force_rebuild=force_rebuild, cancel=self._cancel,
+        result = self.library.writer.ingest_file(path, source=source, force_rebuild=force_rebuild, cancel=self._cancel,
                                           metadata={ORIGIN_KEY: "folder"}, root=self.root)
         if result.changed:
             log.info("RAG: indexed %s", source)

@@ -33,16 +33,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .cancel import CancelToken, server_stopping
 from .errors import EmbeddingMismatchError, InputError, NotFoundError
 from .foldersync import ORIGIN_KEY, FolderSync, SyncReport
 from .library import USER_METADATA_KEY, IngestResult, Library, content_hash
 from .positions import Span
-from .retrieval import Hit, SearchResult
+from .search.retrieval import Hit, SearchResult
 from .sources import ParsedDocument, ParsedFile, PreChunk
-from .store import ChunkRecord, DocumentRecord, NewDocument, Store
+from .store import ChunkRecord, ChunkStore, DocumentRecord, DocumentStore, LockStore, MetaStore, NewDocument
 
 __all__ = [
     "KnowledgeBase",
@@ -57,6 +57,7 @@ __all__ = [
     "LOCK_NAME",
     "server_lock",
     "drop_orphaned_ephemeral",
+    "KnowledgeStore",
     "RANKED_LIMIT",
 ]
 
@@ -127,7 +128,12 @@ def server_lock(server_id: str) -> str:
     return f"server/{server_id}"
 
 
-def drop_orphaned_ephemeral(store: Store) -> int:
+class KnowledgeStore(DocumentStore, ChunkStore, LockStore, MetaStore, Protocol):
+    """What a knowledge base takes of its library's store: documents and chunks, the locks it and its servers
+    hold, and the recorded embedding model."""
+
+
+def drop_orphaned_ephemeral(store: KnowledgeStore) -> int:
     """Remove the ``persist: false`` documents whose server no longer runs; return how many went.
 
     Those of a server still running (this one, or another on a shared database) are acknowledged writes it
@@ -159,7 +165,7 @@ class KnowledgeBase:
         """The folder's files, synced under this knowledge base's lock (``hardlinks``: ``--allow_hardlinks``)."""
 
     @property
-    def store(self) -> Store:
+    def store(self) -> KnowledgeStore:
         return self.library.store
 
     @contextmanager
@@ -229,7 +235,7 @@ class KnowledgeBase:
                 f"the knowledge base in {self.folder.path} was indexed with {stored}, not {name}; restart with "
                 f"--rag_force_rebuild to re-embed it with {name} (or drop --rag_embedding_model)")
         with self._exclusive():
-            count = self.library.reembed_if_model_changed(cancel=self.stopping)
+            count = self.library.writer.reembed_if_model_changed(cancel=self.stopping)
         log.info("RAG: re-embedded %d chunks with %s (was %s)", count, name, stored)
 
     # -- reads ----------------------------------------------------------------------------------------
@@ -381,7 +387,7 @@ class KnowledgeBase:
             if held is not None:
                 return IngestResult(held, changed=False)
             token.check(f"writing {new.source}")
-            return IngestResult(self.library.write(new), changed=True)
+            return IngestResult(self.library.writer.write(new), changed=True)
 
     def _holding(self, source: str, text: str, metadata: dict[str, Any] | None, *, dynamic: bool, persist: bool,
                  only: bool = False) -> DocumentRecord | None:
@@ -411,11 +417,11 @@ class KnowledgeBase:
         would make every other write (a one-line upsert) wait as long. Only the write itself is serialized.
         """
         unembedded = self._unembedded(text, source=source, metadata=metadata, dynamic=dynamic, persist=persist)
-        return self.library.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
+        return self.library.writer.embed_prepared([unembedded], cancel=cancel, label=unembedded.source)[0]
 
     def _unembedded(self, text: str, *, source: str, metadata: dict[str, Any] | None, dynamic: bool,
                     persist: bool) -> NewDocument:
-        """API text chunked, its vectors still to come (``Library.embed_prepared``)."""
+        """API text chunked, its vectors still to come (``LibraryWriter.embed_prepared``)."""
         text = _api_text(text)
         if not text.strip():
             raise InputError("text is empty")
@@ -423,7 +429,7 @@ class KnowledgeBase:
         metadata = dict(metadata or {})
         parsed = ParsedDocument(title=str(metadata.get("title") or source), format="kb",
                                 files=[ParsedFile(text, title=source, label=source)])
-        return self.library.prepare_unembedded(
+        return self.library.writer.prepare_unembedded(
             parsed, source=source, content_hash=content_hash(text.encode()), size_bytes=len(text.encode()),
             dynamic=dynamic, ephemeral=not persist,
             metadata={**self._api_metadata(persist), USER_METADATA_KEY: metadata})
@@ -451,7 +457,7 @@ class KnowledgeBase:
                 pieces = [_Piece(item.text, source, first + i, dict(item.metadata)) for i, item in enumerate(group)]
                 joined = "\n\n".join(p.text for p in pieces).encode()
                 parsed = _prechunked(source, "kb", pieces)
-                prepared.append(self.library.prepare(
+                prepared.append(self.library.writer.prepare(
                     parsed, source=source, content_hash=content_hash(joined), size_bytes=len(joined), dynamic=dynamic,
                     ephemeral=not persist, metadata=self._api_metadata(persist), cancel=token))
             token.check(f"writing {len(items)} chunks")
@@ -515,7 +521,7 @@ class KnowledgeBase:
                 token.checkpoint(f"chunking {len(items)} documents")
                 writes[n] = self._unembedded(item.text, source=source, metadata=item.metadata, dynamic=dynamic,
                                              persist=persist)
-        new = dict(zip(writes, self.library.embed_prepared(list(writes.values()), cancel=token,
+        new = dict(zip(writes, self.library.writer.embed_prepared(list(writes.values()), cancel=token,
                                                            label=f"{len(writes)} documents")))
         with self._exclusive():
             token.check(f"writing {len(items)} documents")
@@ -569,7 +575,7 @@ class KnowledgeBase:
             if current is None:
                 raise ChunkNotFoundError(f"no chunk with index {target.id}")
             if new_text is None and (new_source is None or _clean_source(new_source) == current.source):
-                self.library.update_chunk_metadata(
+                self.library.writer.update_chunk_metadata(
                     current, current.metadata if new_metadata is None else new_metadata)
                 return self.store.chunks_by_ids([current.id])[current.id]
             doc = self.store.document(current.doc_id)
@@ -649,7 +655,7 @@ class KnowledgeBase:
         source = sources.pop() if len(sources) == 1 and doc.metadata.get(ORIGIN_KEY) != "folder" else doc.source
         metadata = {k: v for k, v in doc.metadata.items() if k not in (USER_METADATA_KEY, "warnings")}
         parsed = _prechunked(doc.title, doc.format, pieces)
-        return self.library.add_parsed(parsed, source=source, content_hash=doc.content_hash,
+        return self.library.writer.add_parsed(parsed, source=source, content_hash=doc.content_hash,
                                        size_bytes=doc.size_bytes, replace=[doc.id], dynamic=doc.dynamic,
                                        ephemeral=doc.ephemeral, metadata=metadata)
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from .errors import TagError
 
-__all__ = ["Span", "TAG_PATTERN", "parse_tag", "find_tags", "defang_tags", "paragraph_spans", "without_nul"]
+__all__ = ["Span", "ResolvedSpan", "TAG_PATTERN", "parse_tag", "find_tags", "defang_tags", "paragraph_spans", "without_nul"]
 
 TAG_PATTERN = re.compile(r"\[f(\d{1,15})-(\d{1,15})-(\d{1,15})\]")
 _BARE_TAG = re.compile(r"^\[?f(\d{1,15})-(\d{1,15})-(\d{1,15})\]?$")
@@ -34,6 +34,26 @@ class Span:
     def key(self) -> str:
         """The tag without brackets, as used in URLs and ``data-tag`` attributes."""
         return f"f{self.file}-{self.start}-{self.end}"
+
+
+@dataclass(slots=True)
+class ResolvedSpan:
+    """The exact text a tag names, with its document, file and contents' path: what ``Library.resolve``
+    returns, what a citation shows and what the reader's ``/api/resolve`` sends (less ``source``)."""
+
+    tag: str
+    """The tag's key (``Span.key``)."""
+    doc_id: int
+    doc_title: str
+    file: int
+    start: int
+    end: int
+    text: str
+    toc_path: list[str]
+    file_title: str
+    label: str
+    source: str
+    """The document's source: its file, or its knowledge-base source."""
 
 
 def parse_tag(text: str) -> Span:

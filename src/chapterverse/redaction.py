@@ -20,7 +20,7 @@ no event holds it whole. :class:`TextMasker` masks one such text (a choice's con
 across its deltas: it holds back only the end of what it was given that could begin a registered secret (the
 longest suffix that is a prefix of one), so a delta whose end cannot begin one goes out whole and at once, and
 gives what it held when the text ends. Which texts a stream carries, and where each ends, is
-``server/streammask.py``'s.
+``server/proxy/streammask.py``'s.
 
 :func:`install_log_scrubber` applies :func:`scrub` to every log record of the process at the moment
 it is made (message, arguments and traceback), so no handler, however configured, can write a secret.

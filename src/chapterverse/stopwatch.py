@@ -3,7 +3,7 @@
 A search passes through rankings, features, chunk reads and the relevance model; when one of them grows, the
 total moves and nothing says which. :class:`Stopwatch` is what ``Retriever.search`` and ``Library.search_report``
 record their stages into: a ``time.perf_counter`` call per stage, so it is always on. ``chapterverse search
---verbose`` logs the stages of its search (the ``chapterverse.retrieval`` logger at DEBUG), and ``chapterverse
+--verbose`` logs the stages of its search (the ``chapterverse.search.retrieval`` logger at DEBUG), and ``chapterverse
 bench scale`` reports each stage's median over its queries.
 """
 

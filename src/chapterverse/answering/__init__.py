@@ -1,8 +1,8 @@
 """Answers and their shape: the one answer dispatcher, the extractive reader (no model) and the result every answer
 path returns.
 
-:mod:`.ask` decides who answers (the extractive reader, the model agent of ``llm.agent``, or the reader when the
-model fails) and streams the events of :mod:`.result`. Data flow inside the reader: :mod:`.question` (what is
+:mod:`.ask` decides who answers (the extractive reader, the model's tool loop of :mod:`.model_turn`, or the reader
+when the model fails) and streams the events of :mod:`.result`. Data flow inside the reader: :mod:`.question` (what is
 asked) -> :mod:`.sentences` (candidate sentences around the retrieved passages) -> :mod:`.features` ->
 :mod:`.model` (learned ranking and calibrated confidence) -> :mod:`.extractive` (the composed, tagged answer) with
 :mod:`.phrases` (the answer phrase inside it); :mod:`.reader_library` names what the reader needs of a library.

@@ -2,14 +2,11 @@
 the benchmarks and Python's :func:`ask` all call.
 
 Without a model (``provider`` None) the extractive reader answers: the source's own sentences (:mod:`.extractive`).
-With one, the model answers through retrieval tools (``llm.agent.ModelTurn``) and only tags seen in this turn's
+With one, the model answers through retrieval tools (:class:`.model_turn.ModelTurn`) and only tags seen in this turn's
 evidence are kept. When the model fails (a :class:`ProviderError`, after the client's retries), the answer is
 extractive after all, with a notice saying why; text the model had already shown stays shown, so the extractive
 answer then arrives only in the result. Every path streams the same events, :class:`AnswerMeta` first and
 :class:`AnswerDone` last; :func:`ask` returns the result they end with.
-
-``llm.agent`` is imported where it is used: it imports this package's result types, so importing it at the top
-here would make the two packages import each other.
 """
 
 from __future__ import annotations
@@ -20,12 +17,13 @@ from typing import TYPE_CHECKING
 
 from ..errors import ProviderError
 from .extractive import extractive_answer
+from .model_turn import AgentSettings, ModelTurn
 from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResult
 
 if TYPE_CHECKING:
     from ..library import Library
-    from ..llm.agent import AgentSettings
-    from ..llm.config import ProviderConfig
+    from .model_turn import AgentSettings
+    from ..llm.provider_config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
 __all__ = ["ask", "answer_events", "FALLBACK_NOTICE"]
@@ -42,8 +40,6 @@ def ask(library: Library, question: str, *, doc_id: int | None = None, provider:
 
     No summary job is started for the document: a call that returns its answer would cut one off mid-way, and
     a benchmark's answers (``bench answers`` asks through here) would depend on how far background jobs had got."""
-    from ..llm.agent import AgentSettings
-
     settings = AgentSettings(auto_summarize=False)
     for event in answer_events(library, question, doc_id=doc_id, provider=provider, history=history,
                                settings=settings):
@@ -59,7 +55,7 @@ def answer_events(library: Library, question: str, *, doc_id: int | None = None,
     """Answer ``question`` about one document (or the whole library when ``doc_id`` is None).
 
     ``selection`` is the model that picks the segments worth reading (``provider`` when None), ``settings`` and
-    ``summary_jobs`` the model agent's (:class:`llm.agent.AgentSettings`, the process's summary jobs when None).
+    ``summary_jobs`` the model agent's (:class:`.model_turn.AgentSettings`, the process's summary jobs when None).
     """
     if provider is None:
         yield AnswerMeta(mode="extractive")
@@ -67,8 +63,6 @@ def answer_events(library: Library, question: str, *, doc_id: int | None = None,
         yield AnswerDelta(result.answer)
         yield AnswerDone(result)
         return
-    from ..llm.agent import ModelTurn
-
     yield AnswerMeta(mode="llm")
     turn = ModelTurn(library, question, doc_id, provider, selection=selection, history=history, settings=settings,
                      summary_jobs=summary_jobs)

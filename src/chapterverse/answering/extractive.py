@@ -24,8 +24,8 @@ from ..analysis import in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
-from ..relevance import ANCHORS
-from ..retrieval import Hit
+from ..search.relevance import ANCHORS
+from ..search.retrieval import Hit
 from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
@@ -266,11 +266,9 @@ def _tagged(citations: Sequence[Citation]) -> list[str]:
 
 
 def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
-    span, chunk = candidate.span, candidate.hit.chunk
-    resolved = library.resolve(span)
-    return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
-                    toc_path=resolved.toc_path, file=span.file, start=span.start,
-                    end=span.end).retrieved(chunk.source, chunk.chunk_index, candidate.hit.score)
+    chunk = candidate.hit.chunk
+    return Citation.of(n, candidate.span, library.resolve(candidate.span)).retrieved(
+        chunk.source, chunk.chunk_index, candidate.hit.score)
 
 
 def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:

@@ -18,7 +18,7 @@
   its probability into the three answer states: at least ``answer_threshold`` answers, at least
   ``unsure_threshold`` shows the passages that may help, below that "Not found".
 
-Both are refit with ``chapterverse bench fit-answers`` (see docs/BENCHMARKS.md), which rewrites the JSON.
+Both are refit with ``python -m chapterverse_dev fit-answers`` (see docs/BENCHMARKS.md), which rewrites the JSON.
 """
 
 from __future__ import annotations
@@ -158,12 +158,13 @@ def model_from_json(raw: dict[str, Any], path: Path = WEIGHTS_PATH) -> ReaderMod
 
 def _thresholds(section: dict[str, Any], path: Path) -> dict[str, float]:
     """The confidence model's two thresholds, 0 <= unsure <= answer <= 1: a confidence fit without them
-    (before issue 27) means something else, so its file is refused rather than read with a guess."""
+    (an older format, without the three answer states) means something else, so its file is refused rather
+    than read with a guess."""
     try:
         answer, unsure = float(section["answer_threshold"]), float(section["unsure_threshold"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"{path}: the confidence model has no answer and unsure thresholds; refit it with "
-                         f"`chapterverse bench fit-answers`") from exc
+                         f"`python -m chapterverse_dev fit-answers`") from exc
     if not 0.0 <= unsure <= answer <= 1.0:
         raise ValueError(f"{path}: thresholds must satisfy 0 <= unsure ({unsure}) <= answer ({answer}) <= 1")
     return {"answer_threshold": answer, "unsure_threshold": unsure}

@@ -106,12 +106,13 @@ class Question:
 
 def read_question(text: str, languages: Sequence[str]) -> Question:
     """The kind, terms, words and definitional subject of ``text``."""
-    flat = " ".join(word_tokens(text))
+    tokens = word_tokens(text)
+    flat = " ".join(tokens)
     subject = _subject(flat, languages)
     spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject]
     pattern = r"\W+".join(re.escape(w) for w in spelled)
     return Question(text=text, kind=_kind(flat), terms=_question_terms(text, languages),
-                    words=frozenset(word_tokens(text)), subject=subject, subject_pattern=pattern)
+                    words=frozenset(tokens), subject=subject, subject_pattern=pattern)
 
 
 def _kind(flat: str) -> str:

@@ -16,11 +16,11 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..embeddings import Embedder
-    from ..positions import Span
-    from ..retrieval import Hit
+    from ..positions import ResolvedSpan, Span
+    from ..search.retrieval import Hit
     from ..store import FileRecord, TocRecord
 
-__all__ = ["ReaderLibrary", "ReaderStore", "TermRarity", "CitedText"]
+__all__ = ["ReaderLibrary", "ReaderStore", "TermRarity"]
 
 
 class ReaderStore(Protocol):
@@ -33,18 +33,9 @@ class ReaderStore(Protocol):
 
 
 class TermRarity(Protocol):
-    """How rare each question term is in the library (``retrieval.Retriever.term_rarity``)."""
+    """How rare each question term is in the library (``search.retrieval.Retriever.term_rarity``)."""
 
     def term_rarity(self, terms: Sequence[str]) -> dict[str, float]: ...
-
-
-class CitedText(Protocol):
-    """What the reader takes from a resolved span for its citation (``library.Resolved``)."""
-
-    @property
-    def text(self) -> str: ...
-    @property
-    def toc_path(self) -> list[str]: ...
 
 
 class ReaderLibrary(Protocol):
@@ -59,4 +50,4 @@ class ReaderLibrary(Protocol):
 
     def search(self, query: str, *, k: int = ..., doc_ids: Sequence[int] | None = ...,
                query_vector: np.ndarray | None = ...) -> list[Hit]: ...
-    def resolve(self, tag: str | Span) -> CitedText: ...
+    def resolve(self, tag: str | Span) -> ResolvedSpan: ...

@@ -16,7 +16,7 @@ from functools import lru_cache
 from ..analysis import content_words, word_tokens
 from ..chunking import sentence_spans
 from ..positions import Span
-from ..retrieval import Hit
+from ..search.retrieval import Hit
 from .question import Question
 from .reader_library import ReaderLibrary
 

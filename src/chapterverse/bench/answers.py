@@ -40,7 +40,7 @@ from ..citations import strip_tags
 from ..config import default_home
 from ..errors import InputError
 from ..library import Library, Progress
-from ..llm.config import ProviderConfig
+from ..llm.provider_config import ProviderConfig
 from ..sources.base import ParsedDocument, ParsedFile
 from .retrieval import BenchDocument, BenchSet, load_squad, open_bench_library
 

@@ -1,4 +1,4 @@
-"""Follow-up questions: hit@k of the proxy's retrieval with and without query rewriting (``server/rewrite.py``).
+"""Follow-up questions: hit@k of the proxy's retrieval with and without query rewriting (``server/proxy/rewrite.py``).
 
 Two-turn conversations are made from a SQuAD-format set: two consecutive questions about the same article,
 where the second names a subject the first (or the article's title) also names; in the second, that subject
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..server.rewrite import carry_query
+from ..server.proxy.rewrite import carry_query
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 if TYPE_CHECKING:

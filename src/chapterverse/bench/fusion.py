@@ -1,4 +1,4 @@
-"""Fitting the retriever's fusion weights (:data:`chapterverse.retrieval.LEARNED_WEIGHTS`) on benchmark sets.
+"""Fitting the retriever's fusion weights (:data:`chapterverse.search.retrieval.LEARNED_WEIGHTS`) on benchmark sets.
 
 For every question the retriever's own candidates and features are collected (exactly what
 :meth:`Retriever.search` scores), labelled by whether each candidate holds the gold evidence, and a
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..embeddings import USEEmbedder
 from ..library import Library, Progress
-from ..retrieval import FusionWeights
+from ..search.retrieval import FusionWeights
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 __all__ = ["Group", "collect_groups", "fit_fusion", "evaluate_weights"]

@@ -79,7 +79,7 @@ def _documents(pool: Sequence[str], chunks: int, per_document: int) -> list[list
 
 
 def _disk(workdir: Path) -> dict[str, int]:
-    """Bytes of what is durable (the SQLite file with its WAL, and the vector file beside it since issue 18)
+    """Bytes of what is durable (the SQLite file with its WAL, and the vector file beside it where there is one)
     and of the derived index directories beside them."""
     durable = [*workdir.glob("library.sqlite3*"), *workdir.glob("library.vectors-*.f32")]
     sqlite = sum(p.stat().st_size for p in durable if p.is_file())
@@ -87,8 +87,8 @@ def _disk(workdir: Path) -> dict[str, int]:
 
 
 def _knowledge_module() -> Any:
-    """The module holding ``KnowledgeBase`` in the chapterverse on the path: ``chapterverse.knowledgebase``
-    since issue 30, ``chapterverse.server.knowledge`` before it (an older checkout measured with ``--against``)."""
+    """The module holding ``KnowledgeBase`` in the chapterverse on the path: ``chapterverse.knowledgebase``,
+    or ``chapterverse.server.knowledge`` in an older checkout measured with ``--against``."""
     import importlib
 
     try:
@@ -98,8 +98,8 @@ def _knowledge_module() -> Any:
 
 
 def _index_classes() -> tuple[Any, Any]:
-    """(VectorIndex, LexicalIndex) of the chapterverse on the path: ``chapterverse.index`` since issue 16,
-    top-level modules before it (an older checkout measured with ``--against``)."""
+    """(VectorIndex, LexicalIndex) of the chapterverse on the path: ``chapterverse.index``, or
+    top-level modules in an older checkout measured with ``--against``."""
     import importlib
 
     try:
@@ -157,7 +157,7 @@ def measure_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[s
 
 def measure_batched_upserts(workdir: Path, documents: Sequence[Sequence[str]]) -> dict[str, Any] | None:
     """``KnowledgeBase.upsert_many`` of the documents ``UPSERT_BATCH`` at a time, each a source of its own, then
-    the indexes once; None from a chapterverse without it (before issue 18's batch path)."""
+    the indexes once; None from an older chapterverse without it."""
     knowledge = _knowledge_module()
     if not hasattr(knowledge.KnowledgeBase, "upsert_many"):
         return None

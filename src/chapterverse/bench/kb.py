@@ -1,5 +1,5 @@
 """``chapterverse bench kb``: does the knowledge-base API find the record that answers, when the record's meaning
-lives in its source path and metadata (issue 29)?
+lives in its source path and metadata?
 
 The set (:mod:`.kbdata`) goes in through ``POST /v1/rag/upsert/documents`` and every question through
 ``POST /v1/rag/search`` of a real server (``create_app`` under uvicorn on 127.0.0.1, in a thread of this
@@ -161,7 +161,7 @@ def _run(data: KbSet, folder: Path, *, embedding_model: str | None, top_k: int, 
     import httpx
 
     from ..server.app import create_app
-    from ..server.config import settings_from_mapping
+    from ..server.serve_settings import settings_from_mapping
 
     settings = settings_from_mapping({"rag_enabled": True, "rag_kb_path": folder,
                                       "rag_embedding_model": embedding_model, "rag_top_k": top_k,

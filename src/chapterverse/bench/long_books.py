@@ -1,4 +1,4 @@
-"""Questions as a long book raises them, made from the development sets (issue 27).
+"""Questions as a long book raises them, made from the development sets.
 
 A short story or a SQuAD article answers its own questions, and a question of another document shares few
 of its words, so a reader judged on them learns that evidence sharing the question's words means an answer.
@@ -10,7 +10,7 @@ In a long book every question finds such sentences. Two constructions bring that
 - :func:`long_documents`: several documents of a set joined into one, so each question faces the word-sharing
   sentences of many stories or articles.
 
-Both return ordinary :class:`.answers.AnswerSet` objects, for ``bench answers`` and ``bench fit-answers``.
+Both return ordinary :class:`.answers.AnswerSet` objects, for ``bench answers`` and ``chapterverse_dev fit-answers``.
 """
 
 from __future__ import annotations

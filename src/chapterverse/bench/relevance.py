@@ -1,10 +1,10 @@
-"""Fitting and measuring the pointwise relevance model (:data:`chapterverse.relevance.RELEVANCE_MODELS`).
+"""Fitting and measuring the pointwise relevance model (:data:`chapterverse.search.relevance.RELEVANCE_MODELS`).
 
 For every question the retriever's own candidates are collected with their relevance features, labelled
 by whether each holds the gold answer span; every second question is also asked of the *other* documents
 of its set (nothing there answers it), so the model sees off-topic questions too. A logistic regression
 (Newton's method; every set weighs the same, every question within a set the same) gives the log-odds
-that a passage holds the answer; :data:`~chapterverse.relevance.ANCHORS` maps them onto the scale users
+that a passage holds the answer; :data:`~chapterverse.search.relevance.ANCHORS` maps them onto the scale users
 threshold. How much the ranking adds of that logit (``in_ranking``) is the value of a small grid with the
 best mean MRR@10 over the sets. Cross-validated by article: fit on the even-numbered documents of every
 set, measure on the odd ones, and the other way round.
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..library import Library, Progress
-from ..relevance import ANCHORS, RelevanceModel, sigmoid
+from ..search.relevance import ANCHORS, RelevanceModel, sigmoid
 from .retrieval import BenchQuestion, BenchSet, _first_hit, _passages
 
 __all__ = ["Judged", "OperatingPoint", "SetReport", "collect_judged", "fit_relevance", "cross_validate",

@@ -202,7 +202,7 @@ def open_bench_library(bench: BenchSet, location: Path, *, progress: Progress | 
     else:
         library = Library(location, embedding_model=embedding_model, chunk_size=chunking[0],
                           chunk_overlap=chunking[1])
-    library.reembed_if_model_changed()
+    library.writer.reembed_if_model_changed()
     layout = f"{library.chunk_size}/{library.chunk_overlap}"
     wanted = {d.source for d in bench.documents}
     rechunk = library.store.get_meta("bench_chunking") not in (None, layout)
@@ -215,7 +215,7 @@ def open_bench_library(bench: BenchSet, location: Path, *, progress: Progress | 
         if progress:
             progress(f"library {doc.source}", number, len(bench.documents))
         if doc.path is not None:
-            result = library.ingest_file(doc.path, source=doc.source, progress=progress)
+            result = library.writer.ingest_file(doc.path, source=doc.source, progress=progress)
             doc_ids[doc.source] = result.document.id
             continue
         assert doc.parsed is not None
@@ -225,7 +225,7 @@ def open_bench_library(bench: BenchSet, location: Path, *, progress: Progress | 
         if same:
             doc_ids[doc.source] = same[0].id
             continue
-        record = library.add_parsed(doc.parsed, source=doc.source, content_hash=digest,
+        record = library.writer.add_parsed(doc.parsed, source=doc.source, content_hash=digest,
                                     size_bytes=len(doc.parsed.files[0].text.encode()),
                                     replace=[d.id for d in existing], progress=progress)
         doc_ids[doc.source] = record.id

@@ -55,7 +55,7 @@ from ..embeddings import Embedder, load_embedder
 from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
 from ..index.vectors import IndexSettings, VectorIndex
-from ..retrieval import Retriever
+from ..search.retrieval import Retriever
 from ..stopwatch import Stopwatch
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore, Store, open_store
 

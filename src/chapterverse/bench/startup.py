@@ -87,7 +87,7 @@ class StartupReport:
 
 
 def default_cases(tag: str, doc_id: int, question: str) -> list[CommandCase]:
-    """The commands of issue 15's targets: 0.25 s for the quick ones, 1.0 s for those that embed a query."""
+    """The commands with startup targets (docs/BENCHMARKS.md): the quick ones, and those that embed a query."""
     lib = ("--library", LIBRARY)
     return [
         CommandCase("--help", ("--help",), 0.25),

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..analysis import index_terms, query_terms
 from ..embeddings import Embedder
-from ..retrieval import Retriever
+from ..search.retrieval import Retriever
 from ..store import NewChunk, NewDocument, NewFile, SQLiteStore
 
 __all__ = ["Latency", "StoreResult", "run_store_bench", "format_table", "compare_retrieval", "format_comparison",
@@ -343,9 +343,9 @@ def compare_retrieval(sets: Sequence[Any], pg_url: str, *, limit: int | None = N
                 log(f"{bench.name}: building the {('SQLite', 'PostgreSQL')[side]} library")
                 for doc in bench.documents:
                     if doc.path is not None:
-                        doc_ids[side][doc.source] = library.ingest_file(doc.path, source=doc.source).document.id
+                        doc_ids[side][doc.source] = library.writer.ingest_file(doc.path, source=doc.source).document.id
                     else:
-                        record = library.add_parsed(doc.parsed, source=doc.source,
+                        record = library.writer.add_parsed(doc.parsed, source=doc.source,
                                                     content_hash=_parsed_hash(doc.parsed),
                                                     size_bytes=len(doc.parsed.files[0].text.encode()))
                         doc_ids[side][doc.source] = record.id
@@ -385,7 +385,7 @@ def compare_text_search(sets: Sequence[tuple[Any, str]], pg_url: str, *, limit: 
     for bench, config in sets:
         with tempfile.TemporaryDirectory() as tmp, _pg_schema(pg_url, "text_search") as pg:
             library = Library(Path(tmp), embedder=_ConstantEmbedder(), store=pg)
-            ids = {d.source: library.add_parsed(d.parsed, source=d.source, content_hash=_parsed_hash(d.parsed),
+            ids = {d.source: library.writer.add_parsed(d.parsed, source=d.source, content_hash=_parsed_hash(d.parsed),
                                                 size_bytes=0).id for d in bench.documents if d.parsed is not None}
             passages = _passages(library, sorted(ids.values()))
             questions = [q for q in bench.questions if q.source in ids][:limit]

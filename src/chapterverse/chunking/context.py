@@ -8,7 +8,7 @@ with it (a line before its text), so a question naming the customer finds the or
 chunk's text: a citation still names, and shows, exactly the source's own words.
 
 Only what a user wrote about a text counts: the source path of a knowledge base's record or of a pre-chunked
-line (the library decides which, ``Library.prepare_unembedded``; a book's file name says nothing its text does
+line (the library decides which, ``LibraryWriter.prepare_unembedded``; a book's file name says nothing its text does
 not), and the values of the metadata given with the text (the knowledge-base API's ``metadata``, a JSONL line's
 other fields). What the library records for itself (a folder it came from, parser warnings) does not.
 """
@@ -98,7 +98,7 @@ def user_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | Non
 
 
 def stored_context(chunk: StoredChunk, doc: StoredDocument | None) -> str:
-    """A stored chunk's context, as ``Library.prepare_unembedded`` made it: pre-chunked lines (whose chunk source
+    """A stored chunk's context, as ``LibraryWriter.prepare_unembedded`` made it: pre-chunked lines (whose chunk source
     differs from the document's, or that carry their own metadata) and knowledge-base records are described by
     their source path."""
     metadata = doc.metadata if doc else {}
@@ -114,7 +114,7 @@ def heading_terms(path: Sequence[str], context: str, language: str) -> str:
 
 
 def stored_terms(chunk: StoredChunk, doc: StoredDocument) -> tuple[str, str]:
-    """(terms, heading terms) of a stored chunk as ``Library.prepare_unembedded`` makes them now: what a store
+    """(terms, heading terms) of a stored chunk as ``LibraryWriter.prepare_unembedded`` makes them now: what a store
     writes again when the analyzer changes (migration 5 of ``store.sqlite``, 2 of ``store.postgres``), from the
     text, headings and context it keeps, so that an old library answers as one ingested today."""
     from ..analysis import index_terms

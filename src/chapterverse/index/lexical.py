@@ -86,7 +86,7 @@ Row = tuple[int, int, int, str, str]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LexicalSettings:
-    """BM25 parameters (the first four come from :class:`~chapterverse.retrieval.FusionWeights`) and upkeep."""
+    """BM25 parameters (the first four come from :class:`~chapterverse.search.retrieval.FusionWeights`) and upkeep."""
 
     heading: float = 0.5
     """A heading term counts this much of a body term (stored in the term frequencies)."""
@@ -756,8 +756,8 @@ def _small_pages() -> Iterator[None]:
     A segment's build allocates and sorts arrays of a few tokens' worth each (hundreds of MB at 100 k chunks) and
     drops them once its files are written and mapped back; where the kernel compacts memory on demand for huge
     pages (``transparent_hugepage/defrag = madvise``, common and this machine's setting) those faults cost more
-    than the TLB misses huge pages save: the lexical build at 100 k chunks took 3.8-5.2 s with them and 2.4-2.9 s
-    without (docs/BENCHMARKS.md, issue 18). Arrays that live on (int8 codes, in-memory segments) keep the default.
+    than the TLB misses huge pages save (docs/BENCHMARKS.md). Arrays that live on (int8 codes, in-memory
+    segments) keep the default.
     """
     toggle = getattr(importlib.import_module("numpy._core.multiarray"), "_set_madvise_hugepage", None)
     if toggle is None:  # pragma: no cover - a numpy without the switch

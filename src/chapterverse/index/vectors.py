@@ -5,8 +5,8 @@ dimensions that is 2 GB read on every start and after every write (12-34 s here 
 exact scan costs what the memory bus allows (0.1 s here). The store keeps its vectors as rows of one flat
 float32 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
 them in on demand), keeps which chunk each row holds, follows the store by its generation counter, and only
-appends what changed. It holds no copy of a vector (until issue 18 it kept a second float32 copy of each one,
-a third of a library's bytes, and spent most of a build writing it).
+appends what changed. It holds no copy of a vector (a second float32 copy would be a third of a library's bytes,
+and writing it most of a build).
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 
@@ -54,19 +54,24 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import StoreError
-from ..store import IndexFeed, Store
+from ..store import ChunkStore, IndexFeed, MetaStore
 from ..store.vectorfile import VectorRows, map_rows, missing_file
 from .dense import QuantizedRows, inner_products, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 from .int8codes import ResidentCodes
 from .topk import top_k
 
-__all__ = ["VectorIndex", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
+__all__ = ["VectorIndex", "VectorIndexStore", "IndexSettings", "IndexStats", "default_directory", "FORMAT"]
+
+
+class VectorIndexStore(ChunkStore, MetaStore, Protocol):
+    """What the dense index reads of its store: the chunks' ids, documents and generation, the recorded model."""
+
 
 FORMAT = 2
 """Version of the on-disk layout; another version is rebuilt, never read (1 kept its own float32 copy)."""
@@ -174,7 +179,7 @@ class _StoreState:
     last_edit: int
 
     @classmethod
-    def read(cls, store: Store, feed: IndexFeed) -> _StoreState:
+    def read(cls, store: VectorIndexStore, feed: IndexFeed) -> _StoreState:
         max_id = store.max_chunk_id()
         path, committed, width = feed.vector_file_state()
         dim = int(store.get_meta("embedding_dim") or 0) or width  # no recorded model: the rows' own width
@@ -210,7 +215,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
     >>> index.search(query_vector, k=10)          # [(chunk_id, cosine), ...] best first
     """
 
-    def __init__(self, store: Store, directory: str | Path | None = None, *,
+    def __init__(self, store: VectorIndexStore, directory: str | Path | None = None, *,
                  settings: IndexSettings | None = None) -> None:
         feed = store.index_feed
         if feed is None:
@@ -227,7 +232,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
     what = "vector index"
 
     @classmethod
-    def open(cls, store: Store, directory: str | Path | None = None, *,
+    def open(cls, store: VectorIndexStore, directory: str | Path | None = None, *,
              settings: IndexSettings | None = None) -> VectorIndex:
         """Open (or build) the index of ``store`` and bring it up to date."""
         index = cls(store, directory, settings=settings)

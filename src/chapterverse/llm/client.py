@@ -5,7 +5,7 @@ module owns the retry policy (bounded, exponential backoff with jitter, ``Retry-
 up to a cap) so the limits are ours and testable, and maps every SDK failure to one of
 ``ProviderUnreachableError``, ``ProviderAuthError`` or ``ProviderError`` with a one-line message
 that names the endpoint and never the key. Where the endpoint is, and with which key and patience,
-is ``llm.config``'s business (:class:`~chapterverse.llm.config.ProviderConfig`).
+is ``llm.provider_config``'s business (:class:`~chapterverse.llm.provider_config.ProviderConfig`).
 
 The SDK and its HTTP client are imported by the code that calls or checks an endpoint, not with this module:
 they cost more CPU than the rest of an extractive ``chapterverse ask``, which only needs to learn that no
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from ..errors import ProviderAuthError, ProviderError, ProviderUnreachableError
 from ..redaction import scrub
-from .config import API_KEY_FIX, ProviderConfig, mask_key
+from .provider_config import API_KEY_FIX, ProviderConfig, mask_key
 
 if TYPE_CHECKING:
     import openai

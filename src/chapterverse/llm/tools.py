@@ -19,7 +19,7 @@ from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
 from ..positions import Span, find_tags, paragraph_spans
-from ..retrieval import Hit
+from ..search.retrieval import Hit
 from .client import ChatProvider
 from .prompts import count_tokens, load_prompt
 from .selection import SelectionParseError, parse_selection
@@ -149,8 +149,8 @@ class ToolBox:
         for i, hit in enumerate(hits, start=1):
             where = " › ".join(hit.chunk.title_path) or hit.doc_title
             chunk = hit.chunk
-            paragraphs = ((Span(chunk.file_id, chunk.start + a, chunk.start + b), hit.text[a:b])
-                          for a, b in paragraph_spans(hit.text))
+            paragraphs = [(Span(chunk.file_id, chunk.start + a, chunk.start + b), hit.text[a:b])
+                          for a, b in paragraph_spans(hit.text)]
             blocks.append(f"[{i}] {hit.doc_title} — {where}\n{tagged_text(paragraphs)}")
         return "SOURCE TEXT (cite the tags exactly as written):\n\n" + "\n\n".join(blocks)
 

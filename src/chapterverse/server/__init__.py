@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .app import create_app
-    from .config import ServeSettings, parse_serve_args
+    from .serve_settings import ServeSettings, parse_serve_args
 
 __all__ = ["create_app", "ServeSettings", "parse_serve_args"]
 
@@ -22,7 +22,7 @@ def __getattr__(name: str) -> Any:
 
         return create_app
     if name in ("ServeSettings", "parse_serve_args"):
-        from . import config
+        from . import serve_settings
 
-        return getattr(config, name)
+        return getattr(serve_settings, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -37,13 +37,13 @@ from ..foldersync import ensure_folder
 from ..knowledgebase import KnowledgeBase, drop_orphaned_ephemeral
 from ..library import Library
 from ..redaction import install_log_scrubber, register_secret, register_url_secrets
-from ..rerank import library_reranker
+from ..llm.reranking import library_reranker
 from ..store import Store, open_store
-from . import proxy as proxy_routes
+from .proxy import chat_completions as proxy_routes
 from . import rag as rag_routes
-from . import responses as responses_routes
+from .proxy import responses_api as responses_routes
 from . import reader as reader_routes
-from .config import ServeSettings
+from .serve_settings import ServeSettings
 from .errors import install_error_handlers
 from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import dataclasses
 import re
 import shutil
 import tempfile
@@ -31,8 +32,8 @@ from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
-from ..passages import search_results
 from ..paths import expand_user
+from ..search.passages import search_results
 from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
@@ -258,7 +259,7 @@ def _save(upload: UploadFile, path: Path) -> None:
 def _ingest_upload(library: Library, path: Path, source: str, job: Job, *, allow_duplicate: bool) -> None:
     """Ingest an uploaded file; its errors name the file as uploaded, never the server's temporary folder."""
     try:
-        result = library.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
+        result = library.writer.ingest_file(path, source=source, progress=job.progress, cancel=job.cancel,
                                      allow_duplicate=allow_duplicate)
     except SourceError as exc:
         raise SourceError(path.name, exc.reason.replace(str(path), path.name)) from exc
@@ -322,7 +323,7 @@ def _ingest_path(library: Library, path: Path, root: Root, job: Job) -> None:
         job.cancel.check(f"reading {file.name}")
         job.progress(f"reading {file.name}", n, len(files))
         try:
-            job.document_ids.append(library.ingest_file(file, source=file.as_posix(), progress=job.progress,
+            job.document_ids.append(library.writer.ingest_file(file, source=file.as_posix(), progress=job.progress,
                                                         cancel=job.cancel, root=root).document.id)
         except ChapterverseError as exc:
             failures.append(str(exc))
@@ -345,9 +346,7 @@ def job(request: Request, job_id: Id) -> dict[str, Any]:
             summary="A file's canonical text with paragraph offsets (code points)")
 def file(request: Request, file_id: Id) -> dict[str, Any]:
     record = _library(request).store.file(file_id)
-    return {"id": record.id, "doc_id": record.doc_id, "ordinal": record.ordinal, "title": record.title,
-            "label": record.label, "has_text": record.has_text, "text": record.text,
-            "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
+    return {**dataclasses.asdict(record), "paragraphs": [list(p) for p in paragraph_spans(record.text)]}
 
 
 @router.get("/resolve/{tag_key}", response_model=ReaderResolved, summary="The exact text a position tag names")
@@ -357,8 +356,7 @@ def resolve(request: Request, tag_key: str) -> dict[str, Any]:
         r = _library(request).resolve(span)
     except TagError as exc:
         raise ApiError(404, "NOT_FOUND", str(exc)) from exc
-    return {"tag": r.tag, "doc_id": r.doc_id, "doc_title": r.doc_title, "file": r.file, "start": r.start,
-            "end": r.end, "text": r.text, "toc_path": r.toc_path, "file_title": r.file_title, "label": r.label}
+    return {name: value for name, value in dataclasses.asdict(r).items() if name != "source"}
 
 
 # ---------------------------------------------------------------------------------------------- ask

@@ -10,11 +10,14 @@ An answer and its citations are not declared here: a chat's messages hold ``answ
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..answering.result import AnswerResult
+from ..positions import ResolvedSpan
+from ..store import FileRecord
 
 __all__ = [
     "KbStatus", "KbLimits", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
@@ -179,7 +182,7 @@ class KbHit(_Shape):
 
 
 class RerankShape(_Shape):
-    """What the second-stage reranker did (``rerank.RerankReport``)."""
+    """What the second-stage reranker did (``search.rerank.RerankReport``)."""
 
     reranker: str
     candidates: int
@@ -338,28 +341,25 @@ class JobAccepted(_Shape):
     job: JobShape
 
 
-class ReaderFile(_Shape):
-    id: int
-    doc_id: int
-    ordinal: int
-    title: str
-    label: str
-    has_text: bool
-    text: str = Field(description="The file's canonical text; every tag's offsets count code points of it.")
-    paragraphs: list[tuple[int, int]] = Field(description="[start, end) of each paragraph.")
+def _shape_of(name: str, record: type[Any], described: dict[str, str], *, leave_out: frozenset[str] = frozenset(),
+              **more: Any) -> type[_Shape]:
+    """The shape of a route that sends a dataclass record (less ``leave_out``, plus ``more`` fields), made from
+    the record itself so that the two cannot drift apart."""
+    hints = get_type_hints(record)
+    fields: dict[str, Any] = {f.name: (hints[f.name], Field(description=described.get(f.name)))
+                              for f in dataclasses.fields(record) if f.name not in leave_out}
+    return create_model(name, __base__=_Shape, **fields, **more)
 
 
-class ReaderResolved(_Shape):
-    tag: str
-    doc_id: int
-    doc_title: str
-    file: int
-    start: int
-    end: int
-    text: str = Field(description="Exactly the span's text.")
-    toc_path: list[str]
-    file_title: str
-    label: str
+ReaderFile = _shape_of(
+    "ReaderFile", FileRecord,
+    {"text": "The file's canonical text; every tag's offsets count code points of it."},
+    paragraphs=(list[tuple[int, int]], Field(description="[start, end) of each paragraph.")))
+"""``store.FileRecord`` with its paragraphs."""
+
+ReaderResolved = _shape_of("ReaderResolved", ResolvedSpan, {"text": "Exactly the span's text."},
+                           leave_out=frozenset({"source"}))
+"""``positions.ResolvedSpan`` less the document's source (the reader knows its documents)."""
 
 
 class ReaderChatInfo(_Shape):

@@ -17,7 +17,7 @@ from fastapi import Request
 from ..knowledgebase import KnowledgeBase
 from ..library import Library
 from ..llm.summaries import SummaryJobs
-from .config import ServeSettings
+from .serve_settings import ServeSettings
 from .jobs import JobManager
 from .upstream import UpstreamSettings
 

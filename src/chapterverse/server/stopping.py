@@ -3,8 +3,8 @@ knowledge base's embeddings are abandoned at their next batch, before their writ
 answers 503 ``STOPPING`` itself; only a request still running :data:`ABANDON_S` later is cancelled.
 
 uvicorn alone cancels every request still running when its grace period ends and only then runs the app's
-shutdown, which is what abandons the embeddings: the cancelled write's thread ran on, and its client got
-uvicorn's plain-text ``500 Internal Server Error`` instead of the documented 503 (issue 28).
+shutdown, which would abandon the embeddings: the cancelled write's thread runs on, and its client gets
+uvicorn's plain-text ``500 Internal Server Error`` instead of the documented 503.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The chat model this server talks to: the proxy's upstream and the reader's answering model.
 
-Read at start by the resolver every front end shares (``llm.config.resolve_endpoint``): flags >
+Read at start by the resolver every front end shares (``llm.provider_config.resolve_endpoint``): flags >
 ``CHAPTERVERSE_LLM_*`` and ``OPENAI_*`` environment > the library's ``config.json``
 (``{"llm": {"base_url", "model", "api_key" | "api_key_env"}}``, the file ``chapterverse ask`` reads too).
 
@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..config import load_config, save_config
 from ..errors import InputError
-from ..llm.config import ProviderConfig, check_base_url, mask_key, resolve_endpoint
+from ..llm.provider_config import ProviderConfig, check_base_url, mask_key, resolve_endpoint
 from ..redaction import redact_url, register_secret, register_url_secrets
 
 __all__ = ["Upstream", "UpstreamSettings", "SettingsChange"]

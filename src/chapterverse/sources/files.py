@@ -1,6 +1,6 @@
 """Opening a source file: the one place a reader's bytes come from, so every check holds for what is read.
 
-Issue 28 found three ways a path checked by name reads something else: a FIFO named ``notes.txt`` blocks ``open``
+There are three ways a path checked by name reads something else: a FIFO named ``notes.txt`` blocks ``open``
 forever (a knowledge-base reload then holds its lock, and every write, status request and SIGTERM waits behind it);
 a 2 GB sparse ``.txt`` was read whole before its size was compared with the 256 MB limit; and a hard link, or a
 folder swapped for a symlink after the server checked the path, reads a file outside the folder it serves.

@@ -1,7 +1,8 @@
 """Where a library lives. SQLite is the embedded default; ``postgresql://`` URLs select PostgreSQL.
 
 Code outside this package is typed against :class:`Store` (``protocol.py``), or the one of its roles it needs
-(:class:`DocumentStore`, :class:`ChunkStore`, :class:`SummaryStore`, :class:`ChatStore`, :class:`LockStore`),
+(:class:`DocumentStore`, :class:`ChunkStore`, :class:`SummaryStore`, :class:`ChatStore`, :class:`LockStore`,
+:class:`MetaStore`, :class:`StoreUpkeep`, :class:`StoreConnection`),
 never against one implementation.
 """
 
@@ -17,7 +18,10 @@ from .protocol import (
     DocumentStore,
     IndexFeed,
     LockStore,
+    MetaStore,
     Store,
+    StoreConnection,
+    StoreUpkeep,
     SummaryStore,
     VectorSearch,
 )
@@ -47,6 +51,9 @@ __all__ = [
     "SummaryStore",
     "ChatStore",
     "LockStore",
+    "MetaStore",
+    "StoreUpkeep",
+    "StoreConnection",
     "VectorSearch",
     "IndexFeed",
     "sqlite_file",

@@ -879,7 +879,7 @@ class PostgresStore(SharedReads):
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
-        in-process lexical index is at hand (``chapterverse.relevance``)."""
+        in-process lexical index is at hand (``chapterverse.search.relevance``)."""
         if not terms:
             return {}
         found = dict(self._rows("SELECT term, df FROM lexicon WHERE term = ANY(%s)", (list(terms),)))

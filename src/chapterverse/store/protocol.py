@@ -2,15 +2,17 @@
 
 :class:`~chapterverse.store.sqlite.SQLiteStore` and :class:`~chapterverse.store.postgres.PostgresStore`
 implement :class:`Store`; code outside ``store/`` is typed against it, so a second implementation is checked by
-mypy at every call site rather than discovered by a test. :class:`Store` is the union of five roles, each a
+mypy at every call site rather than discovered by a test. :class:`Store` is the union of eight roles, each a
 protocol a caller can name when it needs no more (``chat_markdown(store: ChatStore, ...)``):
 
 - :class:`DocumentStore`: documents and their files, TOC and segments, written and read whole;
 - :class:`ChunkStore`: chunks and vectors, the search primitives and what the embedding model recorded;
 - :class:`SummaryStore`: the segment summaries a model wrote, by model and prompt version;
 - :class:`ChatStore`: the reader's chats and their messages;
-- :class:`LockStore`: the library as a whole: where it is, its connections, locks between processes, meta
-  values, and the catch-up, checks and repairs that span every table.
+- :class:`LockStore`: locks between the processes that use one library;
+- :class:`MetaStore`: the library's own values by key (its embedding model);
+- :class:`StoreUpkeep`: the catch-up, checks and repairs that span every table;
+- :class:`StoreConnection`: where the library lives, and closing its connections.
 
 What only some stores can do is an explicit capability, a flag (:attr:`ChunkStore.lists_terms`) or a property
 that is ``None`` where the store lacks it (:attr:`ChunkStore.vector_search`, :attr:`ChunkStore.index_feed`),
@@ -40,8 +42,8 @@ if TYPE_CHECKING:
 
     from .vectorfile import VectorRows
 
-__all__ = ["Store", "DocumentStore", "ChunkStore", "SummaryStore", "ChatStore", "LockStore", "VectorSearch",
-           "IndexFeed", "LexicalRow"]
+__all__ = ["Store", "DocumentStore", "ChunkStore", "SummaryStore", "ChatStore", "LockStore", "MetaStore",
+           "StoreUpkeep", "StoreConnection", "VectorSearch", "IndexFeed", "LexicalRow"]
 
 LexicalRow = tuple[int, int, int, str, str]
 """(chunk id, doc id, file id, terms, heading terms) of one chunk: what an in-process BM25 index is built from."""
@@ -248,9 +250,8 @@ class ChatStore(Protocol):
     def messages(self, chat_id: int) -> list[MessageRecord]: ...
 
 
-class LockStore(Protocol):
-    """The library as a whole: where it lives, its connections, locks between processes, meta values, and the
-    catch-up, checks and repairs that span every table."""
+class StoreConnection(Protocol):
+    """Where the library lives and the connections to it."""
 
     url: str
     """Where the library lives, as ``open_store`` accepts it (a ``postgresql://`` URL may carry a password)."""
@@ -259,7 +260,10 @@ class LockStore(Protocol):
         """Release connections; the store reconnects on next use."""
         ...
 
-    # -- locks between processes
+
+class LockStore(Protocol):
+    """Locks between the processes that use one library."""
+
     def lock(self, name: str) -> AbstractContextManager[None]:
         """Hold the library-wide lock ``name`` for the block: every process using this library waits for it."""
         ...
@@ -268,11 +272,17 @@ class LockStore(Protocol):
         """Whether a process (this one included) holds ``lock(name)`` now."""
         ...
 
-    # -- meta
+
+class MetaStore(Protocol):
+    """The library's own values (its embedding model, its settings), by key."""
+
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
 
-    # -- upkeep
+
+class StoreUpkeep(Protocol):
+    """The catch-up, checks and repairs that span every table."""
+
     def catch_up(self) -> None:
         """Bring what the store keeps up to date lazily (SQLite's full-text index) up to the writes so far: a caller
         that has written many documents calls it once, so that the first read after them does not pay for them."""
@@ -285,7 +295,8 @@ class LockStore(Protocol):
     def rebuild_lexical_index(self) -> None: ...
 
 
-class Store(DocumentStore, ChunkStore, SummaryStore, ChatStore, LockStore, Protocol):
+class Store(DocumentStore, ChunkStore, SummaryStore, ChatStore, LockStore, MetaStore, StoreUpkeep, StoreConnection,
+            Protocol):
     """One library: documents, their files, TOC, segments, chunks and vectors, plus chats, summaries and caches.
 
     Every write is one transaction; every read sees committed writes (see the implementations' docstrings).

@@ -202,7 +202,7 @@ class SharedReads(ABC):
 
     def lexical_rows(self) -> list[tuple[int, int, int, str, str]]:
         """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order: what an in-memory
-        lexical index is built from (``chapterverse.retrieval``)."""
+        lexical index is built from (``chapterverse.search.retrieval``)."""
         return self._rows("SELECT id, doc_id, file_id, terms, heading_terms FROM chunks ORDER BY id")
 
     # -- chats

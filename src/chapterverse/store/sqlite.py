@@ -858,7 +858,7 @@ class SQLiteStore(SharedReads):
 
     def document_frequencies(self, terms: Sequence[str]) -> dict[str, int]:
         """How many chunks hold each of ``terms`` (0 for those none holds): the idf of a query word where no
-        in-process lexical index is at hand (``chapterverse.relevance``)."""
+        in-process lexical index is at hand (``chapterverse.search.relevance``)."""
         if not terms:
             return {}
         self.catch_up()

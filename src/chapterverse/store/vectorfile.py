@@ -2,9 +2,8 @@
 
 Why a file and not BLOBs in SQLite: the vector index (:mod:`chapterverse.index.vectors`) scans and rescores
 vectors through a memory map, and pages of a SQLite file cannot be mapped as a matrix, so the index kept a second
-float32 copy of every vector (2 KB a chunk at 512 dimensions, a third of a library's bytes) and its build spent
-most of its time copying them out of SQLite (issue 18). Now the store writes each vector once, and the index
-maps the same rows.
+float32 copy of every vector (a third of a library's bytes) and its build would spend most of its time copying
+them out of SQLite. So the store writes each vector once, here, and the index maps the same rows.
 
 Layout: ``<stem>.vectors-<n>.f32`` beside ``<stem>.sqlite3``, little-endian float32 rows of the library's
 dimension, no header. The database says which file is current (meta ``vector_file``), how many of its rows are

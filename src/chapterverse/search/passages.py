@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .chunking import sentence_spans
-from .positions import Span, defang_tags
+from ..chunking import sentence_spans
+from ..positions import Span, defang_tags
 
 if TYPE_CHECKING:
-    from .library import Library
+    from ..library import Library
     from .retrieval import Hit
 
 __all__ = ["REACH", "ShownPassage", "search_results", "shown_passages", "whole_sentences"]

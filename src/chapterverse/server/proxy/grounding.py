@@ -22,15 +22,13 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from .. import Hit
-from ..citations import ResolvedSpan
-from ..errors import ChapterverseError, TagError
-from ..positions import Span
+from ... import Hit
+from ...citations import Resolver, library_resolver
 from .injection import ReplyFilter, context_block, header_language, hits_summary, inject_context, last_user_text
 from .relay import upstream_headers
 from .rewrite import carry_query, llm_query
-from .state import ServerState
-from .upstream import Upstream
+from ..state import ServerState
+from ..upstream import Upstream
 
 __all__ = ["TRUNCATED_HEADER", "Grounding", "ground", "next_turn", "shortened"]
 
@@ -149,16 +147,7 @@ async def _inject(state: ServerState, messages: list[Any], index: int, query: st
     return injected, hits
 
 
-def _resolver(state: ServerState) -> Callable[[Span], ResolvedSpan | None]:
+def _resolver(state: ServerState) -> Resolver:
     """Resolves a tag the reply cites against the knowledge base's library; None for one it does not hold."""
     assert state.kb is not None
-    library = state.kb.library
-
-    def resolve(span: Span) -> ResolvedSpan | None:
-        try:
-            r = library.resolve(span)
-        except (TagError, ChapterverseError):
-            return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
-
-    return resolve
+    return library_resolver(state.kb.library)

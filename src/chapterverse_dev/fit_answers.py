@@ -1,4 +1,4 @@
-"""Fits the extractive reader (``chapterverse bench fit-answers``) and writes ``answering/reader_weights.json``.
+"""Fits the extractive reader (``python -m chapterverse_dev fit-answers``) and writes ``answering/reader_weights.json``.
 
 Training questions run through exactly the reader's own path (:func:`answering.extractive.read_evidence`:
 retrieval scoped to the question's document, candidate sentences, features), so the models learn from
@@ -22,7 +22,7 @@ The default training data are the development halves in ../shared that the answe
 report on: FairytaleQA train, and SQuAD-it and SQuAD-es articles of even position (odd ones are held out),
 so FairytaleQA val, the odd SQuAD articles and both XQuAD sets measure the reader on unseen questions.
 ``--confidence-only`` keeps the packaged sentence, meaning and composition models and refits the confidence
-model and thresholds alone (what issue 27's refit did).
+model and thresholds alone.
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..answering.extractive import (Reading, choose_sentences, confidence_features, first_introduction, read_evidence,
-                                    shown_sentences)
-from ..answering.features import FEATURES
-from ..answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, ReaderModel, meaning_inputs
-from ..embeddings import Embedder
-from ..library import Library
-from .answers import (
+from chapterverse.answering.extractive import (Reading, choose_sentences, confidence_features, first_introduction,
+                                               read_evidence, shown_sentences)
+from chapterverse.answering.features import FEATURES
+from chapterverse.answering.model import CONFIDENCE_FEATURES, WEIGHTS_PATH, MeaningModel, ReaderModel, meaning_inputs
+from chapterverse.embeddings import Embedder
+from chapterverse.library import Library
+from chapterverse.bench.answers import (
     AnswerQuestion,
     AnswerSet,
     absent_questions,
@@ -51,7 +51,7 @@ from .answers import (
     sample_questions,
     split_articles,
 )
-from .long_books import long_documents, without_evidence
+from chapterverse.bench.long_books import long_documents, without_evidence
 
 __all__ = ["TrainingData", "collect", "fit_reader", "fit_confidence", "pick_thresholds", "threshold_figures",
            "threshold_readings", "FitPlan", "MemoEmbedder", "training_sets", "write_weights", "describe"]
@@ -156,7 +156,7 @@ def collect(answer_set: AnswerSet, directory: Path, limit: int | None, seed: int
 
 @dataclass(frozen=True, slots=True)
 class FitPlan:
-    """How many questions of each kind a fit asks (``bench fit-answers`` options)."""
+    """How many questions of each kind a fit asks (``chapterverse_dev fit-answers`` options)."""
 
     fairytaleqa_limit: int = 10_000
     squad_limit: int = 1500
@@ -327,7 +327,7 @@ def threshold_readings(answer_set: AnswerSet, directory: Path, model: ReaderMode
     """Every question of ``answer_set`` read as ``ask`` reads it (its own document, the packaged number of
     embedded candidates): ``confidence``, ``right`` (the answer ``model`` would show holds gold, whatever the
     thresholds), ``answerable`` and ``helpful`` (a candidate sentence holds gold), for
-    ``bench fit-thresholds``."""
+    ``chapterverse_dev fit-thresholds``."""
     library, doc_ids = open_answer_library(answer_set, directory)
     rows: list[tuple[float, bool, bool, bool]] = []
     for question in answer_set.questions:

@@ -1,4 +1,4 @@
-"""A cross-encoder reading model as exported by ``bench fit-reader``: question and sentence read together.
+"""A cross-encoder reading model as exported by ``chapterverse_dev fit-reader``: question and sentence read together.
 
 A sentence vector is computed without the question, and word overlap cannot tell "the sun, who was just
 setting" (the answer to "Who was setting?") from a line that repeats the question's words; a cross-encoder
@@ -40,7 +40,7 @@ def _sha256(path: Path) -> str:
 
 
 def describe_files(directory: Path, **description: Any) -> dict[str, Any]:
-    """``model.json`` for the model and tokenizer in ``directory`` (written by ``bench fit-reader``)."""
+    """``model.json`` for the model and tokenizer in ``directory`` (written by ``chapterverse_dev fit-reader``)."""
     return {"format": FORMAT, **description,
             "sha256": {name: _sha256(directory / name) for name in ("model.onnx", "tokenizer.json")}}
 
@@ -92,10 +92,10 @@ def _description(directory: Path) -> dict[str, Any]:
         raise ReadingModelError(f"{path}: cannot read the reading model's description ({exc})") from exc
     if description.get("format") != FORMAT:
         raise ReadingModelError(f"{path}: format {description.get('format')!r}, this chapterverse runs {FORMAT!r}; "
-                                f"refit it with `chapterverse bench fit-reader`")
+                                f"refit it with `python -m chapterverse_dev fit-reader`")
     for name, expected in dict(description.get("sha256", {})).items():
         file = directory / name
         if not file.is_file() or _sha256(file) != expected:
             raise ReadingModelError(f"{file}: missing or not the file the model was fit with (SHA-256 differs); "
-                                    f"refit it with `chapterverse bench fit-reader`")
+                                    f"refit it with `python -m chapterverse_dev fit-reader`")
     return description

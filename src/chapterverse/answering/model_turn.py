@@ -19,16 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
-from ..citations import Evidence, ResolvedSpan, StreamingTagFilter, verify_answer
-from ..errors import TagError
+from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult
+from ..citations import Evidence, StreamingTagFilter, library_resolver, verify_answer
 from ..library import Library
-from ..positions import Span
-from .client import ChatProvider, StreamEnd, TextDelta, ToolCall
-from .config import ProviderConfig
-from .prompts import load_prompt
-from .summaries import EXTRACTIVE_MODEL, SummaryJobs
-from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
+from ..llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
+from ..llm.provider_config import ProviderConfig
+from ..llm.prompts import load_prompt
+from ..llm.summaries import EXTRACTIVE_MODEL, SummaryJobs
+from ..llm.tools import TOOL_SCHEMAS, ToolBox, ToolSettings
 
 __all__ = ["AgentSettings", "ModelTurn"]
 
@@ -58,7 +56,7 @@ class ModelTurn:
         self.doc_id = doc_id
         self.chat = ChatProvider(provider)
         self.settings = settings
-        self.evidence = Evidence(resolve=self._resolve)
+        self.evidence = Evidence(resolve=library_resolver(library))
         summaries_ready = doc_id is not None and (
             jobs.ensure_started(library, doc_id, self.chat) if settings.auto_summarize
             else jobs.is_complete(library, doc_id, provider.model))
@@ -75,13 +73,6 @@ class ModelTurn:
         self.shown = False
         self.raw_answer: list[str] = []
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "context_tokens": 0}
-
-    def _resolve(self, span: Span) -> ResolvedSpan | None:
-        try:
-            r = self.library.resolve(span)
-        except TagError:
-            return None
-        return ResolvedSpan(r.text, r.doc_id, r.doc_title, r.toc_path, r.source)
 
     def run(self) -> Iterator[AnswerEvent]:
         """The answer's deltas and its verified result; a ProviderError when the model fails (after the client's

@@ -27,11 +27,11 @@ import httpx
 from fastapi import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ..redaction import mask_secrets
-from .errors import ApiError, error_body, unparsable_body
-from .state import ServerState
+from ...redaction import mask_secrets
+from ..errors import ApiError, error_body, unparsable_body
+from ..state import ServerState
 from .streammask import StreamMasker
-from .upstream import Upstream
+from ..upstream import Upstream
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
            "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events"]
@@ -93,7 +93,7 @@ class _NumberOutOfRange(ValueError):
 
 def _finite(number: str) -> float:
     """``json.loads`` hook: ``1e999`` is valid JSON, but as a double it is infinite, which no upstream request
-    may carry (the request's JSON could not be written: a 500, before issue 28)."""
+    may carry (the request's JSON could not be written: a 500)."""
     value = float(number)
     if not math.isfinite(value):
         shown = number if len(number) <= 40 else f"{number[:37]}..."

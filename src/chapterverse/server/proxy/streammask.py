@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..redaction import TextMasker, any_secret, mask_secrets
+from ...redaction import TextMasker, any_secret, mask_secrets
 
 __all__ = ["StreamMasker"]
 

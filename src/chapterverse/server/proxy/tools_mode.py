@@ -17,20 +17,20 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from .. import AnswerResult, Library
-from ..citations import Evidence, StreamingTagFilter
-from ..errors import ChapterverseError
-from ..answering import AnswerDelta, AnswerDone, answer_events
-from ..llm.agent import AgentSettings
-from ..llm.config import ProviderConfig
-from .errors import ApiError, error_body
+from ... import AnswerResult, Library
+from ...citations import Evidence, StreamingTagFilter
+from ...errors import ChapterverseError
+from ...answering import AnswerDelta, AnswerDone, answer_events
+from ...answering.model_turn import AgentSettings
+from ...llm.provider_config import ProviderConfig
+from ..errors import ApiError, error_body
 from .grounding import shortened
 from .injection import content_text, last_user_text
-from .limits import check_length
+from ..limits import check_length
 from .relay import relayed_events, relayed_json
 from .replies import completion_event
-from .state import ServerState
-from .upstream import Upstream
+from ..state import ServerState
+from ..upstream import Upstream
 
 __all__ = ["tools_turn"]
 

@@ -27,10 +27,10 @@ from dataclasses import replace
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from ..analysis import detect_language
-from ..citations import Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
-from ..positions import Span, defang_tags, find_tags
-from ..retrieval import Hit
+from ...analysis import detect_language
+from ...citations import Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
+from ...positions import Span, defang_tags, find_tags
+from ...search.retrieval import Hit
 
 __all__ = ["HEADERS", "CITE", "header_language", "context_block", "citation_forms", "inject_context",
            "last_user_text", "content_text", "hits_summary", "ReplyFilter"]

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import httpx
 
-from ..analysis import LANGUAGES, content_words, word_tokens
+from ...analysis import LANGUAGES, content_words, word_tokens
 from .injection import content_text
 
 __all__ = ["FEW_WORDS", "MAX_TURNS", "RewriteMode", "carry_query", "llm_query", "names", "needs_context"]

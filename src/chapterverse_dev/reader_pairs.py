@@ -1,5 +1,5 @@
 """Training groups for the reading model: a question with the sentences of its document that answer it and
-the ones that only look as if they might (issue 27).
+the ones that only look as if they might.
 
 Each :class:`Group` is one question and up to :data:`GROUP_SIZE` sentences of its own document. An
 answerable group's first sentence holds the gold answer (inside the gold evidence where the set marks it);
@@ -24,10 +24,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import content_words
-from ..answering.model import ReaderModel
-from ..chunking.sentences import sentence_spans
-from .answers import AnswerQuestion, AnswerSet, holds_gold
+from chapterverse.analysis import content_words
+from chapterverse.answering.model import ReaderModel
+from chapterverse.chunking.sentences import sentence_spans
+from chapterverse.bench.answers import AnswerQuestion, AnswerSet, holds_gold
 from .fit_answers import TrainingData
 
 __all__ = ["GROUP_SIZE", "Group", "groups_of", "reader_groups"]

@@ -1,4 +1,4 @@
-"""``chapterverse bench fit-reader``: train the reading model (:mod:`chapterverse.answering.cross_encoder`).
+"""``python -m chapterverse_dev fit-reader``: train the reading model (:mod:`chapterverse_dev.cross_encoder`).
 
 The steps, each a function here:
 
@@ -36,13 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from ..answering.model import load_reader_model
-from ..sources import read_source
-from .answers import AnswerSet, load_fairytaleqa, load_question_file, load_squad_answers, split_articles
+from chapterverse.answering.model import load_reader_model
+from chapterverse.sources import read_source
+from chapterverse.bench.answers import (AnswerSet, load_fairytaleqa, load_question_file, load_squad_answers,
+                                       split_articles)
 from .cross_encoder import describe_files
 from .fit_answers import FitPlan, TrainingData, collect, training_sets
 from .reader_pairs import Group, groups_of, reader_groups
-from .retrieval import BenchDocument
+from chapterverse.bench.retrieval import BenchDocument
 
 __all__ = ["LAYERS", "MAX_LENGTH", "training_groups", "reader_training_groups", "train", "export",
            "base_model_dir"]

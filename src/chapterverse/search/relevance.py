@@ -1,6 +1,6 @@
 """Pointwise relevance: how well one passage answers a query, judged on that passage alone.
 
-The fusion model that ranks candidates (:mod:`chapterverse.retrieval`) describes a passage *against the
+The fusion model that ranks candidates (:mod:`chapterverse.search.retrieval`) describes a passage *against the
 other candidates* (its cosine minus the best one, its BM25 over the query's best, its places in the
 rankings), so its output behaves like a softmax: a threshold on it keeps the one passage that won,
 whatever ``top_k`` says, and a passage's number moves with what else the library holds. A threshold needs
@@ -34,8 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
-from .index.lexical import TermMatches
+from ..analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
+from ..index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
            "relevance_features", "sigmoid", "text_matches", "word_coverage"]

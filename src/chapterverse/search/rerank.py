@@ -1,6 +1,6 @@
 """Second-stage rerankers: reorder the first stage's best candidates with a stronger, slower judge.
 
-The first stage (``retrieval.Retriever``) ranks every passage by cheap lexical and dense features; its misses
+The first stage (``search.retrieval.Retriever``) ranks every passage by cheap lexical and dense features; its misses
 are mostly ordering inside the right document, which a model reading query and passage together judges better.
 A reranker sees the top ``top_n`` (default 30) of the first stage and returns their order; it never changes a
 hit's calibrated ``score`` (what thresholds compare), and never adds or drops a passage.
@@ -13,8 +13,8 @@ table of the library's config file):
 - ``http(s)://...``: a rerank endpoint in the common shape that Cohere, Jina, vLLM and llama.cpp's server speak
   (``{"model", "query", "documents", "top_n"}`` -> ``{"results": [{"index", "relevance_score"}]}``), or
   ``tei:http(s)://.../rerank`` for Hugging Face TEI (``{"query", "texts"}`` -> ``[{"index", "score"}]``);
-- ``llm``: the configured chat model orders the candidates' ids listwise (parsed as tolerantly as segment
-  selection, ``llm.selection``), with the passages cut to fit a token budget.
+- ``llm``: the configured chat model orders the candidates' ids listwise (``llm.reranking``, which also picks
+  the reranker a library is searched with), with the passages cut to fit a token budget.
 
 A remote or model judge can fail (timeout, bad reply); the search then keeps the first stage's order and says
 so in its :class:`RerankReport`, which ``/v1/rag/search`` returns and the proxy logs.
@@ -31,26 +31,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import ChapterverseError, InputError
-from .paths import expand_user
-from .redaction import redact_url
+from ..config import first_set
+from ..errors import ChapterverseError, InputError
+from ..paths import expand_user
+from ..redaction import redact_url
 
 if TYPE_CHECKING:
     import httpx
-
-    from .llm.client import ChatProvider
-    from .llm.config import ProviderConfig
 
 __all__ = [
     "DEFAULT_TOP_N",
     "CrossEncoderReranker",
     "HttpReranker",
-    "LlmReranker",
     "RerankError",
     "RerankReport",
     "RerankSettings",
     "Reranker",
-    "load_reranker",
     "rerank_order",
 ]
 
@@ -59,13 +55,12 @@ log = logging.getLogger(__name__)
 DEFAULT_TOP_N = 30
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_TOKEN_BUDGET = 6000
+"""What the ``llm`` kind's prompt may hold (``llm.reranking.LlmReranker``)."""
 ENV_RERANKER = "CHAPTERVERSE_RERANKER"
 ENV_TOP_N = "CHAPTERVERSE_RERANK_TOP_N"
 ENV_MODEL = "CHAPTERVERSE_RERANK_MODEL"
 ENV_API_KEY = "CHAPTERVERSE_RERANK_API_KEY"
 _CONFIG_KEYS = ("reranker", "top_n", "timeout_s", "model", "api_key", "api_key_env", "token_budget")
-_CHARS_PER_TOKEN = 4
-"""A rough count for the LLM judge's budget: a tokenizer per model is not worth its cost here."""
 
 
 class RerankError(ChapterverseError):
@@ -254,54 +249,6 @@ def _scores(data: Any, count: int, name: str) -> list[float]:
     return scores
 
 
-# ----------------------------------------------------------------------------------------------- llm
-
-_JUDGE_SYSTEM = (
-    "You rank passages by how well they answer a question. Each passage starts with its id in brackets. "
-    'Reply with only {"Thinking": "<one short sentence>", "answer": ["<id>", ...]}: the ids of the passages '
-    "that help answer the question, most useful first. Leave out passages that do not help."
-)
-
-
-class LlmReranker:
-    """The configured chat model orders the candidates listwise: ids in, a JSON list of ids out.
-
-    Each passage is cut so that all of them fit ``token_budget`` (counted at four characters a token); the
-    reply is parsed by ``llm.selection.parse_selection``, so fences, prose and single quotes around the JSON do
-    not matter. A provider failure or an unreadable reply is a RerankError.
-    """
-
-    def __init__(self, provider: ChatProvider, *, token_budget: int = DEFAULT_TOKEN_BUDGET) -> None:
-        if token_budget < 200:
-            raise InputError(f"rerank token_budget must be at least 200, not {token_budget}")
-        self.provider = provider
-        self.token_budget = token_budget
-
-    @property
-    def name(self) -> str:
-        return f"llm:{self.provider.config.model}"
-
-    def messages(self, query: str, passages: Sequence[str]) -> list[dict[str, str]]:
-        """The judge's prompt: passages numbered from 1, each cut to its share of the budget."""
-        share = max(80, (self.token_budget * _CHARS_PER_TOKEN - len(query) - len(_JUDGE_SYSTEM)) // len(passages))
-        listed = "\n\n".join(f"[{i + 1}] {' '.join(p.split())[:share]}" for i, p in enumerate(passages))
-        return [{"role": "system", "content": _JUDGE_SYSTEM},
-                {"role": "user", "content": f"Question: {query}\n\nPassages:\n\n{listed}"}]
-
-    def rank(self, query: str, passages: Sequence[str]) -> list[int]:
-        from .llm.selection import SelectionParseError, parse_selection
-
-        try:
-            reply = self.provider.complete(self.messages(query, passages), temperature=0, max_tokens=400)
-            selection = parse_selection(reply.content, valid_ids=[str(i + 1) for i in range(len(passages))],
-                                        max_ids=len(passages))
-        except SelectionParseError as exc:
-            raise RerankError(f"{self.name} answered no usable ranking: {exc}") from exc
-        except ChapterverseError as exc:
-            raise RerankError(f"{self.name} failed: {exc}") from exc
-        return [int(i) - 1 for i in selection.ids]
-
-
 # ------------------------------------------------------------------------------------------ settings
 
 
@@ -325,8 +272,6 @@ class RerankSettings:
     def resolve(cls, *, reranker: str | None = None, top_n: int | None = None,
                 config: Mapping[str, Any] | None = None, env: Mapping[str, str] = os.environ) -> RerankSettings:
         """Field by field, with the precedence (and the empty-means-unset rule) of ``config.first_set``."""
-        from .config import first_set
-
         file = dict(config or {})
         unknown = sorted(set(file) - set(_CONFIG_KEYS))
         if unknown:
@@ -356,50 +301,3 @@ def _number(key: str, value: object, kind: type[int] | type[float], default: flo
     if number <= 0:
         raise InputError(f"rerank {key} must be > 0, not {value!r}")
     return number
-
-
-def load_reranker(settings: RerankSettings, *, provider: ProviderConfig | None = None,
-                  device: str | None = None) -> Reranker | None:
-    """The reranker ``settings`` name (None when none is), checked but not loaded: a cross-encoder loads on first
-    use. ``provider`` is the chat endpoint the ``llm`` kind judges with; InputError when it is missing."""
-    spec = settings.reranker
-    if spec is None or spec.strip().lower() in ("", "none", "off"):
-        return None
-    spec = spec.strip()
-    if spec.lower() == "llm":
-        if provider is None:
-            raise InputError("--reranker llm needs a chat model: set --llm-model (and --llm-base-url) or "
-                             "CHAPTERVERSE_LLM_MODEL")
-        from .llm.client import ChatProvider
-
-        return LlmReranker(ChatProvider(provider), token_budget=settings.token_budget)
-    tei = spec.lower().startswith("tei:")
-    url = spec[4:] if tei else spec
-    if url.lower().startswith(("http://", "https://")):
-        from .llm.config import check_base_url
-
-        try:
-            url = check_base_url(url)
-        except InputError as exc:
-            raise InputError(f"reranker {redact_url(url)!r} is not an http(s) URL naming a host") from exc
-        return HttpReranker(url, tei=tei, model=settings.model, api_key=settings.api_key,
-                            timeout_s=settings.timeout_s)
-    if tei:
-        raise InputError(f"reranker {spec!r}: tei: must be followed by an http(s) URL, e.g. "
-                         "tei:http://localhost:8080/rerank")
-    return CrossEncoderReranker(spec, device=device)
-
-
-def library_reranker(location: Path, *, reranker: str | None = None, top_n: int | None = None,
-                     provider: ProviderConfig | None = None) -> tuple[Reranker | None, int]:
-    """The reranker and top N for a library at ``location``: flags over env over its config file's ``rerank``
-    table. The ``llm`` kind judges with ``provider``, else with the chat model the same config names."""
-    from .config import load_config
-
-    config = load_config(location) if location.is_dir() else {}
-    settings = RerankSettings.resolve(reranker=reranker, top_n=top_n, config=config.get("rerank"))
-    if provider is None and (settings.reranker or "").strip().lower() == "llm":
-        from .llm.config import ProviderConfig
-
-        provider = ProviderConfig.resolve(config=config.get("llm"))
-    return load_reranker(settings, provider=provider), settings.top_n

@@ -22,13 +22,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
-from .lone_surrogates import require_text_body
-from .errors import ApiError
+from ..lone_surrogates import require_text_body
+from ..errors import ApiError
 from .grounding import ground, next_turn
 from .relay import CHAT_COMPLETIONS, NO_UPSTREAM, relay, relay_get, request_json, require_upstream
 from .replies import CompletionRewriter
-from .state import server_state
-from .toolsmode import tools_turn
+from ..state import server_state
+from .tools_mode import tools_turn
 
 __all__ = ["router"]
 

@@ -7,7 +7,7 @@ query's best, its place in each ranking, how much of the query the library knows
 of the passage after it, the best cosine in its document), and ranks by a logistic model of "this
 passage holds the answer" whose weights were fit on the development question sets (see
 :data:`LEARNED_WEIGHTS`), plus a share of the pointwise relevance model's logit
-(:mod:`chapterverse.relevance`). What a hit reports as its ``score``, and what every threshold compares,
+(:mod:`chapterverse.search.relevance`). What a hit reports as its ``score``, and what every threshold compares,
 is that pointwise relevance, 0..1: the fusion's features are relative to the other candidates, so its
 output says which passage wins, not whether any passage is good enough.
 
@@ -44,12 +44,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .analysis import query_terms
-from .embeddings import Embedder
-from .index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
-from .index.topk import top_k
-from .index.vectors import VectorIndex
-from .positions import Span
+from ..analysis import query_terms
+from ..embeddings import Embedder
+from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from ..index.topk import top_k
+from ..index.vectors import VectorIndex
+from ..positions import Span
 from .relevance import (
     RELEVANCE_FEATURES,
     QueryWords,
@@ -59,8 +59,8 @@ from .relevance import (
     text_matches,
     word_coverage,
 )
-from .stopwatch import Stopwatch
-from .store import ChunkRecord, Store
+from ..stopwatch import Stopwatch
+from ..store import ChunkRecord, Store
 
 if TYPE_CHECKING:
     from .rerank import RerankReport
@@ -144,7 +144,7 @@ class FusionWeights:
 class ScoredChunk:
     chunk: ChunkRecord
     score: float
-    """Pointwise relevance, 0..1 (:mod:`chapterverse.relevance`): the passage's own evidence, the same
+    """Pointwise relevance, 0..1 (:mod:`chapterverse.search.relevance`): the passage's own evidence, the same
     whatever else competes; 0.25 is a recall-oriented threshold, 0.40 a precision-oriented one."""
     lexical: float = 0.0
     """BM25 over stems relative to the query's best (0..1)."""
@@ -201,7 +201,7 @@ class _Candidates:
     lexical: np.ndarray
     cosines: np.ndarray
     pointwise: np.ndarray
-    """Each candidate's :data:`~chapterverse.relevance.RELEVANCE_FEATURES` (rows in ``ids`` order)."""
+    """Each candidate's :data:`~chapterverse.search.relevance.RELEVANCE_FEATURES` (rows in ``ids`` order)."""
 
 
 class Retriever:

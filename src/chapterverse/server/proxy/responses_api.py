@@ -21,12 +21,12 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from .lone_surrogates import require_text_body
-from .errors import ApiError
+from ..lone_surrogates import require_text_body
+from ..errors import ApiError
 from .grounding import ground, next_turn
 from .relay import RESPONSES, relay, request_json, require_upstream
 from .replies import ResponsesRewriter
-from .state import server_state
+from ..state import server_state
 
 __all__ = ["router"]
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import logging
     import socket
 
-    from .config import ServeSettings
+    from .serve_settings import ServeSettings
 
 __all__ = ["main", "serve"]
 
@@ -54,7 +54,7 @@ def main(argv: Sequence[str]) -> int:
 
 def _start(argv: Sequence[str]) -> int:
     """:func:`main`, up to Ctrl-C while starting."""
-    from .config import parse_serve_args
+    from .serve_settings import parse_serve_args
     from .security import check_bind
 
     try:
@@ -94,8 +94,8 @@ def _listen(host: str, port: int) -> socket.socket:
 def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     """Open the libraries and serve on ``listening`` until interrupted.
 
-    ``faulthandler`` is on for the server's life: a fatal error (issue 28: a C extension's refcount bug ended
-    a server with ``none_dealloc``, naming only the thread that tripped on it) or a crash in C code (SIGSEGV,
+    ``faulthandler`` is on for the server's life: a fatal error (a C extension's refcount bug ends a server
+    with ``none_dealloc``, naming only the thread that tripped on it) or a crash in C code (SIGSEGV,
     SIGABRT, SIGBUS, SIGFPE, SIGILL) writes every thread's Python stack to stderr, the log's stream, before
     the process ends."""
     import faulthandler
