@@ -27,7 +27,7 @@ from .errors import ApiError, error_body
 from .grounding import shortened
 from .injection import content_text, last_user_text
 from .limits import check_length
-from .relay import relayed_events, relayed_json
+from .relay import for_voice, relayed_events, relayed_json
 from .replies import completion_event
 from .state import ServerState
 from .upstream import Upstream
@@ -52,8 +52,8 @@ async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstrea
                          strip=state.settings.rag_tags == "strip", turn=turn)
     log.info("RAG turn %d: answering %r with the tool loop on %s", turn, shortened(question), provider.model)
     if body.get("stream"):
-        return relayed_events(answer.stream())
-    return relayed_json(await run_in_threadpool(answer.completion))
+        return relayed_events(answer.stream(), voice=for_voice(state))
+    return relayed_json(await run_in_threadpool(answer.completion), voice=for_voice(state))
 
 
 def _history(earlier: list[Any]) -> list[dict[str, str]]:
