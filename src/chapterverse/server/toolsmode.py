@@ -24,7 +24,7 @@ from ..answering import AnswerDelta, AnswerDone, answer_events
 from ..llm.agent import AgentSettings
 from ..llm.config import ProviderConfig
 from .errors import ApiError, error_body
-from .grounding import shortened
+from .grounding import log_content
 from .injection import content_text, last_user_text
 from .limits import check_length
 from .relay import for_voice, relayed_events, relayed_json
@@ -50,7 +50,9 @@ async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstrea
     check_length("the question", question, state.settings.max_question_chars, "--max_question_chars")
     answer = _ToolAnswer(state.kb.library, question, _history(body["messages"][:index]), provider,
                          strip=state.settings.rag_tags == "strip", turn=turn)
-    log.info("RAG turn %d: answering %r with the tool loop on %s", turn, shortened(question), provider.model)
+    log.info("RAG turn %d: answering a question of %d chars with the tool loop on %s", turn, len(question),
+             provider.model)
+    log_content(state, turn, "question", question)
     if body.get("stream"):
         return relayed_events(answer.stream(), voice=for_voice(state))
     return relayed_json(await run_in_threadpool(answer.completion), voice=for_voice(state))
