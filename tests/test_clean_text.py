@@ -44,24 +44,20 @@ FAMILIES = {
                         "El plazo es de 30 días.", "El plazo es de 30 días."),
     "score fragment": ("The refund window is 30 days (source=faq-en.md, score=0.601). Keep the receipt.",
                        "The refund window is 30 days. Keep the receipt."),
-    "plain": ("a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase.",
-              "a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase."),
-}
-VOICE = {
-    "item numbers": ("As item [2] says, 30 days [1, 3].\n[1] Keep the receipt.",
-                     "As item says, 30 days.\nKeep the receipt."),
     "item header": ("[2] (source=faq-en.md, score=0.601)\nThe refund window is 30 days.",
                     "The refund window is 30 days."),
+    "bare source": ("The refund window is 30 days (source=faq-en.md).", "The refund window is 30 days."),
+    "plain": ("a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase.\n[1] A footnote [7].",
+              "a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase.\n[1] A footnote [7]."),
 }
-"""For speech: the text as ``voice`` cleans it; without ``voice`` a bare item number stays."""
 TEMPLATE = re.compile(r"<\|[^|>]*\|>|<｜|</?s>|<(?:start|end)_of_turn>|\[/?INST\]|SOURCE TEXT \(|source=|score=")
 
 
-def _cut_everywhere(text: str, voice: bool) -> Iterator[str]:
+def _cut_everywhere(text: str) -> Iterator[str]:
     """The cleaner's output for ``text`` cut in three at every pair of places (the second every third)."""
     for i in range(len(text) + 1):
         for j in range(i, len(text) + 1, 3):
-            cleaner = TextCleaner(voice=voice)
+            cleaner = TextCleaner()
             yield "".join([cleaner.feed(text[:i]), cleaner.feed(text[i:j]), cleaner.feed(text[j:]), cleaner.flush()])
 
 
@@ -69,14 +65,7 @@ def _cut_everywhere(text: str, voice: bool) -> Iterator[str]:
 def test_each_template_family_and_our_headers_are_removed_however_the_text_is_cut(family: str) -> None:
     given, shown = FAMILIES[family]
     assert clean_text(given) == shown
-    assert set(_cut_everywhere(given, voice=False)) == {shown}
-
-
-@pytest.mark.parametrize("case", VOICE)
-def test_for_voice_the_items_numbers_go_too(case: str) -> None:
-    given, shown = VOICE[case]
-    assert set(_cut_everywhere(given, voice=True)) == {shown}
-    assert ("[2]" in clean_text(given)) == (case == "item numbers")
+    assert set(_cut_everywhere(given)) == {shown}
 
 
 def test_a_delta_that_cannot_begin_a_removal_goes_out_at_once() -> None:

@@ -10,13 +10,13 @@ Two kinds of scaffolding reach a model's answer when a model echoes its input or
 * chapterverse's own: the headers and instructions it writes into a prompt, defined here and only here so that
   the cleaner knows every one of them (:data:`CONTEXT_HEADERS` and :data:`CITE_LINES`, the injected context's,
   in each language it injects; :data:`SOURCE_TEXT_HEADER` and its kin, the agent's tool results), and the
-  injected items' headers ``[2] (source=faq-en.md, score=0.601)`` with their ``(source=..., score=...)``.
+  injected items' headers ``[2] (source=faq-en.md, score=0.601)`` with their ``(source=..., score=...)``, which a
+  model copies after a sentence (a speech engine would read them aloud; a reader learns nothing from them). A bare
+  ``[2]`` is the tag filter's: a citation of an item where one stands, else text (a footnote, a list label).
 
 :class:`TextCleaner` removes them from one text that arrives in pieces cut anywhere (a model's streamed deltas):
 it holds back only an end that could still become one of them (``<|im_``, ``[2] (sour``, ``Relevant ex``) and
-blanks (which a removal may take with it), so a delta that cannot goes out whole and at once. For voice
-(``voice=True``, the proxy's ``--rag_tags strip``) it also removes the injected items' numbers wherever they stand
-(``[2]``, ``[1, 3]``), as the tag filter removes tags: a speech engine would read them aloud. The pieces it gives,
+blanks (which a removal may take with it), so a delta that cannot goes out whole and at once. The pieces it gives,
 put together, are :func:`clean_text` of the whole text, however the text was cut.
 
 A removal leaves the text readable: one at the start of a line takes the line breaks after it (a header line goes
@@ -69,17 +69,11 @@ _TOKENS = [
     r"\[/?(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\]",  # Mistral
 ]
 _SOURCE_TEXT = r"SOURCE TEXT(?:[ \t]*\([^()\n]{0,100}\))?:"
-_SCORE = r"\(source=[^()\n]{1,200}?,[ \t]*score=-?\d{1,3}(?:\.\d{1,8})?\)"
-_ITEM_NUMBERS = r"\[\d{1,3}(?:[ \t]*[,;][ \t]*\d{1,3})*\]"
+_SCORE = r"\(source=[^()\n]{1,200}?(?:,[ \t]*score=-?\d{1,3}(?:\.\d{1,8})?)?\)"
 _SCAFFOLDING = [_SOURCE_TEXT, *(re.escape(phrase) for phrase in _PHRASES), rf"\[\d{{1,3}}\][ \t]*{_SCORE}", _SCORE]
 
 
-def _removals(voice: bool) -> re.Pattern[str]:
-    body = "|".join([*_TOKENS, *_SCAFFOLDING, *([_ITEM_NUMBERS] if voice else [])])
-    return re.compile(rf"(?P<pre>[ \t]*)(?:{body})(?P<post>[ \t]*\n*)")
-
-
-_REMOVALS = {voice: _removals(voice) for voice in (False, True)}
+_REMOVALS = re.compile(rf"(?P<pre>[ \t]*)(?:{'|'.join([*_TOKENS, *_SCAFFOLDING])})(?P<post>[ \t]*\n*)")
 _SCORE_BEGUN = r"\((?:s(?:o(?:u(?:r(?:c(?:e(?:=[^()\n]{0,200})?)?)?)?)?)?)?"
 _BEGUN = re.compile(r"[ \t]*(?:" + "|".join([
     r"<[^\s<>]{0,44}",  # an angle token not closed yet
@@ -127,11 +121,9 @@ def _replacement(text: str, match: re.Match[str], line_start: bool) -> str:
 
 class TextCleaner:
     """Template tokens and chapterverse's scaffolding removed from one text that arrives in pieces (see the module
-    docstring); ``voice`` also removes the injected items' numbers. :meth:`feed` each piece, :meth:`flush` at the
-    end."""
+    docstring): :meth:`feed` each piece, :meth:`flush` at the end."""
 
-    def __init__(self, *, voice: bool = False) -> None:
-        self._removals = _REMOVALS[voice]
+    def __init__(self) -> None:
         self._held = ""
         self._line_start = True
         """Whether what was given out so far ends a line (or is nothing): a removal here takes its line breaks."""
@@ -146,7 +138,7 @@ class TextCleaner:
         cut = len(text) if final else _begun_at(text)
         out: list[str] = []
         position = 0
-        for match in self._removals.finditer(text):
+        for match in _REMOVALS.finditer(text):
             if match.start() >= cut:
                 break
             if not final and match.end() == len(text):  # it could still grow: a role, blanks, line breaks
@@ -166,7 +158,7 @@ class TextCleaner:
             self._line_start = piece.endswith("\n")
 
 
-def clean_text(text: str, *, voice: bool = False) -> str:
+def clean_text(text: str) -> str:
     """``text`` without template tokens and chapterverse's scaffolding (:class:`TextCleaner` on it whole)."""
-    cleaner = TextCleaner(voice=voice)
+    cleaner = TextCleaner()
     return cleaner.feed(text) + cleaner.flush()

@@ -10,8 +10,7 @@ an upstream may echo the key in a model list, in a reply's text (cut across delt
 an error event inside a 200 stream.
 
 Every relayed reply of the model's is cleaned the same way (``scaffolding.TextCleaner``: chat-template tokens and
-chapterverse's own headers out; for voice, ``--rag_tags strip`` with the knowledge base on, the injected items'
-numbers too): a stream's texts across their deltas by the same ``StreamMasker``, a whole reply's texts whole
+chapterverse's own headers out): a stream's texts across their deltas by the same ``StreamMasker``, a whole reply's texts whole
 (:func:`_relayed_reply`), after the knowledge base's rewriter, so what it cleans is what the client gets.
 
 What the knowledge base changes in a reply is the caller's :class:`ReplyRewriter` (``replies.py``); without one
@@ -39,7 +38,7 @@ from .streammask import StreamMasker, clean_completion, clean_response
 from .upstream import Upstream
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
-           "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events", "for_voice"]
+           "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events"]
 
 log = logging.getLogger(__name__)
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -186,18 +185,12 @@ async def relay(state: ServerState, upstream: Upstream, endpoint: Endpoint, body
                                        headers=upstream_headers(upstream))
     streamed = bool(body.get("stream"))
     reply = await _send(state, upstream, request, stream=streamed)
-    voice = rewriter is not None and for_voice(state)
     if streamed:
-        return _relayed_stream(_events(reply, rewriter, endpoint, turn), voice)
-    return _relayed_reply(reply, rewriter, voice)
+        return _relayed_stream(_events(reply, rewriter, endpoint, turn))
+    return _relayed_reply(reply, rewriter)
 
 
-def for_voice(state: ServerState) -> bool:
-    """Whether the knowledge base's replies are for speech (``--rag_tags strip``): cleaned of item numbers too."""
-    return state.settings.rag_tags == "strip"
-
-
-def _relayed_reply(reply: httpx.Response, rewriter: ReplyRewriter | None, voice: bool) -> Response:
+def _relayed_reply(reply: httpx.Response, rewriter: ReplyRewriter | None) -> Response:
     """A whole reply: rewritten when it is JSON the rewriter knows, then cleaned; else as it came."""
     media_type = reply.headers.get("content-type", "application/json")
     try:
@@ -205,16 +198,16 @@ def _relayed_reply(reply: httpx.Response, rewriter: ReplyRewriter | None, voice:
     except ValueError:
         return _relayed(reply.content, reply.status_code, media_type)
     rewritten = rewriter is not None and rewriter.whole(data)
-    if not (isinstance(data, dict) and _cleaned(data, voice)) and not rewritten:
+    if not (isinstance(data, dict) and _cleaned(data)) and not rewritten:
         return _relayed(reply.content, reply.status_code, media_type)
     return relayed_json(data, reply.status_code)
 
 
-def _cleaned(data: dict[str, Any], voice: bool) -> bool:
+def _cleaned(data: dict[str, Any]) -> bool:
     """Clean a whole reply's texts in place, a chat completion's or a response object's; whether one changed."""
     if isinstance(data.get("choices"), list):
-        return clean_completion(data, voice=voice)
-    return clean_response(data, voice=voice)
+        return clean_completion(data)
+    return clean_response(data)
 
 
 async def _events(reply: httpx.Response, rewriter: ReplyRewriter | None, endpoint: Endpoint,
@@ -247,20 +240,20 @@ def _relayed(content: bytes, status: int, media_type: str) -> Response:
     return Response(mask_secrets(content), status_code=status, media_type=media_type)
 
 
-def relayed_json(data: Any, status: int = 200, *, voice: bool | None = None) -> Response:
+def relayed_json(data: Any, status: int = 200, *, clean: bool = False) -> Response:
     """``data`` as JSON, masked as :func:`_relayed` masks: a rewritten reply still carries what the upstream
-    echoed. With ``voice`` given, the reply's texts are cleaned first (a reply made here of the model's text)."""
-    if voice is not None and isinstance(data, dict):
-        _cleaned(data, voice)
+    echoed. ``clean``: the reply's texts are cleaned first (a reply made here of the model's text)."""
+    if clean and isinstance(data, dict):
+        _cleaned(data)
     return _relayed(bytes(JSONResponse(data).body), status, "application/json")
 
 
-def _relayed_stream(pieces: AsyncGenerator[bytes, None], voice: bool) -> StreamingResponse:
+def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
     """An SSE stream made of an upstream's answer, the model's texts cleaned and every configured secret masked as
     its events go out (a key or a template token cut across the model's deltas included)."""
 
     async def masked() -> AsyncIterator[bytes]:
-        masker = StreamMasker(voice=voice)
+        masker = StreamMasker()
         try:
             async for piece in pieces:
                 out = masker.feed(piece)
@@ -275,13 +268,13 @@ def _relayed_stream(pieces: AsyncGenerator[bytes, None], voice: bool) -> Streami
     return StreamingResponse(masked(), media_type="text/event-stream", headers=_SSE_HEADERS)
 
 
-def relayed_events(events: Iterator[str], *, voice: bool) -> StreamingResponse:
+def relayed_events(events: Iterator[str]) -> StreamingResponse:
     """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), cleaned and masked
     as :func:`_relayed_stream` does (the answer's deltas are the model's); a blocking iterator, which Starlette
     runs in a thread."""
 
     def masked() -> Iterator[bytes]:
-        masker = StreamMasker(voice=voice)
+        masker = StreamMasker()
         for event in events:
             out = masker.feed(event.encode())
             if out:

@@ -2,7 +2,7 @@
 deltas.
 
 Every text of the model's is cleaned (``scaffolding.TextCleaner``: chat-template tokens and chapterverse's own
-headers removed; with ``voice``, the injected items' numbers too), then masked: the one path every relayed stream
+headers removed), then masked: the one path every relayed stream
 takes, so what the cleaner holds back (``<|im_``) is held, put in front of the next delta and given out when the
 text ends exactly as what the masker holds. A Responses event that carries a whole text (``.done``,
 ``response.content_part.done``, ``response.output_item.done``, the final response object) gets it cleaned whole
@@ -59,8 +59,8 @@ _ENDS = frozenset({"error", "response.completed", "response.incomplete", "respon
 class _TextPipe:
     """One text of the model's, cleaned then masked as its pieces come."""
 
-    def __init__(self, voice: bool) -> None:
-        self._cleaner = TextCleaner(voice=voice)
+    def __init__(self) -> None:
+        self._cleaner = TextCleaner()
         self._masker = TextMasker()
 
     def feed(self, piece: str) -> str:
@@ -82,11 +82,9 @@ class _Text:
 
 class StreamMasker:
     """An SSE byte stream, cut anywhere, with the model's texts cleaned and every registered secret masked:
-    :meth:`feed` the bytes as they come, :meth:`flush` at the end; what each returns is whole events. ``voice``
-    cleans for speech (``scaffolding.TextCleaner``)."""
+    :meth:`feed` the bytes as they come, :meth:`flush` at the end; what each returns is whole events."""
 
-    def __init__(self, *, voice: bool = False) -> None:
-        self._voice = voice
+    def __init__(self) -> None:
         self._buffer = b""
         self._texts: dict[_Key, _Text] = {}
         self._shift = 0
@@ -145,20 +143,16 @@ class StreamMasker:
             event["delta"] = self._text(_part(kind[:-6], event), others, event).masker.feed(given)
             return [], "same" if event["delta"] == given else "changed" if event["delta"] else "held"
         if isinstance(kind, str) and kind.endswith(".done") and kind[:-5] in _RESPONSES_TEXTS:
-            return self._flush(_part(kind[:-5], event)), _same_or_changed(self._clean_fields(event))
+            return self._flush(_part(kind[:-5], event)), _same_or_changed(_clean_fields(event))
         if kind in _ENDS or "error" in event:
             before = self._flush_all()
             return before, _same_or_changed(isinstance(event.get("response"), dict)
-                                            and clean_response(event["response"], voice=self._voice))
+                                            and clean_response(event["response"]))
         if kind == "response.content_part.done" and isinstance(event.get("part"), dict):
-            return [], _same_or_changed(self._clean_fields(event["part"]))
+            return [], _same_or_changed(_clean_fields(event["part"]))
         if kind == "response.output_item.done" and isinstance(event.get("item"), dict):
-            return [], _same_or_changed(_clean_item(event["item"], self._voice))
+            return [], _same_or_changed(_clean_item(event["item"]))
         return [], "same"
-
-    def _clean_fields(self, part: dict[str, Any]) -> bool:
-        """Clean the whole texts of a Responses part or ``.done`` event in place; whether one changed."""
-        return _clean_fields(part, self._voice)
 
     def _chat(self, chunk: dict[str, Any], others: list[str]) -> _Outcome:
         """Mask a chat-completion chunk's texts in place; what became of it."""
@@ -194,7 +188,7 @@ class StreamMasker:
         """The text ``key``, its last delta now ``event``."""
         text = self._texts.get(key)
         if text is None:
-            text = self._texts[key] = _Text(_TextPipe(self._voice), others, event)
+            text = self._texts[key] = _Text(_TextPipe(), others, event)
         text.lines, text.event = others, event
         return text
 
@@ -234,43 +228,44 @@ _WHOLE_TEXTS = ("text", "refusal", "transcript")
 """The fields of a Responses part, or of a ``.done`` event, that carry a whole text of the model's."""
 
 
-def _clean_fields(part: dict[str, Any], voice: bool) -> bool:
+def _clean_fields(part: dict[str, Any]) -> bool:
+    """Clean the whole texts of a Responses part or ``.done`` event in place; whether one changed."""
     changed = False
     for name in _WHOLE_TEXTS:
         given = part.get(name)
         if isinstance(given, str):
-            part[name] = clean_text(given, voice=voice)
+            part[name] = clean_text(given)
             changed |= part[name] != given
     return changed
 
 
-def _clean_item(item: dict[str, Any], voice: bool) -> bool:
+def _clean_item(item: dict[str, Any]) -> bool:
     """Clean every text part of a Responses output item (a message's content, a reasoning's summary) in place."""
     changed = False
     for field in ("content", "summary"):
         parts = item.get(field)
         for part in parts if isinstance(parts, list) else []:
             if isinstance(part, dict):
-                changed |= _clean_fields(part, voice)
+                changed |= _clean_fields(part)
     return changed
 
 
-def clean_response(response: dict[str, Any], *, voice: bool) -> bool:
+def clean_response(response: dict[str, Any]) -> bool:
     """Clean a Responses API response object's texts in place (its output items, ``output_text``); whether one
     changed."""
     changed = False
     output = response.get("output")
     for item in output if isinstance(output, list) else []:
         if isinstance(item, dict):
-            changed |= _clean_item(item, voice)
+            changed |= _clean_item(item)
     given = response.get("output_text")
     if isinstance(given, str):
-        response["output_text"] = clean_text(given, voice=voice)
+        response["output_text"] = clean_text(given)
         changed |= response["output_text"] != given
     return changed
 
 
-def clean_completion(completion: dict[str, Any], *, voice: bool) -> bool:
+def clean_completion(completion: dict[str, Any]) -> bool:
     """Clean a chat completion's texts in place (every choice's message); whether one changed."""
     changed = False
     choices = completion.get("choices")
@@ -281,7 +276,7 @@ def clean_completion(completion: dict[str, Any], *, voice: bool) -> bool:
         for name in _CHAT_TEXTS:
             given = message.get(name)
             if isinstance(given, str):
-                message[name] = clean_text(given, voice=voice)
+                message[name] = clean_text(given)
                 changed |= message[name] != given
     return changed
 

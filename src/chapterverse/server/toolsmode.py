@@ -27,7 +27,7 @@ from .errors import ApiError, error_body
 from .grounding import log_content
 from .injection import content_text, last_user_text
 from .limits import check_length
-from .relay import for_voice, relayed_events, relayed_json
+from .relay import relayed_events, relayed_json
 from .replies import completion_event
 from .state import ServerState
 from .upstream import Upstream
@@ -54,8 +54,8 @@ async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstrea
              provider.model)
     log_content(state, turn, "question", question)
     if body.get("stream"):
-        return relayed_events(answer.stream(), voice=for_voice(state))
-    return relayed_json(await run_in_threadpool(answer.completion), voice=for_voice(state))
+        return relayed_events(answer.stream())
+    return relayed_json(await run_in_threadpool(answer.completion), clean=True)
 
 
 def _history(earlier: list[Any]) -> list[dict[str, str]]:
