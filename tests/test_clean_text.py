@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 from fakellm import FakeLLM, Reply
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serverutil import Server, kb_servers
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
@@ -66,6 +68,24 @@ def test_each_template_family_and_our_headers_are_removed_however_the_text_is_cu
     given, shown = FAMILIES[family]
     assert clean_text(given) == shown
     assert set(_cut_everywhere(given)) == {shown}
+
+
+PIECES = ["<|im_end|>", "<|im_start|>", "assistant", "tool", "\n", " ", "  ", "[2]", "[", "(", "<", "|", ">",
+          "(source=faq.md, score=0.6)", "(source=", "SOURCE TEXT", SOURCE_TEXT_HEADER, CONTEXT_HEADERS["en"],
+          "Relevant", "The refund", " window.", ",", ".", "x", "[INST]", "</s>", "<end_of_turn>", "F", "[f1-2-3]"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14), st.lists(st.integers(0, 400), max_size=5))
+def test_the_stream_reads_as_the_whole_text_however_it_is_cut(pieces: list[str], cuts: list[int]) -> None:
+    """Any mix of tokens, headers and text, cut anywhere: the deltas put together are the whole text cleaned,
+    and no template token survives."""
+    text = "".join(pieces)
+    points = sorted({0, len(text), *(c % (len(text) + 1) for c in cuts)})
+    cleaner = TextCleaner()
+    streamed = "".join(cleaner.feed(text[a:b]) for a, b in zip(points, points[1:])) + cleaner.flush()
+    assert streamed == clean_text(text)
+    assert not re.search(r"<\|im_(?:start|end)\|>|\[INST\]|</s>|<end_of_turn>", streamed), streamed
 
 
 def test_a_delta_that_cannot_begin_a_removal_goes_out_at_once() -> None:

@@ -79,8 +79,8 @@ _BEGUN = re.compile(r"[ \t]*(?:" + "|".join([
     r"<[^\s<>]{0,44}",  # an angle token not closed yet
     rf"{_TURN_START}[ \t]*[a-z]{{0,12}}(?:<[^\s<>]{{0,20}})?",  # a turn's start whose role is not whole yet
     r"\[[/A-Z_]{0,20}",  # [INST]
-    rf"(?:\[\d{{0,3}}(?:[ \t]*[,;][ \t]*\d{{0,3}})*\]?[ \t]*)?{_SCORE_BEGUN}",  # [2] (source=faq.md, sco
-    r"\[\d{0,3}(?:[ \t]*[,;][ \t]*\d{0,3})*(?:\][ \t]*)?",  # [2], [1, 3] and what may follow
+    rf"(?:\[\d{{0,3}}\][ \t]*)?{_SCORE_BEGUN}",  # [2] (source=faq.md, sco
+    r"\[\d{0,3}(?:\][ \t]*)?",  # [2], before its (source=...)
     r"SOURCE TEXT[ \t]*(?:\([^()\n]{0,100}\)?)?",
 ]) + r")\Z")
 """An end of text that could still become a removal (loosely: holding a little more than needed only delays it)."""
@@ -96,8 +96,8 @@ def _begun_at(text: str) -> int:
     found = _BEGUN.search(text, start)
     at = found.start() if found else len(text)
     for phrase in _LITERAL_STARTS:
-        for size in range(min(len(text), len(phrase) - 1), 0, -1):
-            if len(text) - size < at and text.endswith(phrase[:size]):
+        for size in range(min(len(text), len(phrase) - 1), len(text) - at, -1):  # only ends that begin before at
+            if text.endswith(phrase[:size]):
                 at = len(text) - size
                 break
     while at > 0 and text[at - 1] in " \t":
