@@ -49,6 +49,9 @@ FAMILIES = {
     "item header": ("[2] (source=faq-en.md, score=0.601)\nThe refund window is 30 days.",
                     "The refund window is 30 days."),
     "bare source": ("The refund window is 30 days (source=faq-en.md).", "The refund window is 30 days."),
+    "bare score": ("The refund window is 30 days (score=0.61).", "The refund window is 30 days."),
+    "cut off": ("The refund window is 30 days.\n5. (source=f5-", "The refund window is 30 days.\n5."),
+    "token cut off": ("The refund window is 30 days.<|im_e", "The refund window is 30 days."),
     "plain": ("a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase.\n[1] A footnote [7].",
               "a < b, [citation needed] (sources) <b>bold</b> SOURCE TEXT is a phrase.\n[1] A footnote [7]."),
 }

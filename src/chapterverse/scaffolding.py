@@ -16,7 +16,8 @@ Two kinds of scaffolding reach a model's answer when a model echoes its input or
 
 :class:`TextCleaner` removes them from one text that arrives in pieces cut anywhere (a model's streamed deltas):
 it holds back only an end that could still become one of them (``<|im_``, ``[2] (sour``, ``Relevant ex``) and
-blanks (which a removal may take with it), so a delta that cannot goes out whole and at once. The pieces it gives,
+blanks (which a removal may take with it), so a delta that cannot goes out whole and at once; one that the text's
+end cuts off (``(source=faq.md, sc``, ``<|im_``: a reply stopped at its token limit) is dropped. The pieces it gives,
 put together, are :func:`clean_text` of the whole text, however the text was cut.
 
 A removal leaves the text readable: one at the start of a line takes the line breaks after it (a header line goes
@@ -69,12 +70,13 @@ _TOKENS = [
     r"\[/?(?:INST|SYS|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT)\]",  # Mistral
 ]
 _SOURCE_TEXT = r"SOURCE TEXT(?:[ \t]*\([^()\n]{0,100}\))?:"
-_SCORE = r"\(source=[^()\n]{1,200}?(?:,[ \t]*score=-?\d{1,3}(?:\.\d{1,8})?)?\)"
+_NUMBER = r"-?\d{1,3}(?:\.\d{1,8})?"
+_SCORE = rf"\((?:source=[^()\n]{{1,200}}?(?:,[ \t]*score={_NUMBER})?|score={_NUMBER})\)"
 _SCAFFOLDING = [_SOURCE_TEXT, *(re.escape(phrase) for phrase in _PHRASES), rf"\[\d{{1,3}}\][ \t]*{_SCORE}", _SCORE]
 
 
 _REMOVALS = re.compile(rf"(?P<pre>[ \t]*)(?:{'|'.join([*_TOKENS, *_SCAFFOLDING])})(?P<post>[ \t]*\n*)")
-_SCORE_BEGUN = r"\((?:s(?:o(?:u(?:r(?:c(?:e(?:=[^()\n]{0,200})?)?)?)?)?)?)?"
+_SCORE_BEGUN = r"\((?:s(?:o(?:u(?:r(?:c(?:e(?:=[^()\n]{0,200})?)?)?)?)?|c(?:o(?:r(?:e(?:=[\d.\-]{0,12})?)?)?)?)?)?"
 _BEGUN = re.compile(r"[ \t]*(?:" + "|".join([
     r"<[^\s<>]{0,44}",  # an angle token not closed yet
     rf"{_TURN_START}[ \t]*[a-z]{{0,12}}(?:<[^\s<>]{{0,20}})?",  # a turn's start whose role is not whole yet
@@ -84,6 +86,9 @@ _BEGUN = re.compile(r"[ \t]*(?:" + "|".join([
     r"SOURCE TEXT[ \t]*(?:\([^()\n]{0,100}\)?)?",
 ]) + r")\Z")
 """An end of text that could still become a removal (loosely: holding a little more than needed only delays it)."""
+_CUT_OFF = re.compile(r"[ \t]*(?:(?:\[\d{1,3}\][ \t]*)?\((?:source|score)=[^()\n]{0,200}|<\|[A-Za-z0-9_.:\-]{0,40}\|?"
+                      r"|<｜[^｜\n]{0,40}|SOURCE TEXT[ \t]*\([^()\n]{0,100})\Z")
+"""A removal cut off by the end of the text (a reply cut at its token limit): ``(source=faq.md, sc``, ``<|im_``."""
 _LONGEST = 320
 """No removal is longer than this: only the end of a text this long can have begun one."""
 _LITERAL_STARTS = [*_PHRASES, "SOURCE TEXT"]
@@ -148,7 +153,10 @@ class TextCleaner:
             self._give(out, _replacement(text, match, self._line_start))
             position = match.end()
             cut = max(cut, position)
-        self._give(out, text[position:cut])
+        rest = text[position:cut]
+        if final and (cut_off := _CUT_OFF.search(rest)):
+            rest = rest[:cut_off.start()]
+        self._give(out, rest)
         self._held = text[cut:]
         return "".join(out)
 
