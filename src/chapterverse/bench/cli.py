@@ -302,12 +302,12 @@ def _report_comparison(name: str, compared: list[ComparedAnswer], records: Path 
     first = rows[0] if rows else None
     table = Table(title=f"{name}: {first.questions if first else 0} answerable + {first.absent if first else 0} "
                         f"absent questions, each asked of both in one run")
-    for column in ("answerer", "answered", "right", "verified", "unsupported sentences", "fallbacks",
+    for column in ("answerer", "answered", "right", "verified", "unsupported sentences (in answers)", "fallbacks",
                    "absent answered", "ms p50 / p95"):
         table.add_column(column, justify="left" if column == "answerer" else "right")
     for r in rows:
         table.add_row(r.answerer, f"{r.answered:.2f}", "-" if r.right is None else f"{r.right:.2f}",
-                      f"{r.verified:.2f}", f"{r.unsupported} of {r.sentences}", str(r.fallbacks),
+                      f"{r.verified:.2f}", f"{r.unsupported} in {r.with_unsupported} of {r.shown}", str(r.fallbacks),
                       "-" if r.absent_answered is None else f"{r.absent_answered:.2f}",
                       f"{r.ms_p50:,.0f} / {r.ms_p95:,.0f}")
     stdout.print(table)

@@ -4,7 +4,8 @@ Each planned question is asked twice through :func:`chapterverse.answering.ask.a
 by the extractive reader and by the model, in alternating order (so load that comes and goes falls on both). Per
 answerer: how many answerable questions were **answered**, how many of those answers hold a gold answer (sets
 with gold answer texts) and how many are **verified**
-(:func:`answer_verified`, the one rule), the **unsupported sentences** among the sentences shown, the
+(:func:`answer_verified`, the one rule), the **unsupported sentences** of the answers shown and how many answers
+have one, the
 **fallbacks** (the model failed and the extractive reader answered), absent questions answered, and the p50 and
 p95 time of an answer.
 
@@ -138,8 +139,10 @@ class ComparisonRow:
     verified: float
     """Share of the answerable questions answered with a verified answer (:func:`answer_verified`)."""
     unsupported: int
-    sentences: int
-    """Unsupported sentences, of the sentences of every answer shown."""
+    """Unsupported sentences (claims with no citation) in the answers shown."""
+    with_unsupported: int
+    shown: int
+    """Answers shown (answered), and how many of them have an unsupported sentence."""
     fallbacks: int
     absent_answered: float | None
     ms_p50: float
@@ -149,7 +152,8 @@ class ComparisonRow:
         return {"answerer": self.answerer, "questions": self.questions, "absent": self.absent,
                 "answered": round(self.answered, 4), "right": None if self.right is None else round(self.right, 4),
                 "verified": round(self.verified, 4),
-                "unsupported_sentences": self.unsupported, "sentences": self.sentences, "fallbacks": self.fallbacks,
+                "unsupported_sentences": self.unsupported, "answers_with_unsupported": self.with_unsupported,
+                "answers_shown": self.shown, "fallbacks": self.fallbacks,
                 "absent_answered": None if self.absent_answered is None else round(self.absent_answered, 4),
                 "ms_p50": round(self.ms_p50, 1), "ms_p95": round(self.ms_p95, 1)}
 
@@ -171,7 +175,8 @@ def comparison_rows(answers: Sequence[ComparedAnswer]) -> list[ComparisonRow]:
             answered=_share([a.state == "answered" for a in answerable]),
             right=None if any(a.right is None for a in answerable) else _share([bool(a.right) for a in answerable]),
             verified=_share([a.verified for a in answerable]),
-            unsupported=sum(a.unsupported for a in mine), sentences=sum(a.sentences for a in mine),
+            unsupported=sum(a.unsupported for a in mine), with_unsupported=sum(a.unsupported > 0 for a in mine),
+            shown=sum(a.state == "answered" for a in mine),
             fallbacks=sum(a.fallback for a in mine),
             absent_answered=_share([a.state == "answered" for a in absent]) if absent else None,
             ms_p50=statistics.median(times) if times else 0.0, ms_p95=percentile(times, 0.95)))
