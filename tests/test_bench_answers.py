@@ -331,7 +331,8 @@ def test_bench_answers_asks_one_half_of_a_question_file_and_prints_the_reliabili
 
 
 def test_bench_answers_model_path_uses_the_same_definitions(tmp_path: Path, demo_library: Path) -> None:
-    """--llm-* flags send the questions through the model's tool loop; the scores mean what they mean without."""
+    """--llm-* flags send the questions through the model's tool loop, and through the extractive reader in the
+    same run: one row each, the model's answers right and verified, the absent question refused."""
 
     def model(request: dict[str, Any]) -> Reply:
         question = next(m["content"] for m in reversed(request["messages"]) if m["role"] == "user")
@@ -356,9 +357,38 @@ def test_bench_answers_model_path_uses_the_same_definitions(tmp_path: Path, demo
     assert result.exit_code == 0, result.output
     assert asked == {"fake-model"}
     report = json.loads(result.stdout)
-    scores = report["scopes"]["document"]
-    assert report["mode"] == "fake-model"
-    assert scores["answer_holds_gold"] == 1 and scores["cited_holds_gold"] == 1 and scores["absent_refused"] == 1
+    assert [row["answerer"] for row in report["rows"]] == ["extractive", "fake-model"]
+    model_row = report["rows"][1]
+    assert model_row["questions"] == 1 and model_row["absent"] == 1
+    assert model_row["answered"] == 1 and model_row["right"] == 1 and model_row["verified"] == 1
+    assert model_row["unsupported_sentences"] == 0 and model_row["fallbacks"] == 0
+    assert model_row["absent_answered"] == 0
+
+
+def test_bench_answers_counts_a_models_unsupported_sentences_and_fallbacks(tmp_path: Path) -> None:
+    """The generated knowledge base, a model that answers without citing and then fails: its answers are
+    answered but not verified, each uncited sentence counted; a failure is a fallback to the extractive
+    answer. The extractive reader answers the same questions in the same run."""
+    replies = iter([Reply.text("The shop says the order will arrive within five business days of purchase.")] * 4
+                   + [Reply.error(500)] * 100)
+
+    def model(request: dict[str, Any]) -> Reply:
+        return next(replies)
+
+    with fake_llm(handler=model) as fake:
+        result = CliRunner().invoke(app, ["bench", "answers", "--kb", "--limit", "3", "--json", "--library",
+                                          str(tmp_path / "lib"), "--llm-base-url", fake.base_url,
+                                          "--llm-model", "fake-model", "--records", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 0, result.output
+    rows = {row["answerer"]: row for row in json.loads(result.stdout)["rows"]}
+    assert set(rows) == {"extractive", "fake-model"}
+    assert rows["extractive"]["fallbacks"] == 0 and rows["extractive"]["right"] is None
+    records = [json.loads(line) for line in (tmp_path / "r.jsonl").read_text(encoding="utf-8").splitlines()]
+    model = [r for r in records if r["answerer"] == "fake-model"]
+    assert len(model) == 3 and rows["fake-model"]["fallbacks"] == sum(r["fallback"] for r in model) >= 1
+    unsupported = [r for r in model if not r["fallback"] and r["state"] == "answered"]
+    assert all(r["unsupported"] == 1 and not r["verified"] for r in unsupported)
+    assert rows["fake-model"]["unsupported_sentences"] == len(unsupported)
 
 
 def test_bench_answers_bad_input_exits_2(tmp_path: Path) -> None:

@@ -80,7 +80,8 @@ def test_the_proxy_retrieves_a_follow_up_with_its_subject(tmp_path: Path, caplog
     first = FIRST + (" hang" if mode == "llm-timeout" else "")
     with FakeLLM(handler=_upstream) as fake:
         settings = settings_for(_kb(tmp_path), rag_enabled=True, llm_base_url=fake.base_url, rag_top_k=1,
-                                rag_threshold=0.0, rag_rewrite=rewrite, rag_rewrite_timeout_s=0.5, log_level="info")
+                                rag_threshold=0.0, rag_rewrite=rewrite, rag_rewrite_timeout_s=0.5, log_level="info",
+                                log_content=True)
         caplog.set_level(logging.INFO, logger="chapterverse")
         with running_server(settings) as server, server.client() as client:
             messages = turns(first, "At 22:10.", FOLLOW_UP)
@@ -90,7 +91,7 @@ def test_the_proxy_retrieves_a_follow_up_with_its_subject(tmp_path: Path, caplog
     assert [m["content"] for m in forwarded["messages"] if m["role"] == "user"] == [first, FOLLOW_UP]  # untouched
     expected = {"off": FOLLOW_UP, "carry": f"{FOLLOW_UP} madrid", "llm": REWRITTEN, "llm-timeout": f"{FOLLOW_UP} madrid",
                 "hyde": f"{FOLLOW_UP} {HYPOTHETICAL}"}
-    assert f"for {expected[mode]!r}" in caplog.text
+    assert f"retrieval query:\n{expected[mode]}\n" in caplog.text
     if mode != "off":
         assert "Barcelona" in _injected(fake) and "Valencia" not in _injected(fake)
     if mode == "llm-timeout":

@@ -5,7 +5,9 @@ streams through a tag filter (a tag split across deltas is held back and only ev
 answer is verified once more at the end. A model that answers a document question without calling any tool gets
 one forced retrieval round: we run ``search_passages`` with the question ourselves and hand the result back as a
 tool result. This works with every OpenAI-compatible server, unlike ``tool_choice="required"``, which many local
-servers ignore. Text of a round without evidence is held back, never shown.
+servers ignore. Text of a round without evidence is held back, never shown. What the model writes is cleaned
+before anything else reads it (``scaffolding.TextCleaner``: chat-template tokens, our own SOURCE TEXT headers), so
+neither the reader nor the answer's checks see them.
 
 Which path answers a question, and the extractive answer when the model fails, is
 :func:`chapterverse.answering.ask.answer_events`'s business; this module is only the model's side of it.
@@ -27,6 +29,7 @@ from ..llm.provider_config import ProviderConfig
 from ..llm.prompts import load_prompt
 from ..llm.summaries import EXTRACTIVE_MODEL, SummaryJobs
 from ..llm.tools import TOOL_SCHEMAS, ToolBox, ToolSettings
+from ..scaffolding import ANSWER_FROM_SOURCE, TextCleaner
 
 __all__ = ["AgentSettings", "ModelTurn"]
 
@@ -70,6 +73,7 @@ class ModelTurn:
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": self.system.render(doc_title=title)},
                                                *history, {"role": "user", "content": question}]
         self.filter = StreamingTagFilter(self.evidence, mode="keep")
+        self.cleaner = TextCleaner()
         self.shown = False
         self.raw_answer: list[str] = []
         self.usage = {"prompt_tokens": 0, "completion_tokens": 0, "context_tokens": 0}
@@ -102,6 +106,7 @@ class ModelTurn:
             for text in held:
                 yield from self._show(text)
             break
+        yield from self._shown(self.cleaner.flush())
         tail = self.filter.flush()
         if tail:
             self.shown = True
@@ -109,6 +114,10 @@ class ModelTurn:
         yield AnswerDone(self._result())
 
     def _show(self, text: str) -> Iterator[AnswerEvent]:
+        yield from self._shown(self.cleaner.feed(text))
+
+    def _shown(self, text: str) -> Iterator[AnswerEvent]:
+        """``text``, cleaned, through the tag filter to the reader."""
         self.raw_answer.append(text)
         out = self.filter.feed(text)
         if out:
@@ -136,7 +145,7 @@ class ModelTurn:
         call = ToolCall(id="forced_retrieval", name="search_passages",
                         arguments=json.dumps({"query": self.question}, ensure_ascii=False))
         self._run_tools([call], "")
-        self.messages.append({"role": "user", "content": "Answer from the SOURCE TEXT above, citing its tags."})
+        self.messages.append({"role": "user", "content": ANSWER_FROM_SOURCE})
 
     def _result(self) -> AnswerResult:
         verified = verify_answer("".join(self.raw_answer), self.evidence)

@@ -74,6 +74,8 @@ __all__ = [
     "split_articles",
     "ARTICLE_HALVES",
     "score_records",
+    "percentile",
+    "plan_questions",
 ]
 
 SCOPES = ("document", "library")
@@ -577,7 +579,7 @@ def _share(flags: Sequence[bool]) -> float:
     return sum(flags) / len(flags) if flags else 0.0
 
 
-def _percentile(values: Sequence[float], share: float) -> float:
+def percentile(values: Sequence[float], share: float) -> float:
     """Nearest-rank percentile: p99 of 100 timings is the 99th slowest, an observed value."""
     if not values:
         return 0.0
@@ -606,7 +608,7 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         answer_chars_median=statistics.median(lengths) if lengths else 0.0,
         sentences_median=statistics.median([r.sentences for r in shown]) if shown else 0.0,
         ms_p50=statistics.median([r.ms for r in records]) if records else 0.0,
-        ms_p99=_percentile([r.ms for r in records], 0.99),
+        ms_p99=percentile([r.ms for r in records], 0.99),
         phrase_marked=_share([bool(r.phrases) for r in answered]),
         phrase_matches_gold=_share([phrase_matches_gold(r.phrases[0], r.question.answers) for r in marked])
         if marked else None,
@@ -639,7 +641,7 @@ class AnswerReport:
                 "scopes": {name: score.to_json() for name, score in self.scopes.items()}}
 
 
-def _plan(answer_set: AnswerSet, limit: int | None, seed: int) -> list[tuple[AnswerQuestion, str]]:
+def plan_questions(answer_set: AnswerSet, limit: int | None, seed: int) -> list[tuple[AnswerQuestion, str]]:
     """(question, scope) pairs to ask: sampled answerable questions in their document and, for library-scope
     sets, in the whole library; then the absent questions: drawn ones (when the set draws them) and the
     set's own (sampled alike)."""
@@ -666,7 +668,7 @@ def run_answers(answer_set: AnswerSet, library: Library, doc_ids: dict[str, int]
 
     The first question is asked once untimed, so loading the embedder and the indexes is not in p50/p99.
     """
-    plan = [(q, scope) for q, scope in _plan(answer_set, limit, seed) if q.source in doc_ids]
+    plan = [(q, scope) for q, scope in plan_questions(answer_set, limit, seed) if q.source in doc_ids]
     if plan:
         ask(library, plan[0][0].text, doc_id=doc_ids[plan[0][0].source], provider=provider)
     records: list[AnswerRecord] = []

@@ -36,6 +36,7 @@ from .answers import (
     split_articles,
 )
 from .kb import GROUPS, KbBenchReport
+from .modelbench import ComparedAnswer, comparison_rows, compare_answers, kb_answer_set
 from .relevance import SetReport
 from .retrieval import METHODS, RERANKED, BenchReport, BenchSet, load_financebench, load_squad, open_bench_library, run_benchmark
 
@@ -46,9 +47,10 @@ BENCH_DATA = """What each one needs (the data sets are under ../shared/data/qa a
 * retrieval: --squad FILE (SQuAD v1.1 JSON, e.g. xquad/xquad.en.dev.json), optionally --questions FILE in
 another language, or --financebench DIR (questions.jsonl + pdfs/).
 
-* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/) or --questions FILE (JSON lines, e.g.
+* answers: --squad FILE, --fairytaleqa DIR (questions/ + section-stories/), --questions FILE (JSON lines, e.g.
 tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $CHAPTERVERSE_SHARED, else
-../shared); --llm-base-url and --llm-model to measure a model.
+../shared) or --kb (the generated knowledge base of bench kb); --llm-base-url and --llm-model to measure a model
+beside the extractive reader.
 
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
 
@@ -174,11 +176,13 @@ def _print_report(report: BenchReport) -> None:
 
 
 def _answer_set(squad: Path | None, fairytaleqa: Path | None, split: str | None, questions: Path | None,
-                articles: str = "all") -> AnswerSet:
+                articles: str = "all", kb: bool = False) -> AnswerSet:
     """The set the flags name; ``--split`` is FairytaleQA's train or val (default val), or a question file's
     train or test half (default all of it)."""
-    if sum(given is not None for given in (squad, fairytaleqa, questions)) != 1:
-        raise InputError("give exactly one of --squad FILE, --fairytaleqa DIR or --questions FILE.jsonl")
+    if sum(given is not None for given in (squad, fairytaleqa, questions)) + kb != 1:
+        raise InputError("give exactly one of --squad FILE, --fairytaleqa DIR, --questions FILE.jsonl or --kb")
+    if kb:
+        return kb_answer_set()
     if squad is not None:
         if split is not None:
             raise InputError("--split is for --fairytaleqa (train or val) and --questions (train, test or all); "
@@ -214,6 +218,9 @@ def answers(
     questions: Annotated[Path | None, typer.Option(
         "--questions", help='JSON lines {"document": PATH, "question": ..., "answers": [...] | "absent": true}.')
     ] = None,
+    kb: Annotated[bool, typer.Option(
+        "--kb", help="The generated knowledge base of `bench kb` (two shops' orders, customers, products, FAQ), "
+                     "its questions asked of the whole library.")] = False,
     limit: Annotated[int | None, typer.Option(
         "--limit", min=1, help="Ask N answerable questions drawn with --seed (and as many absent ones).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample and of the absent questions.")] = 0,
@@ -237,9 +244,11 @@ def answers(
     json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """What users see, as `ask` answers: answer holds gold, false refusals, absent refused, confidently wrong,
-    answer length and ms, and how often answers are right by confidence (the reliability table)."""
+    answer length and ms, and how often answers are right by confidence (the reliability table). With a model
+    (--llm-base-url, --llm-model): the model beside the extractive reader, question by question in one run:
+    answered, right, verified, unsupported sentences, fallbacks, ms p50 / p95."""
     try:
-        answer_set = _answer_set(squad, fairytaleqa, split, questions, articles)
+        answer_set = _answer_set(squad, fairytaleqa, split, questions, articles, kb)
         if long_documents is not None:
             answer_set = long_books.long_documents(answer_set, long_documents)
         if in_domain_absent:
@@ -252,12 +261,18 @@ def answers(
         lib, doc_ids = open_answer_library(answer_set, location, progress=progress, embedding_model=embedding_model)
         built = time.perf_counter() - started
         try:
-            report = run_answers(answer_set, lib, doc_ids, limit=limit, seed=seed, provider=provider,
-                                 progress=progress)
+            if provider is not None:
+                compared = compare_answers(answer_set, lib, doc_ids, provider, limit=limit, seed=seed,
+                                           progress=progress)
+            else:
+                report = run_answers(answer_set, lib, doc_ids, limit=limit, seed=seed, progress=progress)
         finally:
             lib.close()
     except ChapterverseError as exc:
         _fail(exc)
+        return
+    if provider is not None:
+        _report_comparison(answer_set.name, compared, records, json_out)
         return
     report.library_seconds = built
     if records is not None:
@@ -267,6 +282,29 @@ def answers(
         sys.stdout.write(json.dumps(report.to_json(), indent=2) + "\n")
         return
     _print_answer_report(report)
+
+
+def _report_comparison(name: str, compared: list[ComparedAnswer], records: Path | None, json_out: bool) -> None:
+    """The model beside the extractive reader: one row each (and the questions as JSON lines in ``records``)."""
+    rows = comparison_rows(compared)
+    if records is not None:
+        records.write_text("".join(json.dumps(a.to_json(), ensure_ascii=False) + "\n" for a in compared),
+                           encoding="utf-8")
+    if json_out:
+        sys.stdout.write(json.dumps({"set": name, "rows": [r.to_json() for r in rows]}, indent=2) + "\n")
+        return
+    first = rows[0] if rows else None
+    table = Table(title=f"{name}: {first.questions if first else 0} answerable + {first.absent if first else 0} "
+                        f"absent questions, each asked of both in one run")
+    for column in ("answerer", "answered", "right", "verified", "unsupported sentences (in answers)", "fallbacks",
+                   "absent answered", "ms p50 / p95"):
+        table.add_column(column, justify="left" if column == "answerer" else "right")
+    for r in rows:
+        table.add_row(r.answerer, f"{r.answered:.2f}", "-" if r.right is None else f"{r.right:.2f}",
+                      f"{r.verified:.2f}", f"{r.unsupported} in {r.with_unsupported} of {r.shown}", str(r.fallbacks),
+                      "-" if r.absent_answered is None else f"{r.absent_answered:.2f}",
+                      f"{r.ms_p50:,.0f} / {r.ms_p95:,.0f}")
+    stdout.print(table)
 
 
 def _print_answer_report(report: AnswerReport) -> None:

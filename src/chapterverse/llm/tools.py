@@ -19,6 +19,7 @@ from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
 from ..positions import Span, find_tags, paragraph_spans
+from ..scaffolding import EXCERPTS_HEADER, NO_PASSAGES, NO_SEGMENTS, SOURCE_TEXT_HEADER
 from ..search.retrieval import Hit
 from .client import ChatProvider
 from .prompts import count_tokens, load_prompt
@@ -28,7 +29,7 @@ from .summaries import EXTRACTIVE_MODEL, segment_inputs, summary_version
 __all__ = ["ToolBox", "ToolSettings", "TOOL_SCHEMAS", "NOTHING_FOUND"]
 
 log = logging.getLogger(__name__)
-NOTHING_FOUND = "(No relevant segment excerpts found.)"
+NOTHING_FOUND = NO_SEGMENTS
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,7 @@ class ToolBox:
     # -- tools --------------------------------------------------------------------------------
     def search_passages(self, query: str) -> str:
         hits = self._search(str(query), self.settings.search_k)
-        return self._format_hits(hits) if hits else "(No matching passages found.)"
+        return self._format_hits(hits) if hits else NO_PASSAGES
 
     def get_related_segment_summaries(self, question: str) -> str:
         question = str(question)
@@ -152,7 +153,7 @@ class ToolBox:
             paragraphs = [(Span(chunk.file_id, chunk.start + a, chunk.start + b), hit.text[a:b])
                           for a, b in paragraph_spans(hit.text)]
             blocks.append(f"[{i}] {hit.doc_title} — {where}\n{tagged_text(paragraphs)}")
-        return "SOURCE TEXT (cite the tags exactly as written):\n\n" + "\n\n".join(blocks)
+        return f"{SOURCE_TEXT_HEADER}\n\n" + "\n\n".join(blocks)
 
     def _summaries(self, doc_id: int) -> list[tuple[Any, str]]:
         inputs = segment_inputs(self.library, doc_id)
@@ -204,7 +205,7 @@ class ToolBox:
         """Whole chosen segments when they fit; else their paragraphs most related to the question."""
         whole = "\n\n".join(tagged_texts)
         if count_tokens(whole) <= self.settings.context_tokens:
-            return "SOURCE TEXT (cite the tags exactly as written):\n\n" + whole if whole else ""
+            return f"{SOURCE_TEXT_HEADER}\n\n{whole}" if whole else ""
         languages = self.library.store.languages()
         terms = set(query_terms(question, languages))
         paragraphs = [p for text in tagged_texts for p in text.split("\n\n") if find_tags(p)]
@@ -218,4 +219,4 @@ class ToolBox:
             keep.add(i)
             used += cost
         text = "\n\n".join(paragraphs[i] for i in sorted(keep))
-        return "SOURCE TEXT (excerpts of the chosen parts; cite the tags exactly as written):\n\n" + text if text else ""
+        return f"{EXCERPTS_HEADER}\n\n{text}" if text else ""

@@ -3,7 +3,7 @@
 Compatible with the existing RAG server's users: every flag is spelled as before (``--rag_top_k 3``)
 and also hyphenated (``--rag-top-k 3``); a JSON file with the same keys may be the only argument
 (``chapterverse serve config.json``). Precedence, lowest first: defaults, the JSON file, the
-environment (``CHAPTERVERSE_API_KEY``, ``CHAPTERVERSE_STORE_URL``), flags. Booleans accept ``--flag``,
+environment (``CHAPTERVERSE_API_KEY``, ``CHAPTERVERSE_STORE_URL``, ``CHAPTERVERSE_LOG_CONTENT``), flags. Booleans accept ``--flag``,
 ``--flag true|false``. Secrets (keys, the store URL, which may hold a password) are ``SecretStr``: never
 in a repr, a log line or an error message.
 
@@ -29,11 +29,13 @@ from ..limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
 from ..paths import expand_user, resolved
 from ..store import POSTGRES_SCHEMES
 
-__all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "ENV_STORE_URL", "settings_from_mapping"]
+__all__ = ["ServeSettings", "parse_serve_args", "ENV_API_KEY", "ENV_STORE_URL", "ENV_LOG_CONTENT",
+           "settings_from_mapping"]
 
 ENV_API_KEY = "CHAPTERVERSE_API_KEY"
 ENV_STORE_URL = "CHAPTERVERSE_STORE_URL"
-_FROM_ENV = {"api_key": ENV_API_KEY, "store": ENV_STORE_URL}
+ENV_LOG_CONTENT = "CHAPTERVERSE_LOG_CONTENT"
+_FROM_ENV = {"api_key": ENV_API_KEY, "store": ENV_STORE_URL, "log_content": ENV_LOG_CONTENT}
 """Settings the environment may give (between the JSON file and the flags)."""
 _STORE_SCHEMES = (*POSTGRES_SCHEMES, "sqlite:///")
 _TRUE = frozenset({"1", "true", "yes", "on", "y", "t"})
@@ -129,6 +131,10 @@ class ServeSettings(BaseModel):
                                                              "upsert/documents, add/chunks): past it the write is "
                                                              "abandoned before it writes anything (408).")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level.")
+    log_content: bool = Field(False, description=f"Also log what people wrote and read: each question and the "
+                                                 f"context injected for it (the prompt with its chunks). Off: "
+                                                 f"what happened only (sources, chunk ids and tags, scores, "
+                                                 f"counts, timings); env {ENV_LOG_CONTENT}=1.")
 
     @field_validator("rag_kb_path", "library")
     @classmethod

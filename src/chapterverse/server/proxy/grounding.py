@@ -9,12 +9,17 @@ without context.
 
 Retrieval reads at most ``--max_query_chars`` of the last user message (the message itself is forwarded
 whole); when it read less, the answer says so in ``X-Chapterverse-Query-Truncated``.
+
+The log says what happened (the chunks' sources, ids, scores and tags, counts, timings), never what people wrote
+or read: questions, passages and answers hold customers' names and orders. ``--log_content`` adds each question
+and the injected block (:func:`log_content`).
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +35,7 @@ from .rewrite import carry_query, llm_query
 from ..state import ServerState
 from ..upstream import Upstream
 
-__all__ = ["TRUNCATED_HEADER", "Grounding", "ground", "next_turn", "shortened"]
+__all__ = ["TRUNCATED_HEADER", "Grounding", "ground", "next_turn", "log_content"]
 
 log = logging.getLogger(__name__)
 _turns = itertools.count(1)
@@ -43,10 +48,10 @@ def next_turn() -> int:
     return next(_turns)
 
 
-def shortened(text: str, limit: int = 80) -> str:
-    """``text`` on one line, at most ``limit`` characters, for the log."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def log_content(state: ServerState, turn: int, what: str, text: str) -> None:
+    """Log ``text`` (a question, an injected block) when ``--log_content`` asks for it; never otherwise."""
+    if state.settings.log_content:
+        log.info("RAG turn %d: %s:\n%s", turn, what, text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,20 +135,24 @@ async def _inject(state: ServerState, messages: list[Any], index: int, query: st
     messages as they were (and no hits) when nothing clears the threshold or retrieval fails."""
     assert state.kb is not None
     settings = state.settings
+    log_content(state, turn, "retrieval query", query)
+    started = time.perf_counter()
     try:
         hits = await run_in_threadpool(state.kb.search, query, k=settings.rag_top_k, threshold=settings.rag_threshold)
     except Exception as exc:  # retrieval must never stop the conversation
-        log.warning("RAG turn %d: retrieval failed, forwarding without context: %s: %s", turn, type(exc).__name__, exc)
+        failure = f"{type(exc).__name__}: {exc}" if settings.log_content else type(exc).__name__  # may quote the query
+        log.warning("RAG turn %d: retrieval failed, forwarding without context: %s", turn, failure)
         return messages, []
+    searched = f"a query of {len(query)} chars in {(time.perf_counter() - started) * 1000:.0f} ms"
     if not hits:
-        log.info("RAG turn %d: nothing above threshold %.2f for %r — forwarded untouched", turn,
-                 settings.rag_threshold, shortened(query))
+        log.info("RAG turn %d: nothing above threshold %.2f for %s — forwarded untouched", turn,
+                 settings.rag_threshold, searched)
         return messages, []
     block = context_block(hits, header_language(settings.rag_language, query))
     injected = inject_context(messages, block, settings.rag_inject_as, index, part_type=part_type)
-    log.info("RAG turn %d: injected %d chunks as %s for %r — %s", turn, len(hits), settings.rag_inject_as,
-             shortened(query), hits_summary(hits))
-    log.info("RAG turn %d: injected context:\n%s", turn, block)
+    log.info("RAG turn %d: injected %d chunks (%d chars) as %s for %s — %s", turn, len(hits), len(block),
+             settings.rag_inject_as, searched, hits_summary(hits))
+    log_content(state, turn, "injected context", block)
     return injected, hits
 
 

@@ -31,23 +31,15 @@ from ...analysis import detect_language
 from ...citations import Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
 from ...positions import Span, defang_tags, find_tags
 from ...search.retrieval import Hit
+from ...scaffolding import CITE_LINES, CONTEXT_HEADERS
 
 __all__ = ["HEADERS", "CITE", "header_language", "context_block", "citation_forms", "inject_context",
            "last_user_text", "content_text", "hits_summary", "ReplyFilter"]
 
-HEADERS: dict[str, str] = {
-    "es": "Fragmentos relevantes recuperados de la base de conocimientos:",
-    "it": "Frammenti rilevanti recuperati dalla base di conoscenza:",
-    "en": "Relevant excerpts retrieved from the knowledge base:",
-}
-CITE: dict[str, str] = {
-    "es": "Cada fragmento termina con su etiqueta entre corchetes; tras cada frase que use uno, escribe su etiqueta "
-          "tal como aparece.",
-    "it": "Ogni frammento termina con la sua etichetta tra parentesi quadre; dopo ogni frase che ne usa uno, scrivi "
-          "la sua etichetta così come appare.",
-    "en": "Each excerpt ends with its tag in square brackets; after each sentence that uses one, write its tag as "
-          "shown.",
-}
+HEADERS = CONTEXT_HEADERS
+"""The context block's header, by language (defined with the rest of our scaffolding, which replies are cleaned
+of: ``scaffolding.py``)."""
+CITE = CITE_LINES
 """The line under the header that tells the model how to cite (without it, models cite in forms of their own)."""
 
 

@@ -1,5 +1,5 @@
 """Talking to the upstream model for the OpenAI-compatible routes: the request's JSON, the call, its errors, the
-SSE loop, and the secret masking every relayed byte goes through.
+SSE loop, and the cleaning and secret masking every relayed byte goes through.
 
 The client's own Authorization header is never forwarded: the upstream gets ``--llm_api_key``, and ``--llm_model``
 (when set) replaces the request's ``model``. An upstream error is answered with a fixed message and a status
@@ -8,6 +8,10 @@ endpoint's 401 may echo the key it was sent. A successful answer is relayed with
 (:func:`_relayed`; streams event by event, and a model's text across its deltas, by ``streammask.StreamMasker``):
 an upstream may echo the key in a model list, in a reply's text (cut across deltas, as a model streams it) or in
 an error event inside a 200 stream.
+
+Every relayed reply of the model's is cleaned the same way (``scaffolding.TextCleaner``: chat-template tokens and
+chapterverse's own headers out): a stream's texts across their deltas by the same ``StreamMasker``, a whole reply's texts whole
+(:func:`_relayed_reply`), after the knowledge base's rewriter, so what it cleans is what the client gets.
 
 What the knowledge base changes in a reply is the caller's :class:`ReplyRewriter` (``replies.py``); without one
 the reply goes out as it came, masked.
@@ -30,7 +34,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from ...redaction import mask_secrets
 from ..errors import ApiError, error_body, unparsable_body
 from ..state import ServerState
-from .streammask import StreamMasker
+from .streammask import StreamMasker, clean_completion, clean_response
 from ..upstream import Upstream
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
@@ -187,17 +191,23 @@ async def relay(state: ServerState, upstream: Upstream, endpoint: Endpoint, body
 
 
 def _relayed_reply(reply: httpx.Response, rewriter: ReplyRewriter | None) -> Response:
-    """A whole reply: rewritten when it is JSON the rewriter knows, else as it came."""
+    """A whole reply: rewritten when it is JSON the rewriter knows, then cleaned; else as it came."""
     media_type = reply.headers.get("content-type", "application/json")
-    if rewriter is None:
-        return _relayed(reply.content, reply.status_code, media_type)
     try:
         data = reply.json()
     except ValueError:
         return _relayed(reply.content, reply.status_code, media_type)
-    if not rewriter.whole(data):
+    rewritten = rewriter is not None and rewriter.whole(data)
+    if not (isinstance(data, dict) and _cleaned(data)) and not rewritten:
         return _relayed(reply.content, reply.status_code, media_type)
     return relayed_json(data, reply.status_code)
+
+
+def _cleaned(data: dict[str, Any]) -> bool:
+    """Clean a whole reply's texts in place, a chat completion's or a response object's; whether one changed."""
+    if isinstance(data.get("choices"), list):
+        return clean_completion(data)
+    return clean_response(data)
 
 
 async def _events(reply: httpx.Response, rewriter: ReplyRewriter | None, endpoint: Endpoint,
@@ -230,15 +240,17 @@ def _relayed(content: bytes, status: int, media_type: str) -> Response:
     return Response(mask_secrets(content), status_code=status, media_type=media_type)
 
 
-def relayed_json(data: Any, status: int = 200) -> Response:
+def relayed_json(data: Any, status: int = 200, *, clean: bool = False) -> Response:
     """``data`` as JSON, masked as :func:`_relayed` masks: a rewritten reply still carries what the upstream
-    echoed."""
+    echoed. ``clean``: the reply's texts are cleaned first (a reply made here of the model's text)."""
+    if clean and isinstance(data, dict):
+        _cleaned(data)
     return _relayed(bytes(JSONResponse(data).body), status, "application/json")
 
 
 def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
-    """An SSE stream made of an upstream's answer, every configured secret masked as its events go out (a key
-    cut across the model's deltas included)."""
+    """An SSE stream made of an upstream's answer, the model's texts cleaned and every configured secret masked as
+    its events go out (a key or a template token cut across the model's deltas included)."""
 
     async def masked() -> AsyncIterator[bytes]:
         masker = StreamMasker()
@@ -257,9 +269,9 @@ def _relayed_stream(pieces: AsyncGenerator[bytes, None]) -> StreamingResponse:
 
 
 def relayed_events(events: Iterator[str]) -> StreamingResponse:
-    """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), masked as
-    :func:`_relayed_stream` masks (the answer's deltas are the model's); a blocking iterator, which Starlette runs
-    in a thread."""
+    """An SSE stream of whole events made here from the model's answer (``--rag_mode tools``), cleaned and masked
+    as :func:`_relayed_stream` does (the answer's deltas are the model's); a blocking iterator, which Starlette
+    runs in a thread."""
 
     def masked() -> Iterator[bytes]:
         masker = StreamMasker()

@@ -1,4 +1,12 @@
-"""The secret masking of a relayed SSE stream: every whole event, and the model's text across its deltas.
+"""The cleaning and secret masking of a relayed SSE stream: every whole event, and the model's text across its
+deltas.
+
+Every text of the model's is cleaned (``scaffolding.TextCleaner``: chat-template tokens and chapterverse's own
+headers removed), then masked: the one path every relayed stream
+takes, so what the cleaner holds back (``<|im_``) is held, put in front of the next delta and given out when the
+text ends exactly as what the masker holds. A Responses event that carries a whole text (``.done``,
+``response.content_part.done``, ``response.output_item.done``, the final response object) gets it cleaned whole
+(:func:`clean_response`), which reads as its deltas put together.
 
 A model streams its text in small deltas, one event each (``{"choices": [{"delta": {"content": "sk-ab"}}]}``,
 then ``"cd12"``; a Responses API ``response.output_text.delta`` with its ``delta``), so a key it echoes is cut
@@ -28,8 +36,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ...redaction import TextMasker, any_secret, mask_secrets
+from ...scaffolding import TextCleaner, clean_text
 
-__all__ = ["StreamMasker"]
+__all__ = ["StreamMasker", "clean_completion", "clean_response"]
 
 _CHAT_TEXTS = ("content", "refusal", "reasoning_content", "reasoning")
 """The text fields of a chat-completion chunk's ``delta``: OpenAI's, and the reasoning of vLLM, DeepSeek and
@@ -47,20 +56,33 @@ _ENDS = frozenset({"error", "response.completed", "response.incomplete", "respon
 """Responses events after which no text comes."""
 
 
+class _TextPipe:
+    """One text of the model's, cleaned then masked as its pieces come."""
+
+    def __init__(self) -> None:
+        self._cleaner = TextCleaner()
+        self._masker = TextMasker()
+
+    def feed(self, piece: str) -> str:
+        return self._masker.feed(self._cleaner.feed(piece))
+
+    def flush(self) -> str:
+        return self._masker.feed(self._cleaner.flush()) + self._masker.flush()
+
+
 @dataclass(slots=True)
 class _Text:
     """One text of the stream being masked, and the event its last delta came in (for one that must be made)."""
 
-    masker: TextMasker
+    masker: _TextPipe
     lines: list[str]
     """The last delta event's lines other than ``data:`` (``event: ...``)."""
     event: dict[str, Any]
 
 
 class StreamMasker:
-    """An SSE byte stream, cut anywhere, with every registered secret masked: :meth:`feed` the bytes as they
-    come, :meth:`flush` at the end; what each returns is whole events. With no secret registered, bytes pass as
-    they come."""
+    """An SSE byte stream, cut anywhere, with the model's texts cleaned and every registered secret masked:
+    :meth:`feed` the bytes as they come, :meth:`flush` at the end; what each returns is whole events."""
 
     def __init__(self) -> None:
         self._buffer = b""
@@ -69,8 +91,6 @@ class StreamMasker:
         self._last_number: int | None = None
 
     def feed(self, data: bytes) -> bytes:
-        if not self._buffer and not self._texts and not any_secret():
-            return data
         self._buffer += data
         out = []
         while (end := _event_end(self._buffer)) > 0:
@@ -123,9 +143,15 @@ class StreamMasker:
             event["delta"] = self._text(_part(kind[:-6], event), others, event).masker.feed(given)
             return [], "same" if event["delta"] == given else "changed" if event["delta"] else "held"
         if isinstance(kind, str) and kind.endswith(".done") and kind[:-5] in _RESPONSES_TEXTS:
-            return self._flush(_part(kind[:-5], event)), "same"
+            return self._flush(_part(kind[:-5], event)), _same_or_changed(_clean_fields(event))
         if kind in _ENDS or "error" in event:
-            return self._flush_all(), "same"
+            before = self._flush_all()
+            return before, _same_or_changed(isinstance(event.get("response"), dict)
+                                            and clean_response(event["response"]))
+        if kind == "response.content_part.done" and isinstance(event.get("part"), dict):
+            return [], _same_or_changed(_clean_fields(event["part"]))
+        if kind == "response.output_item.done" and isinstance(event.get("item"), dict):
+            return [], _same_or_changed(_clean_item(event["item"]))
         return [], "same"
 
     def _chat(self, chunk: dict[str, Any], others: list[str]) -> _Outcome:
@@ -162,7 +188,7 @@ class StreamMasker:
         """The text ``key``, its last delta now ``event``."""
         text = self._texts.get(key)
         if text is None:
-            text = self._texts[key] = _Text(TextMasker(), others, event)
+            text = self._texts[key] = _Text(_TextPipe(), others, event)
         text.lines, text.event = others, event
         return text
 
@@ -192,6 +218,67 @@ class StreamMasker:
         """Move ``event``'s ``sequence_number`` past the events put in before it; whether it changed."""
         event["sequence_number"] = self._last_number = event["sequence_number"] + self._shift
         return self._shift != 0
+
+
+def _same_or_changed(changed: bool) -> _Outcome:
+    return "changed" if changed else "same"
+
+
+_WHOLE_TEXTS = ("text", "refusal", "transcript")
+"""The fields of a Responses part, or of a ``.done`` event, that carry a whole text of the model's."""
+
+
+def _clean_fields(part: dict[str, Any]) -> bool:
+    """Clean the whole texts of a Responses part or ``.done`` event in place; whether one changed."""
+    changed = False
+    for name in _WHOLE_TEXTS:
+        given = part.get(name)
+        if isinstance(given, str):
+            part[name] = clean_text(given)
+            changed |= part[name] != given
+    return changed
+
+
+def _clean_item(item: dict[str, Any]) -> bool:
+    """Clean every text part of a Responses output item (a message's content, a reasoning's summary) in place."""
+    changed = False
+    for field in ("content", "summary"):
+        parts = item.get(field)
+        for part in parts if isinstance(parts, list) else []:
+            if isinstance(part, dict):
+                changed |= _clean_fields(part)
+    return changed
+
+
+def clean_response(response: dict[str, Any]) -> bool:
+    """Clean a Responses API response object's texts in place (its output items, ``output_text``); whether one
+    changed."""
+    changed = False
+    output = response.get("output")
+    for item in output if isinstance(output, list) else []:
+        if isinstance(item, dict):
+            changed |= _clean_item(item)
+    given = response.get("output_text")
+    if isinstance(given, str):
+        response["output_text"] = clean_text(given)
+        changed |= response["output_text"] != given
+    return changed
+
+
+def clean_completion(completion: dict[str, Any]) -> bool:
+    """Clean a chat completion's texts in place (every choice's message); whether one changed."""
+    changed = False
+    choices = completion.get("choices")
+    for choice in choices if isinstance(choices, list) else []:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            continue
+        for name in _CHAT_TEXTS:
+            given = message.get(name)
+            if isinstance(given, str):
+                message[name] = clean_text(given)
+                changed |= message[name] != given
+    return changed
 
 
 def _carries_nothing(chunk: dict[str, Any]) -> bool:

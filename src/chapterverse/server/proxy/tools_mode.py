@@ -24,7 +24,7 @@ from ...answering import AnswerDelta, AnswerDone, answer_events
 from ...answering.model_turn import AgentSettings
 from ...llm.provider_config import ProviderConfig
 from ..errors import ApiError, error_body
-from .grounding import shortened
+from .grounding import log_content
 from .injection import content_text, last_user_text
 from ..limits import check_length
 from .relay import relayed_events, relayed_json
@@ -50,10 +50,12 @@ async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstrea
     check_length("the question", question, state.settings.max_question_chars, "--max_question_chars")
     answer = _ToolAnswer(state.kb.library, question, _history(body["messages"][:index]), provider,
                          strip=state.settings.rag_tags == "strip", turn=turn)
-    log.info("RAG turn %d: answering %r with the tool loop on %s", turn, shortened(question), provider.model)
+    log.info("RAG turn %d: answering a question of %d chars with the tool loop on %s", turn, len(question),
+             provider.model)
+    log_content(state, turn, "question", question)
     if body.get("stream"):
         return relayed_events(answer.stream())
-    return relayed_json(await run_in_threadpool(answer.completion))
+    return relayed_json(await run_in_threadpool(answer.completion), clean=True)
 
 
 def _history(earlier: list[Any]) -> list[dict[str, str]]:
