@@ -12,8 +12,9 @@ import chapterverse
 PACKAGE = Path(chapterverse.__file__).parent
 
 GROUND = {"errors", "positions", "limits", "cancel", "redaction", "config", "modelcache", "threadsafe_ast",
-          "stopwatch"}
-"""Layer 0: modules every layer may import (``stopwatch`` is the search stages' timer)."""
+          "stopwatch", "paths", "scaffolding"}
+"""Layer 0: modules every layer may import (``stopwatch`` times the search stages, ``paths`` resolves user-given
+paths, ``scaffolding`` holds the prompt headers we write and cleans them out of answers)."""
 BELOW: dict[str, set[str]] = {
     "sources": GROUND,
     "analysis": GROUND,
