@@ -386,7 +386,8 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
                "--as-book", help="Each folder is one book: its Markdown, TXT and HTML files are the chapters, in "
                                  "natural order (2 before 10), with a TOC from their headings.")] = False,
            title: Annotated[str | None, typer.Option(
-               "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
+               "--title", help="The title of the one file given (default: the one its reader finds), or with --as-book "
+                          "and one folder, of that book (default: the folder's name).")
            ] = None,
            allow_duplicate: Annotated[bool, typer.Option(
                "--allow-duplicate", help="Add a file even when the library holds the same content under another "

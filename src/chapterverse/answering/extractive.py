@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import in_another_language
+from ..analysis import detect_language, in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
@@ -70,7 +70,11 @@ class Reading:
     of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
     cross_language: bool = False
     """The question is in another language than its evidence (:func:`analysis.in_another_language`): the
-    words it lacks are not evidence that the book does not answer it."""
+    words it lacks are not evidence that the book does not answer it. Never when
+    :attr:`searchable_in_own_language`."""
+    searchable_in_own_language: bool = False
+    """The scope is the whole library and the library holds text in the question's own language (among
+    others): the question's words were looked for there, so lacking them is evidence after all."""
     embedder: str = ""
     query_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -131,7 +135,9 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
     evidence = " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
-    reading.cross_language = in_another_language(question_text, evidence)
+    asked_in = detect_language(question_text, default="")
+    reading.searchable_in_own_language = doc_ids is None and len(languages) > 1 and asked_in in languages
+    reading.cross_language = in_another_language(question_text, evidence) and not reading.searchable_in_own_language
     return reading
 
 
@@ -228,9 +234,16 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
 def _related_across_languages(reading: Reading) -> bool:
     """A question in another language than the book, about something the book is about: its best passage is
     relevant at the recall-oriented level (:data:`relevance.ANCHORS`), which the relevance model judges on
-    meaning when words cannot match. Such a question gets passages that may help, never "Not found"."""
+    meaning when words cannot match. Such a question gets passages that may help, never "Not found".
+
+    Not when the question names someone or something the evidence never mentions ("Who is Queequeg?",
+    "the capital of Australia"): names cross languages unchanged, so a book in any language that is about
+    them holds them. Nor across a whole library that holds books in the question's own language: its words
+    were looked for there and not found, and the cosine of a question to a passage in another language is
+    no evidence alone (ask of the one book, ``--doc``, for its passages)."""
     recall_level = ANCHORS[0][1]
-    return reading.cross_language and max((h.score for h in reading.hits), default=0.0) >= recall_level
+    return (reading.cross_language and not missing_names(reading.question, reading.candidates, reading.languages)
+            and max((h.score for h in reading.hits), default=0.0) >= recall_level)
 
 
 def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:
