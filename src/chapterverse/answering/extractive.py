@@ -36,7 +36,7 @@ from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
-           "first_introduction", "stand_in_similarity", "shown_sentences", "helpful_passages"]
+           "first_introduction", "stand_in_similarity", "shown_sentences", "helpful_passages", "in_context"]
 
 PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""
@@ -265,9 +265,11 @@ def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
 
 def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
     """No answer the reader would stand by, but evidence about the question: the passages that may help,
-    a line each, cited (``found`` false, so nothing reads them as the answer)."""
-    citations = [_citation(library, n, reading.candidates[i])
-                 for n, i in enumerate(helpful_passages(reading, model), start=1)]
+    cited (``found`` false, so nothing reads them as the answer). The first, the reader's best guess, comes
+    with the sentences before and after it in its paragraph (:func:`in_context`): a nearly right sentence is
+    often one sentence from the answer ("There were three of them"). The others are a line each."""
+    chosen = helpful_passages(reading, model)
+    citations = [_citation(library, n, reading.candidates[i], context=n == 1) for n, i in enumerate(chosen, start=1)]
     return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
                         citations=citations, confidence=confidence, state="unsure")
 
@@ -278,8 +280,27 @@ def _tagged(citations: Sequence[Citation]) -> list[str]:
     return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
-def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
-    span, chunk = candidate.span, candidate.hit.chunk
+CONTEXT_CHARS = 600
+"""The most a passage shown in context spans; a longer one is shown as its sentence alone."""
+
+
+def in_context(library: ReaderLibrary, candidate: Candidate) -> Span:
+    """The span of ``candidate``'s sentence with the sentences before and after it in its paragraph, or of the
+    sentence alone when that would exceed :data:`CONTEXT_CHARS`. Exact: one range of the stored text."""
+    span = candidate.span
+    if not candidate.before and not candidate.after:
+        return span
+    text = library.store.file(span.file).text
+    start = text.rfind(candidate.before, 0, span.start) if candidate.before else span.start
+    after = text.find(candidate.after, span.end) if candidate.after else span.end
+    end = after + len(candidate.after) if candidate.after else span.end
+    if start < 0 or after < 0 or end - start > CONTEXT_CHARS:
+        return span
+    return Span(span.file, start, end)
+
+
+def _citation(library: ReaderLibrary, n: int, candidate: Candidate, *, context: bool = False) -> Citation:
+    span, chunk = in_context(library, candidate) if context else candidate.span, candidate.hit.chunk
     resolved = library.resolve(span)
     return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
                     toc_path=resolved.toc_path, file=span.file, start=span.start,
