@@ -174,7 +174,12 @@ def test_path_ingest_is_off_without_a_knowledge_base_or_roots(tmp_path: Path) ->
     book.write_text("# Book\n\nText.\n", encoding="utf-8")
     with running_server(settings_for(tmp_path, library=tmp_path / "library")) as server, server.client() as client:
         reply = client.post("/api/documents/path", json={"path": str(book)})
+        offered = client.get("/api/settings").json()["path_ingest"]
     assert reply.status_code == 403 and reply.json()["code"] == "PATH_INGEST_DISABLED"
+    assert offered is False  # the reader hides its path form
+    (tmp_path / "on").mkdir()
+    with kb_server(tmp_path / "on") as server, server.client() as client:
+        assert client.get("/api/settings").json()["path_ingest"] is True
 
 
 def test_symlinks_leading_out_of_the_kb_folder_are_not_indexed(tmp_path: Path) -> None:
