@@ -284,23 +284,17 @@ CONTEXT_CHARS = 600
 """The most a passage shown in context spans; a longer one is shown as its sentence alone."""
 
 
-def in_context(library: ReaderLibrary, candidate: Candidate) -> Span:
+def in_context(candidate: Candidate) -> Span:
     """The span of ``candidate``'s sentence with the sentences before and after it in its paragraph, or of the
     sentence alone when that would exceed :data:`CONTEXT_CHARS`. Exact: one range of the stored text."""
     span = candidate.span
-    if not candidate.before and not candidate.after:
+    if candidate.context is None or candidate.context[1] - candidate.context[0] > CONTEXT_CHARS:
         return span
-    text = library.store.file(span.file).text
-    start = text.rfind(candidate.before, 0, span.start) if candidate.before else span.start
-    after = text.find(candidate.after, span.end) if candidate.after else span.end
-    end = after + len(candidate.after) if candidate.after else span.end
-    if start < 0 or after < 0 or end - start > CONTEXT_CHARS:
-        return span
-    return Span(span.file, start, end)
+    return Span(span.file, *candidate.context)
 
 
 def _citation(library: ReaderLibrary, n: int, candidate: Candidate, *, context: bool = False) -> Citation:
-    span, chunk = in_context(library, candidate) if context else candidate.span, candidate.hit.chunk
+    span, chunk = in_context(candidate) if context else candidate.span, candidate.hit.chunk
     resolved = library.resolve(span)
     return Citation(n=n, tag=span.key, doc_id=chunk.doc_id, doc_title=candidate.hit.doc_title, text=resolved.text,
                     toc_path=resolved.toc_path, file=span.file, start=span.start,
