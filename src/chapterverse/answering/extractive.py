@@ -15,6 +15,7 @@ cannot be looked for in the book's, so the reader shows the passages that may he
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ from .features import (FEATURES, evidence_words, missing_names, missing_words, q
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
-from .question import Question, read_question
+from .question import Question, named_part, read_question
 from .reader_library import ReaderLibrary
 from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
@@ -72,6 +73,9 @@ class Reading:
     """The question is in another language than its evidence (:func:`analysis.in_another_language`): the
     words it lacks are not evidence that the book does not answer it. Never when
     :attr:`searchable_in_own_language`."""
+    in_named_part: bool = False
+    """The question names a part of the one book it is asked of ("in the first eclogue") and the evidence is
+    that part's (:func:`part_hits`)."""
     searchable_in_own_language: bool = False
     """The scope is the whole library and the library holds text in the question's own language (among
     others): the question's words were looked for there, so lacking them is evidence after all."""
@@ -118,10 +122,14 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
     query_vector = library.embedder.embed_query(question_text)
     found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids,
                                                                 query_vector=query_vector)
+    part = part_hits(library, question_text, doc_ids, query_vector, k) if hits is None else None
+    if part:
+        found = part
     candidates = gather_candidates(library, found, question, languages)
     estimates = np.array([c.hit.dense for c in candidates], dtype=np.float64)
     reading = Reading(question, found, candidates, estimates, library.retriever.term_rarity(question.terms),
-                      list(languages), embedder=library.embedder.name, query_vector=query_vector)
+                      list(languages), embedder=library.embedder.name, query_vector=query_vector,
+                      in_named_part=bool(part))
     reading.describe()
     if candidates:
         chosen = np.arange(len(candidates))
@@ -134,11 +142,47 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
-    evidence = " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
+    evidence = (" ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
+                or " ".join(h.chunk.text for h in found[:UNSURE_PASSAGES]))
     asked_in = detect_language(question_text, default="")
     reading.searchable_in_own_language = doc_ids is None and len(languages) > 1 and asked_in in languages
     reading.cross_language = in_another_language(question_text, evidence) and not reading.searchable_in_own_language
     return reading
+
+
+PART_SEARCH = 64
+"""Passages of the book searched for those inside the part a question names."""
+
+
+def part_hits(library: ReaderLibrary, question_text: str, doc_ids: Sequence[int] | None, query_vector: np.ndarray,
+              k: int) -> list[Hit]:
+    """For a question that names a part of the one book it is asked of ("Who lies under the beech tree in the
+    first eclogue?"), the book's best passages inside that part (its ``n``-th contents entry at the level with
+    the most entries), best first: what a reader would turn to. Empty when the question names no part, the
+    book has no such entry, or none of its best passages lies there."""
+    number = named_part(question_text)
+    if number is None or doc_ids is None or len(doc_ids) != 1:
+        return []
+    entries = library.store.toc(doc_ids[0])
+    levels = Counter(entry.level for entry in entries)
+    if not levels:
+        return []
+    level = max(levels, key=lambda lv: (levels[lv], -lv))
+    parts = [entry for entry in entries if entry.level == level]
+    if number > len(parts):
+        return []
+    part = parts[number - 1]
+    following = next((e for e in entries if e.ordinal > part.ordinal and e.level <= level), None)
+
+    def inside(hit: Hit) -> bool:
+        chunk = hit.chunk
+        if chunk.file_id != part.file_id:
+            return False
+        end = following.offset if following is not None and following.file_id == part.file_id else None
+        return chunk.end > part.offset and (end is None or chunk.start < end)
+
+    found = library.search(question_text, k=PART_SEARCH, doc_ids=doc_ids, query_vector=query_vector)
+    return [hit for hit in found if inside(hit)][:k]
 
 
 def stand_in_similarity(embedder: Embedder, reading: Reading) -> float:
@@ -212,6 +256,8 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
     reading = read_evidence(library, question, doc_ids=doc_ids, k=k, hits=hits, model=model,
                            embedded=embedded)
     not_found = f"{NOT_FOUND_PREFIX} {scope_title or 'this library'}."
+    if not reading.candidates and reading.in_named_part and _related_across_languages(reading):
+        return _part_passages(library, reading)
     if not reading.candidates:
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0, state="not_found")
     scores = model.sentence_scores(reading.features)
@@ -234,7 +280,9 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
 def _related_across_languages(reading: Reading) -> bool:
     """A question in another language than the book, about something the book is about: its best passage is
     relevant at the recall-oriented level (:data:`relevance.ANCHORS`), which the relevance model judges on
-    meaning when words cannot match. Such a question gets passages that may help, never "Not found".
+    meaning when words cannot match, or its evidence is the part of the book the question names ("in the first
+    eclogue": :func:`part_hits`), which needs no shared word. Such a question gets passages that may help,
+    never "Not found".
 
     Not when the question names someone or something the evidence never mentions ("Who is Queequeg?",
     "the capital of Australia"): names cross languages unchanged, so a book in any language that is about
@@ -243,7 +291,7 @@ def _related_across_languages(reading: Reading) -> bool:
     no evidence alone (ask of the one book, ``--doc``, for its passages)."""
     recall_level = ANCHORS[0][1]
     return (reading.cross_language and not missing_names(reading.question, reading.candidates, reading.languages)
-            and max((h.score for h in reading.hits), default=0.0) >= recall_level)
+            and (reading.in_named_part or max((h.score for h in reading.hits), default=0.0) >= recall_level))
 
 
 def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:
@@ -272,6 +320,22 @@ def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confid
     citations = [_citation(library, n, reading.candidates[i], context=n == 1) for n, i in enumerate(chosen, start=1)]
     return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
                         citations=citations, confidence=confidence, state="unsure")
+
+
+def _part_passages(library: ReaderLibrary, reading: Reading) -> AnswerResult:
+    """Unsure, with the best passages of the part the question names, whole: a question in another language
+    about verse that has no sentence short enough to show alone (Latin hexameters run a page without a full
+    stop) still gets the lines it asks about."""
+    citations = []
+    for n, hit in enumerate(reading.hits[:UNSURE_PASSAGES], start=1):
+        chunk = hit.chunk
+        resolved = library.resolve(Span(chunk.file_id, chunk.start, chunk.end))
+        citations.append(Citation(n=n, tag=Span(chunk.file_id, chunk.start, chunk.end).key, doc_id=chunk.doc_id,
+                                  doc_title=hit.doc_title, text=resolved.text, toc_path=resolved.toc_path,
+                                  file=chunk.file_id, start=chunk.start, end=chunk.end
+                                  ).retrieved(chunk.source, chunk.chunk_index, hit.score))
+    return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
+                        citations=citations, confidence=0.0, state="unsure")
 
 
 def _tagged(citations: Sequence[Citation]) -> list[str]:
