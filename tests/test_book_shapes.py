@@ -94,3 +94,20 @@ def test_a_gutenberg_pdf_s_licence_and_list_of_figures_are_not_chunked(tmp_path:
     library = Library(tmp_path / "lib", embedder=HashingEmbedder())
     library.ingest([path])
     assert all("Fig." not in hit.chunk.text for hit in library.search("white whale figures", k=5))
+
+
+def test_an_epub_s_list_of_illustrations_without_links_is_not_chunked(tmp_path: Path) -> None:
+    from test_sources_hostile import build_epub, xhtml
+
+    plates = "".join(f"<p>{caption}</p>" for caption in (
+        "The Bells of the Old Church, by Night", "Trotty Veck at the Church Door", "The White Whale of the Weathervane"))
+    chapter = ("<h1>FIRST QUARTER</h1><p>Toby Veck, whom everybody called Trotty because of his pace, waited by "
+               "the old church door in all weathers.</p>")
+    path = build_epub(tmp_path / "chimes.epub", {
+        "title.xhtml": xhtml("<h1>THE CHIMES</h1><p>A Goblin Story</p>"),
+        "plates.xhtml": xhtml(f"<h2>LIST OF ILLUSTRATIONS</h2>{plates}"),
+        "one.xhtml": xhtml(chapter), "two.xhtml": xhtml(chapter.replace("FIRST", "SECOND")),
+        "three.xhtml": xhtml(chapter.replace("FIRST", "THIRD")), "four.xhtml": xhtml(chapter.replace("FIRST", "FOURTH"))})
+    texts = chunk_texts(read(path))
+    assert any("Toby Veck" in t for t in texts)
+    assert not any("White Whale" in t or "LIST OF ILLUSTRATIONS" in t for t in texts), texts

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -551,6 +551,12 @@ def _with_contents(found: list[Heading], lines: list[_Line], contents: tuple[int
 
 # ----------------------------------------------------------------------------------------------------------
 # the book's span
+
+
+def front_lists(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each list of illustrations (plates, figures, maps) in ``text``'s front third: a page of an
+    EPUB's front matter that lists captions without linking to them."""
+    return _front_lists(_lines(text), 0, len(text))
 
 
 def _front_lists(lines: list[_Line], first: int, hi: int) -> list[tuple[int, int]]:
