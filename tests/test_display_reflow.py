@@ -78,6 +78,11 @@ def test_the_web_reader_reflows_prose_keeps_verse_and_every_offset() -> None:
         f"console.log(JSON.stringify([reflowed({json.dumps(answer)}), hardWrapped({json.dumps(WRAPPED)}),"
         f" hardWrapped({json.dumps(VERSE)})]));")
     assert prose is True and verse is False
+    page = f"{WRAPPED}\nA short last line.\n{WRAPPED}"  # a PDF page: paragraphs without blank lines
+    listed = "The Bells of the Old Church, by Night, with snow on it\nTrotty\nThe Goblin of the Great Bell, ringing"
+    assert _node(f"import {{ hardWrapped }} from '{(STATIC / 'dom.js').as_uri()}';"
+                 f"console.log(JSON.stringify([hardWrapped({json.dumps(page)}), hardWrapped({json.dumps(listed)})]));"
+                 ) == [True, False]
     assert len(shown) == len(answer)
     assert shown == answer.replace("each of\nthem", "each of them")
 

@@ -621,7 +621,9 @@ def _hard_wrapped(text: str) -> bool:
         return False
     widths = [len(line) for line in lines]
     widest = max(widths)
-    if widest < 50 or any(width < 0.6 * widest for width in widths[:-1]):
+    wide = [width >= 0.6 * widest for width in widths]
+    ends_sentence = [line.endswith((".", "!", "?", ";", ":", '"', "”", "’", "»", ")")) for line in lines]
+    if widest < 50 or not any(wide[:-1]) or not all(w or end for w, end in zip(wide[:-1], ends_sentence[:-1])):
         return False
     return sum(line[0].isupper() for line in lines) < 0.8 * len(lines)
 
