@@ -92,3 +92,17 @@ def test_a_question_of_kind_name_is_answered_by_a_name() -> None:
     sentence = "Yo soy Sancho Panza, su escudero, y él es el asendereado caballero don Quijote de la Mancha."
     span = answer_phrase(sentence, replace(question, kind="name"), SPANISH)
     assert span is not None and sentence[span[0]:span[1]] == "Sancho Panza"
+
+
+ORACLE = ("Well, Hermogenes, as you know, was eager in all that he did, and he went to Dodona and boldly asked the "
+          "oracle to tell him whether—as I was saying, I must beg you not to interrupt—he asked the oracle to tell "
+          "him whether anyone was braver than Laches, and the Dodonaean priestess answered that there was no man "
+          "braver.")
+"""The shape of a dialogue's account of an oracle: the one who asked is named at the start and then is "he"; the
+name nearest the question's words ("the Dodonaean priestess") is the one who answered."""
+
+
+def test_who_did_it_is_the_name_the_pronoun_before_the_verb_stands_for() -> None:
+    question = "Who asked the oracle at Dodona whether anyone was braver than Laches?"
+    assert phrase(question, ORACLE, ENGLISH) == "Hermogenes"
+    assert phrase("Who answered that there was no man braver?", ORACLE, ENGLISH) == "Dodonaean"

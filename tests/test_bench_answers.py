@@ -36,7 +36,7 @@ DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "
 METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",
            "false_refusals", "absent_refused", "answer_chars_mean", "answer_chars_median", "sentences_median", "ms_p50", "ms_p99",
            "phrase_marked", "phrase_matches_gold", "unsure", "unsure_passages_gold", "absent_unsure",
-           "confidently_wrong", "reliability"}
+           "confidently_wrong", "useful", "reliability"}
 
 
 # ------------------------------------------------------------------------------------------------ matching
@@ -220,6 +220,20 @@ def test_scores_count_refusals_as_misses_and_lengths_only_of_shown_answers() -> 
     assert score.absent_refused == pytest.approx(0.5)
     assert score.answer_chars_median == len("Someone else.")  # of the three shown answers
     assert score.ms_p50 == 30 and score.ms_p99 == 50
+
+
+def test_useful_is_right_or_unsure_with_the_answer_in_the_first_passage() -> None:
+    gold = AnswerQuestion("a", "Who?", "d", ("Marta",))
+
+    def unsure(first: bool, any_passage: bool) -> AnswerRecord:
+        return AnswerRecord(gold, "document", False, "passages", False, False, 2, 1, state="unsure",
+                            passages_gold=any_passage, first_passage_gold=first)
+
+    right = AnswerRecord(gold, "document", True, "Marta kept it.", True, True, 1, 1, state="answered")
+    score = score_records([right, unsure(True, True), unsure(False, True), unsure(False, False)])
+    assert score.answer_holds_gold == pytest.approx(1 / 4)
+    assert score.useful == pytest.approx(2 / 4)  # the answer in the third passage is not what a reader reads first
+    assert score.unsure_passages_gold == pytest.approx(2 / 3)
 
 
 def test_marked_phrases_are_scored_against_gold_only_where_the_reader_marked_one() -> None:

@@ -174,6 +174,10 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
                         "another)")):
         with serving(*args) as (port, line, _):
             assert f"serving the reader on http://127.0.0.1:{port}/ {says}, the API docs at /docs" in line, line
+    # the knowledge base's folder is the user's: that the server writes its index inside it is said at start-up
+    with serving("--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")) as (_, line, _):
+        assert (f"knowledge base {tmp_path / 'kb'}, its index written inside it in "
+                f"{tmp_path / 'kb' / '.chapterverse'} (skipped by the folder scan)") in line, line
 
 
 def test_the_demo_answer_names_the_book_once_per_footnote(books: Path) -> None:

@@ -123,10 +123,27 @@ def test_search_results_carry_a_tag_that_resolves_to_their_text(client: httpx.Cl
 
 def test_bad_requests_are_json_with_code_and_message(client: httpx.Client) -> None:
     reply = client.post("/v1/rag/search", json={"top_k": 3})
-    assert reply.status_code == 400
+    assert reply.status_code == 422
     assert reply.json()["code"] == "BAD_INPUT" and "query" in reply.json()["message"]
     reply = client.post("/v1/rag/search", content=b"not json", headers={"content-type": "application/json"})
     assert reply.status_code == 400 and reply.json()["code"] == "BAD_INPUT"
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    ({"query": "wifi", "k": 3}, "'k'"),                    # an unknown field
+    ({"query": "wifi", "top_k": "5"}, "top_k"),           # a number sent as a string: strict, not guessed
+    ({"query": "wifi", "top_k": 0}, "top_k"),             # out of range
+    ({"query": "wifi", "threshold": "0.4"}, "threshold"),
+    ({"query": 42}, "query"),                             # a wrong type
+    ({}, "query"),                                        # missing
+])
+def test_every_invalid_rag_body_is_one_status(client: httpx.Client, body: dict[str, object], named: str) -> None:
+    """An unknown field was 422, a wrong type or range 400, and ``"top_k": "5"`` was read as 5: one status now,
+    422 BAD_INPUT, naming the field; 400 is kept for a body that is not JSON at all."""
+    reply = client.post("/v1/rag/search", json=body)
+    assert reply.status_code == 422 and reply.json()["code"] == "BAD_INPUT", reply.text
+    assert named in reply.json()["message"]
+    assert client.get("/v1/rag/chunks?limt=1").status_code == 422
 
 
 # ------------------------------------------------------------------------------ relevance scores
@@ -295,7 +312,7 @@ def test_update_errors_ambiguous_missing_and_empty(client: httpx.Client) -> None
     missing = client.post("/v1/rag/chunks/update", json={"source": "api/nowhere", "chunk_index": 0, "new_text": "x"})
     assert missing.status_code == 404 and missing.json()["code"] == "CHUNK_NOT_FOUND"
     nothing = client.post("/v1/rag/chunks/update", json={"source": "api/twice", "chunk_index": 0})
-    assert nothing.status_code == 400 and nothing.json()["code"] == "BAD_INPUT"
+    assert nothing.status_code == 422 and nothing.json()["code"] == "BAD_INPUT"
 
 
 def test_upsert_replaces_atomically_and_empty_text_deletes(client: httpx.Client) -> None:
@@ -346,15 +363,15 @@ def test_a_failing_upsert_batch_writes_nothing(client: httpx.Client) -> None:
         {"source": "api/atomic", "text": "The new price is twelve euros."},
         {"source": "api/atomic-other", "text": "Another new text."},
         {"source": "api/atomic ", "text": "A second text for the same source."}]})
-    assert twice.status_code == 400 and twice.json()["code"] == "BAD_INPUT"
+    assert twice.status_code == 422 and twice.json()["code"] == "BAD_INPUT"
     assert "'api/atomic'" in twice.json()["message"] and "more than once" in twice.json()["message"]
     blank_source = client.post("/v1/rag/upsert/documents", json={"documents": [
         {"source": "api/atomic", "text": "The new price is twelve euros."}, {"source": "  ", "text": "x"}]})
-    assert blank_source.status_code == 400 and "source is empty" in blank_source.json()["message"]
+    assert blank_source.status_code == 422 and "source is empty" in blank_source.json()["message"]
     too_many = client.post("/v1/rag/upsert/documents", json={"documents": [
         {"source": f"api/many/{n}", "text": "x"} for n in range(1001)]})
     assert too_many.status_code == 422 and "at most 1000" in too_many.json()["message"]
-    assert client.post("/v1/rag/upsert/documents", json={"documents": []}).status_code == 400
+    assert client.post("/v1/rag/upsert/documents", json={"documents": []}).status_code == 422
     assert ok(client.get("/v1/rag/chunks")) == before
 
 

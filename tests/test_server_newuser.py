@@ -105,7 +105,7 @@ def test_a_search_for_nothing_is_refused_like_an_empty_text(client: httpx.Client
     the reader's search with ``the search query is empty``."""
     client.post("/v1/rag/upsert/document", json={"source": "notes/wifi", "text": WIFI})
     refused = client.post("/v1/rag/search", json={"query": query, "threshold": 0})
-    assert refused.status_code == 400 and refused.json() == {"code": "BAD_INPUT", "message": "query is empty"}
+    assert refused.status_code == 422 and refused.json() == {"code": "BAD_INPUT", "message": "query is empty"}
 
 
 @pytest.mark.parametrize("stream", [False, True])

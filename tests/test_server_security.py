@@ -174,7 +174,12 @@ def test_path_ingest_is_off_without_a_knowledge_base_or_roots(tmp_path: Path) ->
     book.write_text("# Book\n\nText.\n", encoding="utf-8")
     with running_server(settings_for(tmp_path, library=tmp_path / "library")) as server, server.client() as client:
         reply = client.post("/api/documents/path", json={"path": str(book)})
+        offered = client.get("/api/settings").json()["path_ingest"]
     assert reply.status_code == 403 and reply.json()["code"] == "PATH_INGEST_DISABLED"
+    assert offered is False  # the reader hides its path form
+    (tmp_path / "on").mkdir()
+    with kb_server(tmp_path / "on") as server, server.client() as client:
+        assert client.get("/api/settings").json()["path_ingest"] is True
 
 
 def test_symlinks_leading_out_of_the_kb_folder_are_not_indexed(tmp_path: Path) -> None:
@@ -432,8 +437,8 @@ def test_deep_metadata_huge_ids_and_nan_are_4xx_and_nothing_is_stored(tmp_path: 
         }
         sources = {s["source"] for s in client.get("/v1/rag/sources").json()["items"]}
     assert {name: r.status_code for name, r in statuses.items()} == {
-        "deep": 422, "deep_chunk": 422, "doc": 400, "file": 400, "chat": 400, "chats": 400, "update": 400,
-        "offset": 400, "nan": 400}
+        "deep": 422, "deep_chunk": 422, "doc": 400, "file": 400, "chat": 400, "chats": 400, "update": 422,
+        "offset": 422, "nan": 400}  # /v1/rag refuses with one status (server/errors.py)
     assert sources == {"faq.md"} and honest.requests == []
 
 

@@ -9,6 +9,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from conftest import shared_path
 from serverutil import Server, running_server, settings_for
@@ -367,21 +368,24 @@ def test_an_epubs_own_contents_page_links_to_its_parts(reader_server: Any, brows
 
 
 @browser
-def test_adding_by_path_when_it_is_off_says_so_without_asking_for_a_key(browser_page: BrowserPage,
-                                                                         tmp_path: Path) -> None:
-    """A server without a key and without --ingest_roots: adding a folder by path said "... --ingest_roots DIR
-    to allow the files under DIR — this server needs an access key: set it under Settings", sending the user
-    after a key the server does not have. A server that has a key and was not given it (401) still asks."""
+def test_adding_by_path_is_offered_only_where_the_server_takes_paths(browser_page: BrowserPage,
+                                                                     tmp_path: Path) -> None:
+    """A server without a key and without --ingest_roots does not take paths: the reader offered "add a file or
+    folder that is on the server" all the same, to answer with a 403. It is hidden there, shown on a server
+    with --ingest_roots; a server that has a key and was not given it (its settings unreadable) shows it, and
+    asks for the key when it is used."""
     page = browser_page.page
     jobs = page.locator("[data-cv-jobs]")
     with running_server(settings_for(tmp_path / "open", library=tmp_path / "open" / "library")) as server:
         page.goto(f"{server.url}/")
-        page.fill("[data-cv-path-input]", str(tmp_path))
-        page.locator("[data-cv-path-form] button[type=submit]").click()
-        expect(jobs).to_contain_text("adding files by server path is off; start the server with --ingest_roots DIR "
-                                     "to allow the files under DIR")
-        expect(jobs).not_to_contain_text("access key")
+        expect(page.locator("[data-cv-upload-form]")).to_be_visible()
+        expect(page.locator("[data-cv-path-form]")).to_be_hidden()
+        assert httpx.get(f"{server.url}/api/settings").json()["path_ingest"] is False
         browser_page.shot(page, "library-add-by-path-off")
+    with running_server(settings_for(tmp_path / "roots", library=tmp_path / "roots" / "library",
+                                     ingest_roots=[tmp_path])) as server:
+        page.goto(f"{server.url}/")
+        expect(page.locator("[data-cv-path-form]")).to_be_visible()
     with running_server(settings_for(tmp_path / "keyed", library=tmp_path / "keyed" / "library",
                                      api_key="sesame-0123456789")) as server:
         page.goto(f"{server.url}/")

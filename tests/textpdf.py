@@ -18,9 +18,10 @@ KEEPER_PAGES = ["A short preface about lighthouses and their keepers.",
 """A preface (labelled i, outline "Preface") and two numbered pages (1 and 2, outline "Chapter One: The Lamp")."""
 
 
-def text_pdf(path: Path, pages: list[str] = KEEPER_PAGES) -> Path:
+def text_pdf(path: Path, pages: list[str] = KEEPER_PAGES,
+             outline: list[tuple[str, int]] | None = None) -> Path:
     """A PDF of ``pages`` (Helvetica, one text line per line) labelled i, 1, 2, ... with an outline entry on its
-    first two pages: "Preface" and "Chapter One: The Lamp"."""
+    first two pages: "Preface" and "Chapter One: The Lamp" (or ``outline``'s (title, page index) entries)."""
     writer = PdfWriter()
     font = DictionaryObject({NameObject("/Type"): NameObject("/Font"), NameObject("/Subtype"): NameObject("/Type1"),
                              NameObject("/BaseFont"): NameObject("/Helvetica")})
@@ -34,8 +35,8 @@ def text_pdf(path: Path, pages: list[str] = KEEPER_PAGES) -> Path:
         page.replace_contents(stream)
     writer.set_page_label(0, 0, style="/r")
     writer.set_page_label(1, len(pages) - 1, style="/D", start=1)
-    writer.add_outline_item(title="Preface", page_number=0)
-    writer.add_outline_item(title="Chapter One: The Lamp", page_number=1)
+    for title, page_number in outline or [("Preface", 0), ("Chapter One: The Lamp", 1)]:
+        writer.add_outline_item(title=title, page_number=page_number)
     with path.open("wb") as out:
         writer.write(out)
     return path

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 import textwrap
 import time
@@ -386,7 +387,8 @@ def ingest(ctx: typer.Context, paths: Annotated[list[Path], typer.Argument(help=
                "--as-book", help="Each folder is one book: its Markdown, TXT and HTML files are the chapters, in "
                                  "natural order (2 before 10), with a TOC from their headings.")] = False,
            title: Annotated[str | None, typer.Option(
-               "--title", help="The book's title (with --as-book and one folder; default: the folder's name).")
+               "--title", help="The title of the one file given (default: the one its reader finds), or with --as-book "
+                          "and one folder, of that book (default: the folder's name).")
            ] = None,
            allow_duplicate: Annotated[bool, typer.Option(
                "--allow-duplicate", help="Add a file even when the library holds the same content under another "
@@ -558,13 +560,18 @@ def search(ctx: typer.Context, query: str, library: LibraryOpt = None, store: St
         return
     from rich.text import Text
 
-    _note_weak_hits([float(r["score"]) for r in results], threshold)
+    scores = [float(r["score"]) for r in results]
+    _note_weak_hits(scores, threshold)
+    if scores != sorted(scores, reverse=True):
+        stderr.print("note: hits are in ranking order (BM25, embeddings and relevance together); the number shown "
+                     "is each passage's relevance alone, so one of lower relevance may rank higher.",
+                     markup=False, highlight=False, soft_wrap=True)
     for rank, r in enumerate(results, start=1):
         where = _place(r["doc_title"], r["toc_path"])
         where += f", p. {r['page']}" if r["page"] else ""
         stdout.print(Text.assemble(f"{rank}. ", (f"[{r['tag']}]", "bold"), f" {where} (relevance {r['score']})"),
                      highlight=False)
-        stdout.print(r["text"], markup=False, highlight=False)
+        stdout.print(_reflowed(r["text"]), markup=False, highlight=False)
         stdout.print()
 
 
@@ -602,17 +609,43 @@ def _require_text(text: str, what: str, limit: int) -> None:
         _fail(InputError(f"the {what} is {len(text):,} characters long; at most {limit:,} are read"))
 
 
+_RUN_BREAK = re.compile(r"(?<=[\]:])\n|\n(?=[ \t]*\n)")
+_SOFT_BREAK = re.compile(r"(?<=\S)\n(?=\S)")
+
+
+def _hard_wrapped(text: str) -> bool:
+    """Whether a block's line breaks are a hard wrap of prose (a plain-text book's or a PDF's lines) rather than
+    verse or a list: the reader's rule (``web/static/dom.js`` ``hardWrapped``), so both show a passage alike."""
+    lines = [line.strip() for line in text.rstrip("\n").split("\n")]
+    if len(lines) < 2 or not all(lines):
+        return False
+    widths = [len(line) for line in lines]
+    widest = max(widths)
+    wide = [width >= 0.6 * widest for width in widths]
+    ends_sentence = [line.endswith((".", "!", "?", ";", ":", '"', "”", "’", "»", ")")) for line in lines]
+    if widest < 50 or not any(wide[:-1]) or not all(w or end for w, end in zip(wide[:-1], ends_sentence[:-1])):
+        return False
+    return sum(line[0].isupper() for line in lines) < 0.8 * len(lines)
+
+
+def _reflowed(text: str) -> str:
+    """``text`` with its hard-wrapped runs' line breaks as spaces, for the terminal only (the same length; a run
+    ends at a blank line, after a citation tag and after a line ending in a colon). Stored text is never so."""
+    return "\n".join(_SOFT_BREAK.sub(" ", run) if _hard_wrapped(run.lstrip()) else run
+                     for run in _RUN_BREAK.split(text))
+
+
 def _print_answer(result: AnswerResult) -> None:
     """An answer with its citations numbered, then, for the extractive reader's answer, its confidence on a dim
     line of its own (unsure and not found say what they are in their words), then the footnotes."""
     from rich.text import Text
 
-    text = result.answer
+    text = _reflowed(result.answer)
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
     shown = Text(text)
     for phrase in result.answer_spans:
-        shown.highlight_words([phrase.text], style="bold")
+        shown.highlight_words(list({phrase.text, _SOFT_BREAK.sub(" ", phrase.text)}), style="bold")
     stdout.print(shown, highlight=False)
     if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
         stdout.print(f"confidence {result.confidence:.2f}", style="dim", markup=False, highlight=False)
@@ -630,7 +663,7 @@ def _print_citations(result: AnswerResult) -> None:
 
     for c in result.citations:
         stdout.print(f"[{c.n}] [{c.tag}] {_place(c.doc_title, c.toc_path)}", markup=False, highlight=False)
-        stdout.print(textwrap.indent(defang_tags(c.text), "    "), markup=False, highlight=False)
+        stdout.print(textwrap.indent(_reflowed(defang_tags(c.text)), "    "), markup=False, highlight=False)
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:

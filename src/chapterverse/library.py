@@ -105,8 +105,9 @@ class Library:
         from .sources import iter_folder
 
         locations = [Path(path) for path in paths]
-        if title is not None and not (as_books and len(locations) == 1):
-            raise InputError("a title names one book: give it with --as-book and a single folder")
+        if title is not None and not (len(locations) == 1 and (as_books or not locations[0].is_dir())):
+            raise InputError("a title names one book: give it with a single file, or with --as-book and a single "
+                             "folder")
         writer = self.writer
         writer.reembed_if_model_changed(progress=progress)
         results: list[IngestResult] = []
@@ -135,7 +136,7 @@ class Library:
                                                       allow_duplicate=allow_duplicate))
             else:
                 stored(lambda: writer.ingest_file(path, force_rebuild=force_rebuild, password=password,
-                                                  progress=progress, allow_duplicate=allow_duplicate))
+                                                  progress=progress, allow_duplicate=allow_duplicate, title=title))
         self.store.catch_up()
         return results
 

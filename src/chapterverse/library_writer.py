@@ -117,20 +117,30 @@ class LibraryWriter:
     def ingest_file(self, path: str | Path, *, source: str | None = None, force_rebuild: bool = False,
                     password: str | None = None, progress: Progress | None = None,
                     metadata: dict[str, Any] | None = None, root: Root | None = None,
-                    allow_duplicate: bool = False, cancel: CancelToken | None = None) -> IngestResult:
+                    allow_duplicate: bool = False, cancel: CancelToken | None = None,
+                    title: str | None = None) -> IngestResult:
         """One file, read and stored only when its content hash changed: the path ``ingest`` and the knowledge
         base's folder sync share. ``metadata`` goes on the stored document: the folder it was ingested with
         (``folder``, so a reader can group the documents of one folder, whose sources are relative to it), or
         the knowledge base's mark of a folder file. ``root``: a server's folder the file must be opened beneath
         (``sources.files``). The file is opened once, so what is hashed is what is read. Content held under
         another source: see :meth:`ingest`. ``cancel``: checked before the file is read and before each embedding
-        batch; a cancelled ingest raises its reason and writes nothing."""
+        batch; a cancelled ingest raises its reason and writes nothing. ``title`` replaces the title the file's
+        reader finds; it is part of the content hash, so giving another title (or none) reads the file again."""
         from .sources import open_source, read_source
 
         path = Path(path)
+
+        def read() -> ParsedDocument:
+            parsed = read_source(file, password=password)
+            if title is not None:
+                parsed.title = title
+            return parsed
+
         with open_source(path, root=root) as file:
-            return self._ingest_changed(source or path.name, file.digest(), file.size,
-                                        lambda: read_source(file, password=password), force_rebuild, progress,
+            digest = file.digest() if title is None else hashlib.sha256(
+                f"titled\0{title}\0{file.digest()}".encode()).hexdigest()
+            return self._ingest_changed(source or path.name, digest, file.size, read, force_rebuild, progress,
                                         metadata=metadata, allow_duplicate=allow_duplicate, cancel=cancel)
 
     def ingest_book(self, folder: str | Path, *, title: str | None = None, force_rebuild: bool = False,

@@ -15,12 +15,13 @@ cannot be looked for in the book's, so the reader shows the passages that may he
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import in_another_language
+from ..analysis import detect_language, in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
@@ -30,13 +31,13 @@ from .features import (FEATURES, evidence_words, missing_names, missing_words, q
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
-from .question import Question, read_question
+from .question import Question, named_part, read_question
 from .reader_library import ReaderLibrary
 from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
 
 __all__ = ["Reading", "extractive_answer", "read_evidence", "confidence_features", "choose_sentences",
-           "first_introduction", "stand_in_similarity", "shown_sentences", "helpful_passages"]
+           "first_introduction", "stand_in_similarity", "shown_sentences", "helpful_passages", "in_context"]
 
 PASSAGES = 8
 """Retrieved passages whose sentences the reader considers."""
@@ -70,7 +71,14 @@ class Reading:
     of the best cosine to a word of the sentences closest to the question (1.0 when none is lacking)."""
     cross_language: bool = False
     """The question is in another language than its evidence (:func:`analysis.in_another_language`): the
-    words it lacks are not evidence that the book does not answer it."""
+    words it lacks are not evidence that the book does not answer it. Never when
+    :attr:`searchable_in_own_language`."""
+    in_named_part: bool = False
+    """The question names a part of the one book it is asked of ("in the first eclogue") and the evidence is
+    that part's (:func:`part_hits`)."""
+    searchable_in_own_language: bool = False
+    """The scope is the whole library and the library holds text in the question's own language (among
+    others): the question's words were looked for there, so lacking them is evidence after all."""
     embedder: str = ""
     query_vector: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     embedded: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
@@ -114,10 +122,14 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
     query_vector = library.embedder.embed_query(question_text)
     found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids,
                                                                 query_vector=query_vector)
+    part = part_hits(library, question_text, doc_ids, query_vector, k) if hits is None else None
+    if part:
+        found = part
     candidates = gather_candidates(library, found, question, languages)
     estimates = np.array([c.hit.dense for c in candidates], dtype=np.float64)
     reading = Reading(question, found, candidates, estimates, library.retriever.term_rarity(question.terms),
-                      list(languages), embedder=library.embedder.name, query_vector=query_vector)
+                      list(languages), embedder=library.embedder.name, query_vector=query_vector,
+                      in_named_part=bool(part))
     reading.describe()
     if candidates:
         chosen = np.arange(len(candidates))
@@ -130,9 +142,47 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
         reading.cosines, reading.embedded, reading.vectors = cosines, chosen, vectors
         reading.describe()
     reading.stand_in = stand_in_similarity(library.embedder, reading)
-    evidence = " ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
-    reading.cross_language = in_another_language(question_text, evidence)
+    evidence = (" ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
+                or " ".join(h.chunk.text for h in found[:UNSURE_PASSAGES]))
+    asked_in = detect_language(question_text, default="")
+    reading.searchable_in_own_language = doc_ids is None and len(languages) > 1 and asked_in in languages
+    reading.cross_language = in_another_language(question_text, evidence) and not reading.searchable_in_own_language
     return reading
+
+
+PART_SEARCH = 64
+"""Passages of the book searched for those inside the part a question names."""
+
+
+def part_hits(library: ReaderLibrary, question_text: str, doc_ids: Sequence[int] | None, query_vector: np.ndarray,
+              k: int) -> list[Hit]:
+    """For a question that names a part of the one book it is asked of ("Who lies under the beech tree in the
+    first eclogue?"), the book's best passages inside that part (its ``n``-th contents entry at the level with
+    the most entries), best first: what a reader would turn to. Empty when the question names no part, the
+    book has no such entry, or none of its best passages lies there."""
+    number = named_part(question_text)
+    if number is None or doc_ids is None or len(doc_ids) != 1:
+        return []
+    entries = library.store.toc(doc_ids[0])
+    levels = Counter(entry.level for entry in entries)
+    if not levels:
+        return []
+    level = max(levels, key=lambda lv: (levels[lv], -lv))
+    parts = [entry for entry in entries if entry.level == level]
+    if number > len(parts):
+        return []
+    part = parts[number - 1]
+    following = next((e for e in entries if e.ordinal > part.ordinal and e.level <= level), None)
+
+    def inside(hit: Hit) -> bool:
+        chunk = hit.chunk
+        if chunk.file_id != part.file_id:
+            return False
+        end = following.offset if following is not None and following.file_id == part.file_id else None
+        return chunk.end > part.offset and (end is None or chunk.start < end)
+
+    found = library.search(question_text, k=PART_SEARCH, doc_ids=doc_ids, query_vector=query_vector)
+    return [hit for hit in found if inside(hit)][:k]
 
 
 def stand_in_similarity(embedder: Embedder, reading: Reading) -> float:
@@ -206,6 +256,8 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
     reading = read_evidence(library, question, doc_ids=doc_ids, k=k, hits=hits, model=model,
                            embedded=embedded)
     not_found = f"{NOT_FOUND_PREFIX} {scope_title or 'this library'}."
+    if not reading.candidates and reading.in_named_part and _related_across_languages(reading):
+        return _part_passages(library, reading)
     if not reading.candidates:
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0, state="not_found")
     scores = model.sentence_scores(reading.features)
@@ -228,9 +280,18 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
 def _related_across_languages(reading: Reading) -> bool:
     """A question in another language than the book, about something the book is about: its best passage is
     relevant at the recall-oriented level (:data:`relevance.ANCHORS`), which the relevance model judges on
-    meaning when words cannot match. Such a question gets passages that may help, never "Not found"."""
+    meaning when words cannot match, or its evidence is the part of the book the question names ("in the first
+    eclogue": :func:`part_hits`), which needs no shared word. Such a question gets passages that may help,
+    never "Not found".
+
+    Not when the question names someone or something the evidence never mentions ("Who is Queequeg?",
+    "the capital of Australia"): names cross languages unchanged, so a book in any language that is about
+    them holds them. Nor across a whole library that holds books in the question's own language: its words
+    were looked for there and not found, and the cosine of a question to a passage in another language is
+    no evidence alone (ask of the one book, ``--doc``, for its passages)."""
     recall_level = ANCHORS[0][1]
-    return reading.cross_language and max((h.score for h in reading.hits), default=0.0) >= recall_level
+    return (reading.cross_language and not missing_names(reading.question, reading.candidates, reading.languages)
+            and (reading.in_named_part or max((h.score for h in reading.hits), default=0.0) >= recall_level))
 
 
 def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:
@@ -252,11 +313,29 @@ def helpful_passages(reading: Reading, model: ReaderModel) -> list[int]:
 
 def _unsure(library: ReaderLibrary, reading: Reading, model: ReaderModel, confidence: float) -> AnswerResult:
     """No answer the reader would stand by, but evidence about the question: the passages that may help,
-    a line each, cited (``found`` false, so nothing reads them as the answer)."""
-    citations = [_citation(library, n, reading.candidates[i])
-                 for n, i in enumerate(helpful_passages(reading, model), start=1)]
+    cited (``found`` false, so nothing reads them as the answer). The first, the reader's best guess, comes
+    with the sentences before and after it in its paragraph (:func:`in_context`): a nearly right sentence is
+    often one sentence from the answer ("There were three of them"). The others are a line each."""
+    chosen = helpful_passages(reading, model)
+    citations = [_citation(library, n, reading.candidates[i], context=n == 1) for n, i in enumerate(chosen, start=1)]
     return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
                         citations=citations, confidence=confidence, state="unsure")
+
+
+def _part_passages(library: ReaderLibrary, reading: Reading) -> AnswerResult:
+    """Unsure, with the best passages of the part the question names, whole: a question in another language
+    about verse that has no sentence short enough to show alone (Latin hexameters run a page without a full
+    stop) still gets the lines it asks about."""
+    citations = []
+    for n, hit in enumerate(reading.hits[:UNSURE_PASSAGES], start=1):
+        chunk = hit.chunk
+        resolved = library.resolve(Span(chunk.file_id, chunk.start, chunk.end))
+        citations.append(Citation(n=n, tag=Span(chunk.file_id, chunk.start, chunk.end).key, doc_id=chunk.doc_id,
+                                  doc_title=hit.doc_title, text=resolved.text, toc_path=resolved.toc_path,
+                                  file=chunk.file_id, start=chunk.start, end=chunk.end
+                                  ).retrieved(chunk.source, chunk.chunk_index, hit.score))
+    return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
+                        citations=citations, confidence=0.0, state="unsure")
 
 
 def _tagged(citations: Sequence[Citation]) -> list[str]:
@@ -265,10 +344,22 @@ def _tagged(citations: Sequence[Citation]) -> list[str]:
     return [f"{defang_tags(c.text)}{Span(c.file, c.start, c.end).tag}" for c in citations]
 
 
-def _citation(library: ReaderLibrary, n: int, candidate: Candidate) -> Citation:
-    chunk = candidate.hit.chunk
-    return Citation.of(n, candidate.span, library.resolve(candidate.span)).retrieved(
-        chunk.source, chunk.chunk_index, candidate.hit.score)
+CONTEXT_CHARS = 600
+"""The most a passage shown in context spans; a longer one is shown as its sentence alone."""
+
+
+def in_context(candidate: Candidate) -> Span:
+    """The span of ``candidate``'s sentence with the sentences before and after it in its paragraph, or of the
+    sentence alone when that would exceed :data:`CONTEXT_CHARS`. Exact: one range of the stored text."""
+    span = candidate.span
+    if candidate.context is None or candidate.context[1] - candidate.context[0] > CONTEXT_CHARS:
+        return span
+    return Span(span.file, *candidate.context)
+
+
+def _citation(library: ReaderLibrary, n: int, candidate: Candidate, *, context: bool = False) -> Citation:
+    span, chunk = in_context(candidate) if context else candidate.span, candidate.hit.chunk
+    return Citation.of(n, span, library.resolve(span)).retrieved(chunk.source, chunk.chunk_index, candidate.hit.score)
 
 
 def _answer_spans(reading: Reading, best: int, citation: int, languages: Sequence[str]) -> list[AnswerSpanOut]:

@@ -90,6 +90,9 @@ _RELATIVE_WHO = frozenset({"who", "quien", "quienes"})
 _ASKS_WHO = frozenset({"who", "quien", "quienes", "chi", "wer", "qui", "quem"})
 _SUBJECT_BONUS = 3.0
 """How much nearer a name counts when it stands just before the verb the question asks "who" of."""
+_SUBJECT_PRONOUNS = frozenset({"he", "she", "they", "ella", "ellos", "ellas", "egli", "ella", "essi",
+                               "il", "elle", "ils", "elles", "er", "sie"})
+"""A pronoun just before the asked verb ("and he asked the oracle") stands for the name it refers back to."""
 _DETERMINERS = frozenset({"a", "an", "the", "his", "her", "their", "its", "my", "our", "un", "una", "el", "la",
                           "los", "las", "il", "lo", "le", "les", "une", "su", "sus", "suo", "sua"})
 _TERM_CAP = 8
@@ -367,7 +370,11 @@ class _Reading:
                 near.setdefault("#name", []).append(i)
         if not near:
             return None
-        keys = {item: self.nearness(item, near) for item in found}
+        stand_ins = self.pronoun_subjects(found, near)
+        keys = {item: self.nearness(stand_ins.get(item, item), near) for item in found}
+        for item in stand_ins:  # the one the sentence says did what is asked wins over names merely near
+            summed, apart, nearest = keys[item]
+            keys[item] = (summed - _TERM_CAP * len(near), apart, nearest)
         alone = self.kind == "when" and len({normalize(self.text[s:e]) for _, _, s, e in found}) == 1
         ranked = sorted((item for item in found if alone or keys[item][2] <= MAX_DISTANCE), key=keys.__getitem__)
         if not ranked:
@@ -377,6 +384,22 @@ class _Reading:
                   and (item[2] >= best[3] or item[3] <= best[2])
                   and normalize(self.text[item[2]:item[3]]) != normalize(self.text[best[2]:best[3]])]
         return None if rivals else (best[2], best[3])
+
+    def pronoun_subjects(self, found: Sequence[_Found], near: dict[str, list[int]]) -> dict[_Found, _Found]:
+        """For a "who" verb whose subject in the sentence is a pronoun ("and he asked the oracle"), the name
+        the pronoun refers back to (the last expression before it) judged as if it stood where the pronoun
+        does: the one who did it, however far the sentence first named them ("Well, Hermogenes, as you
+        know, ... he asked")."""
+        stand_ins: dict[_Found, _Found] = {}
+        if self.kind != "name" or not self.verb:
+            return stand_ins
+        for at in near.get(self.verb, []):
+            pronoun = next((p for p in range(at - 1, max(-1, at - 3), -1)
+                            if self.words[p].flat in _SUBJECT_PRONOUNS), None)
+            before = [item for item in found if pronoun is not None and item[1] < pronoun]
+            if pronoun is not None and before and not any(w.breaks for w in self.words[pronoun + 1:at + 1]):
+                stand_ins[max(before, key=lambda item: item[1])] = (pronoun, pronoun, 0, 0)
+        return stand_ins
 
     def nearness(self, item: _Found, near: dict[str, list[int]]) -> tuple[float, int, int]:
         """(summed distance to each of the question's terms, less the bonuses; words apart; distance to

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ..analysis import content_words, query_terms, word_tokens
 
-__all__ = ["Question", "read_question", "reader_terms"]
+__all__ = ["Question", "read_question", "reader_terms", "named_part"]
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern)) for kind, pattern in (
     ("number", r"\bhow (many|much|old|long|far|big|tall)\b|\bwhat (percentage|number|amount)\b"
@@ -132,3 +132,41 @@ def _subject(flat: str, languages: Sequence[str]) -> tuple[str, ...]:
     rest = next(group for group in match.groups() if group)
     return tuple(content_words(rest, languages))
 
+
+
+_ORDINALS = {word: n for n, words in enumerate((
+    "first primo primero primera premier premiere erste erster erstes", "second secondo segundo segunda deuxieme zweite",
+    "third terzo tercero tercera troisieme dritte", "fourth quarto cuarto cuarta quatrieme vierte",
+    "fifth quinto quinta cinquieme funfte", "sixth sesto sexto sexta sixieme sechste",
+    "seventh settimo septimo septima septieme siebte", "eighth ottavo octavo octava huitieme achte",
+    "ninth nono noveno novena neuvieme neunte", "tenth decimo decima dixieme zehnte"), start=1)
+    for word in words.split()}
+_PARTS = (r"eclogues?|odes?|poems?|chapters?|cantos?|staves?|books?|parts?|letters?|acts?|songs?|stories|story|"
+          r"egloga|capitulo|canto|libro|parte|poema|cancion|chapitre|livre|partie|kapitel|buch|teil|gedicht|ode")
+_PART_BY_ORDINAL = re.compile(rf"\b(?P<n>[a-z]+|\d{{1,3}}(?:st|nd|rd|th))\s+(?:{_PARTS})\b")
+_PART_BY_NUMBER = re.compile(rf"\b(?:{_PARTS})\s+(?P<n>\d{{1,3}}|[ivxlc]{{1,7}}|[a-z]+)\b")
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
+
+
+def named_part(text: str) -> int | None:
+    """The number of the part of the book a question names ("in the first eclogue", "the third ode",
+    "chapter 12", "canto V", "el capítulo segundo" read as 1, 3, 12, 5, 2), or None."""
+    flat = " ".join(word_tokens(text))
+    for match in _PART_BY_ORDINAL.finditer(flat):
+        word = match.group("n")
+        if word in _ORDINALS:
+            return _ORDINALS[word]
+        if word[:-2].isdigit():
+            return int(word[:-2])
+    numbered = _PART_BY_NUMBER.search(flat)
+    if numbered is None:
+        return None
+    number = numbered.group("n")
+    if number.isdigit():
+        return int(number)
+    if number in _ORDINALS:
+        return _ORDINALS[number]
+    if number == "i" or any(ch not in _ROMAN_VALUES for ch in number):  # "the book I read"
+        return None
+    values = [_ROMAN_VALUES[ch] for ch in number]
+    return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))

@@ -70,6 +70,8 @@ class Candidate:
     """The sentence before it in the same paragraph ("" at a paragraph's start): answers often span two."""
     after: str
     first_in_paragraph: bool
+    context: tuple[int, int] | None = None
+    """[start, end) of the sentence with ``before`` and ``after`` around it in its file (None: the sentence's)."""
 
 
 def is_answer_prose(sentence: str, question: Question, languages: Sequence[str], titles: frozenset[str]) -> bool:
@@ -115,7 +117,9 @@ def gather_candidates(library: ReaderLibrary, hits: Sequence[Hit], question: Que
                 continue
             before = _neighbour(text, spans, i - 1, start)
             after = _neighbour(text, spans, i + 1, end)
-            out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before))
+            context = (spans[i - 1][0] if before else start, spans[i + 1][1] if after else end)
+            out.append(Candidate(hit, rank, span, sentence, before, after, first_in_paragraph=not before,
+                                 context=context))
     return out + definition_candidates(library, hits, question, languages, seen, titles)
 
 
@@ -188,7 +192,8 @@ def _sentence_at(text: str, file_id: int, offset: int, hit: Hit, rank: int) -> C
     spans = sentence_spans(text, start, len(text) if end < 0 else end)
     for i, (start, end) in enumerate(spans):
         if start <= offset < end:
-            before = _neighbour(text, spans, i - 1, start)
-            return Candidate(hit, rank, Span(file_id, start, end), text[start:end], before,
-                             _neighbour(text, spans, i + 1, end), first_in_paragraph=not before)
+            before, after = _neighbour(text, spans, i - 1, start), _neighbour(text, spans, i + 1, end)
+            context = (spans[i - 1][0] if before else start, spans[i + 1][1] if after else end)
+            return Candidate(hit, rank, Span(file_id, start, end), text[start:end], before, after,
+                             first_in_paragraph=not before, context=context)
     return None

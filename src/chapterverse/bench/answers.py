@@ -441,6 +441,13 @@ class AnswerRecord:
     """answered / unsure / not_found (:attr:`AnswerResult.state`)."""
     passages_gold: bool = False
     """An unsure answer's passages hold a gold answer: they would have helped."""
+    first_passage_gold: bool = False
+    """An unsure answer's first passage (the one a reader reads first) holds a gold answer."""
+
+    @property
+    def useful(self) -> bool:
+        """What a reader gets from the answer: it is right, or it is unsure with the answer in its first passage."""
+        return self.holds_gold or self.first_passage_gold
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.question.id, "source": self.question.source, "scope": self.scope,
@@ -449,7 +456,8 @@ class AnswerRecord:
                 "cited_gold": self.cited_gold, "sentences": self.sentences, "ms": round(self.ms, 2),
                 "split": self.question.split,
                 "confidence": self.confidence, "phrases": self.phrases, "gold_in_document": self.gold_in_document,
-                "state": self.state, "passages_gold": self.passages_gold}
+                "state": self.state, "passages_gold": self.passages_gold,
+                "first_passage_gold": self.first_passage_gold, "useful": self.useful}
 
 
 def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms: float) -> AnswerRecord:
@@ -465,7 +473,9 @@ def record_answer(question: AnswerQuestion, scope: str, result: AnswerResult, ms
         confidence=float(confidence) if confidence is not None else None,
         phrases=[str(getattr(span, "text", span)) for span in getattr(result, "answer_spans", None) or []],
         state=str(getattr(result, "state", None) or ("answered" if result.found else "not_found")),
-        passages_gold=getattr(result, "state", None) == "unsure" and holds_gold(cited, question.answers))
+        passages_gold=getattr(result, "state", None) == "unsure" and holds_gold(cited, question.answers),
+        first_passage_gold=getattr(result, "state", None) == "unsure" and bool(result.citations)
+        and holds_gold(result.citations[0].text, question.answers))
 
 
 def _ask_timed(library: Library, question: AnswerQuestion, scope: str, doc_id: int | None,
@@ -549,6 +559,9 @@ class ScopeScore:
     """Of those, the share whose passages hold a gold answer."""
     absent_unsure: float | None = None
     """Share of absent questions answered "unsure" (refused, but with passages)."""
+    useful: float = 0.0
+    """Share of answerable questions whose answer is useful (:attr:`AnswerRecord.useful`): right, or unsure with
+    the answer in the first passage shown."""
     confidently_wrong: float = 0.0
     """Share of answerable questions answered wrong (the answer does not hold gold) with confidence at least
     :data:`CONFIDENT`: the answers that mislead most."""
@@ -567,7 +580,7 @@ class ScopeScore:
                 "phrase_matches_gold": _round(self.phrase_matches_gold),
                 "unsure": _round(self.unsure),
                 "unsure_passages_gold": _round(self.unsure_passages_gold), "absent_unsure": _round(self.absent_unsure),
-                "confidently_wrong": _round(self.confidently_wrong),
+                "confidently_wrong": _round(self.confidently_wrong), "useful": _round(self.useful),
                 "reliability": [b.to_json() for b in self.reliability]}
 
 
@@ -615,6 +628,7 @@ def score_records(records: Sequence[AnswerRecord]) -> ScopeScore:
         unsure=_share([r.state == "unsure" for r in answerable]),
         unsure_passages_gold=_share([r.passages_gold for r in unsure]) if unsure else None,
         absent_unsure=_share([r.state == "unsure" for r in absent]) if absent else None,
+        useful=_share([r.useful for r in answerable]),
         confidently_wrong=_share([r.found and not r.holds_gold and (r.confidence or 0.0) >= CONFIDENT
                                   for r in answerable]),
         reliability=reliability_table(records),

@@ -319,6 +319,7 @@ def _print_answer_report(report: AnswerReport) -> None:
         ("answerable questions", lambda s: str(s.questions)),
         ("answered", lambda s: f"{s.answered:.3f}"),
         ("answer holds gold", lambda s: f"{s.answer_holds_gold:.3f}"),
+        ("useful (right, or unsure with gold first)", lambda s: f"{s.useful:.3f}"),
         ("gold in document (ceiling)", lambda s: f"{s.gold_in_document:.3f}"),
         ("cited passages hold gold", lambda s: f"{s.cited_holds_gold:.3f}"),
         ("false refusals", lambda s: f"{s.false_refusals:.3f}"),

@@ -11,6 +11,12 @@ refused: an unknown field where the endpoint forbids them, a malformed URL, a te
 that is not JSON gets the same message on every route, the proxy's included: why and where it stops parsing
 (:func:`unparsable_body`).
 
+The knowledge-base API (``/v1/rag``) answers every request it refuses with one status, 422 ``BAD_INPUT``
+(:data:`RAG_INVALID`): an unknown field or query parameter, a missing one, a wrong type (bodies are strict:
+``"top_k": "5"`` is refused), a value out of range or too long, and a value the knowledge base refuses on
+reading it (a source named twice in a batch, an empty query). Only a body that is not JSON at all is 400,
+as on every route.
+
 A browser that asks for an address the reader does not have (``/nope``, ``/read/abc``) gets a small HTML page
 that says so and links back to the library, with status 404; the APIs' clients (every ``/api`` and ``/v1``
 path, and any request that does not ask for HTML before JSON) always get the JSON.
@@ -45,7 +51,7 @@ from ..errors import (
     TagError,
 )
 
-__all__ = ["ApiError", "error_body", "error_response", "install_error_handlers", "unparsable_body", "OPENAI_PATHS"]
+__all__ = ["ApiError", "RAG_INVALID", "error_body", "error_response", "install_error_handlers", "unparsable_body", "OPENAI_PATHS"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,10 @@ class ApiError(Exception):
         self.message = message
         self.headers = dict(headers or {})
 
+
+RAG_INVALID = 422
+"""The status of every request the knowledge-base API refuses (see the module's notes)."""
+_RAG_PREFIX = "/v1/rag"
 
 _UNPROCESSABLE = frozenset({"extra_forbidden", "value_error", "string_too_long", "too_long"})
 """Validation error types that refuse a value of a well-formed request: 422, not 400."""
@@ -203,6 +213,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ChapterverseError)
     async def _ours(request: Request, exc: ChapterverseError) -> JSONResponse:
         mapped = from_chapterverse(exc)
+        if mapped.status == 400 and mapped.code == "BAD_INPUT" and request.url.path.startswith(_RAG_PREFIX):
+            mapped.status = RAG_INVALID
         if mapped.status >= 500:
             log.error("%s %s failed: %s", request.method, request.url.path, exc)
         return _answer(mapped, request)
@@ -215,6 +227,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return _answer(unparsed, request)
         errors = exc.errors()
         status = 422 if errors and all(e.get("type") in _UNPROCESSABLE for e in errors) else 400
+        if request.url.path.startswith(_RAG_PREFIX):
+            status = RAG_INVALID
         return error_response(status, "BAD_INPUT", _validation_message(exc), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)

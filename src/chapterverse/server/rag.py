@@ -19,7 +19,7 @@ from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.routing import APIRoute
-from pydantic import AfterValidator, BaseModel, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 
@@ -35,7 +35,7 @@ from ..knowledgebase import (
     UpsertItem,
 )
 from ..positions import defang_tags
-from .errors import ApiError
+from .errors import RAG_INVALID, ApiError
 from .limits import MAX_ID, check_length, check_metadata
 from .lone_surrogates import require_text_body
 from .response_models import (
@@ -75,7 +75,7 @@ def _known_query(request: Request) -> None:
     unknown = [name for name in dict.fromkeys(request.query_params.keys()) if name not in known]
     if unknown:
         takes = f"takes {', '.join(known)}" if known else "takes no query parameters"
-        raise ApiError(422, "BAD_INPUT", f"query: unknown parameter {', '.join(repr(n) for n in unknown)}; "
+        raise ApiError(RAG_INVALID, "BAD_INPUT", f"query: unknown parameter {', '.join(repr(n) for n in unknown)}; "
                                          f"this endpoint {takes}")
 
 
@@ -99,8 +99,11 @@ class _Body(BaseModel):
 
     An ignored field is a silent wrong answer: ``{"source": "faq", "content": "..."}`` was an upsert with empty
     text, which deletes the source; ``{"query": "...", "k": 1}`` a search with the default top_k. OpenAI's API
-    refuses an unrecognized argument the same way.
+    refuses an unrecognized argument the same way. Types are strict for the same reason: ``"top_k": "5"`` is a
+    client's mistake to name (a string where a number goes), not a number to guess.
     """
+
+    model_config = ConfigDict(strict=True)
 
     @model_validator(mode="before")
     @classmethod
@@ -370,7 +373,7 @@ def search(request: Request, body: SearchRequest) -> dict[str, Any]:
     settings = server_state(request).settings
     check_length("query", body.query, settings.max_query_chars, "--max_query_chars")
     if not body.query.strip():  # spaces passed min_length, and the nearest chunk to nothing was answered
-        raise ApiError(400, "BAD_INPUT", "query is empty")
+        raise ApiError(RAG_INVALID, "BAD_INPUT", "query is empty")
     threshold = settings.rag_threshold if body.threshold is None else body.threshold
     found = kb.search_report(body.query, k=body.top_k or settings.rag_top_k, threshold=threshold)
     hits = found.hits

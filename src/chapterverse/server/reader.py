@@ -462,7 +462,8 @@ def _settings(state: ServerState) -> dict[str, Any]:
         embedder = state.reader.embedder
         model, dim = embedder.name, str(embedder.dim)
     return {"llm": state.upstream.to_json(), "llm_editable": state.settings.secret("api_key") is not None,
-            "embedding_model": model, "embedding_dim": int(dim or 0), "library": str(state.reader.location)}
+            "embedding_model": model, "embedding_dim": int(dim or 0), "library": str(state.reader.location),
+            "path_ingest": bool(state.settings.path_ingest_roots)}
 
 
 @router.get("/settings", response_model=ReaderSettings,

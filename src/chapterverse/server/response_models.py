@@ -402,3 +402,6 @@ class ReaderSettings(_Shape):
     embedding_model: str
     embedding_dim: int
     library: str
+    path_ingest: bool = Field(description="Whether files and folders on the server may be added by path (POST "
+                                          "/api/documents/path): --ingest_roots, or the knowledge-base folder "
+                                          "with RAG on. The reader hides its form when not.")

@@ -118,7 +118,8 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
         log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it",
                  settings.host, listening.getsockname()[1],
                  _library_named(settings) + ("" if existed else ", new and empty: created now"),
-                 f"; knowledge base {settings.rag_kb_path}" if settings.rag_enabled
+                 f"; knowledge base {settings.rag_kb_path}, its index written inside it in "
+                 f"{settings.kb_library_dir} (skipped by the folder scan)" if settings.rag_enabled
                  else "; knowledge base disabled (--rag_enabled to turn it on)")
         stopping.StoppingServer(config, abandon=app.state.cv.abandon_work).run(sockets=[listening])
     return 0

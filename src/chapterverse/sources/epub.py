@@ -40,7 +40,7 @@ from ..errors import EncryptedSourceError, SourceError, SourceTooLargeError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
 from .navigation import contents_lists, inward_ranges, is_contents_page
-from .structure import gutenberg_spans
+from .structure import front_lists, gutenberg_spans
 from .xhtml import HtmlText, collapsed_text, html_to_text, local_name, parse_xml, xhtml_to_text
 
 __all__ = ["read_epub", "resolve_href", "MAX_UNCOMPRESSED_BYTES", "MAX_COMPRESSION_RATIO"]
@@ -365,7 +365,8 @@ def _read_spine(archive: _Archive, path: Path,
 def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths: list[str],
                           package: _Package) -> None:
     """Narrow each file's ``body`` to the book: nothing of a contents page, nothing outside a Gutenberg
-    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes).
+    edition's START and END lines; a contents list inside a page is ``left_out`` (see the module's notes), and
+    so is a list of illustrations in the front third of the spine that does not link to them.
 
     A book whose every page with text reads as contents (a glossary whose entries all link to each other) is
     its own content: then no page is left out, as a whole or in part."""
@@ -376,13 +377,26 @@ def _leave_out_navigation(files: list[ParsedFile], texts: list[HtmlText], paths:
     pages = [path == ncx or is_contents_page(parsed.text, found) for parsed, path, found in zip(texts, paths, ranges)]
     if all(page or not file.has_text for page, file in zip(pages, files)):
         pages, ranges = [False] * len(files), [[] for _ in files]
-    for file, parsed, page, found in zip(files, texts, pages, ranges):
+    front = max(1, len(files) // 3)
+    for number, (file, parsed, page, found) in enumerate(zip(files, texts, pages, ranges)):
         if page:
             file.narrow(0, 0)
         else:
-            file.left_out = contents_lists(parsed.text, found)
+            lists = front_lists(parsed.text) if number < front else []
+            file.left_out = _merged(contents_lists(parsed.text, found) + lists)
     for file, span in zip(files, gutenberg_spans([file.text for file in files]) or ()):
         file.narrow(*span)
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` sorted and disjoint, overlapping ones joined."""
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(ranges):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
 
 
 def _in_spine(in_spine: frozenset[str], base_dir: str, href: str) -> bool:

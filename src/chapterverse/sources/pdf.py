@@ -37,6 +37,7 @@ from pypdf.generic import Destination
 from ..errors import EncryptedSourceError, SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
+from .pdf_front import leave_out_front_matter
 from .pdf_running_lines import mark_running_lines
 
 __all__ = ["read_pdf", "check_pdf_header", "clean_page_text", "MAX_TOC_DEPTH", "MAX_TOC_ENTRIES",
@@ -78,10 +79,11 @@ def read_pdf(source: Source, *, password: str | None = None) -> ParsedDocument:
     """Read a PDF; EncryptedSourceError when the password does not open it, SourceError when unreadable.
 
     Running headers and footers are kept out of each page's body, and printed page numbers label the pages
-    of a PDF without labels (``sources.pdf_running_lines``)."""
+    of a PDF without labels (``sources.pdf_running_lines``); so are a Project Gutenberg licence and the
+    contents and lists of figures its outline names (``sources.pdf_front``)."""
     with opened(source) as file:
         check_pdf_header(file)
-        return mark_running_lines(_read_pdf(file, password))
+        return leave_out_front_matter(mark_running_lines(_read_pdf(file, password)))
 
 
 def check_pdf_header(file: SourceFile) -> None:

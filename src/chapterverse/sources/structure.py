@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -59,6 +59,14 @@ _CONTENTS_TITLE = re.compile(
     r"^\s*(?:#+\s*)?(?:table\s+of\s+contents|contents|[íi]ndice(?:\s+general)?|sumario|table\s+des\s+mati[èe]res|"
     r"sommaire|inhalt|inhaltsverzeichnis|indice|contenido|contenidos)"
     rf"(?:\s+(?:of\s+|del?\s+)?(?:{_MAJOR})\s+{_NUMBER})?\s*[.:]?\s*$", re.IGNORECASE)
+_FRONT_LIST_TITLE = re.compile(
+    r"^\s*(?:#+\s*)?(?:(?:list|table|index)\s+of\s+(?:the\s+)?(?:illustrations|plates|figures|engravings|maps)|"
+    r"illustrations|plates|[íi]ndice\s+de\s+(?:las\s+)?(?:ilustraciones|l[áa]minas)|lista\s+de\s+ilustraciones|"
+    r"(?:liste|table)\s+des\s+(?:illustrations|gravures|planches)|abbildungsverzeichnis|"
+    r"verzeichnis\s+der\s+(?:abbildungen|illustrationen)|indice\s+delle\s+(?:illustrazioni|tavole)|"
+    r"elenco\s+delle\s+(?:illustrazioni|tavole))\s*[.:]?\s*$", re.IGNORECASE)
+"""The title of a list of illustrations (plates, figures, maps) at the front: captions that only point into the
+book, as its contents do, so it is left out of the body as a contents list is."""
 _UNDERLINE = re.compile(r"^\s*(?:=+|-+)\s*$")
 _NOT_WORD = re.compile(r"[\W_]+")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
@@ -203,7 +211,7 @@ def text_structure(text: str, headings: list[Heading] | None = None) -> TextStru
     if contents is not None:
         found = _with_contents(found, lines, contents, hi)
     found = [heading for heading in found if heading.offset >= after and _norm(heading.title) not in _END_MARKS]
-    body = _body(text, found, lo, hi, contents)
+    body = _body(text, found, lo, hi, contents, _front_lists(lines, first, hi))
     found = [heading for heading in found if body[0] <= heading.offset < body[1]]
     top = min((heading.level for heading in found), default=0)
     found = [Heading(heading.level - top, heading.title, heading.offset) for heading in found]
@@ -308,16 +316,34 @@ def _plausible(candidates: list[_Candidate], lines: list[_Line]) -> list[_Candid
     for style, group in by_style.items():
         if style[0] == "keyword" or _counts_up(group, lines):
             kept.add(style)
+    for alone, titled in _mixed_pairs(by_style, kept):
+        group = sorted(by_style[alone] + by_style[titled], key=lambda c: c.line)
+        if _counts_up(group, lines, _MIN_GAP // 2):
+            for candidate in by_style[alone]:
+                candidate.style = titled
+            kept.add(titled)
     return [candidate for candidate in candidates if candidate.style in kept]
 
 
-def _counts_up(group: list[_Candidate], lines: list[_Line]) -> bool:
+def _mixed_pairs(by_style: dict[tuple[str, ...], list[_Candidate]],
+                 kept: set[tuple[str, ...]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(numerals alone, numerals with a title) styles of one kind of numeral, neither kept on its own: the
+    headings of a book whose sections have a title or not ("I.  MELIBOEUS, TITYRUS", then "II."), which
+    count up only together."""
+    return [(alone, ("numbered", alone[2])) for alone in by_style
+            if alone[0] == "numeral" and not alone[1] and alone[3] == "." and alone not in kept
+            and ("numbered", alone[2]) in by_style and ("numbered", alone[2]) not in kept]
+
+
+def _counts_up(group: list[_Candidate], lines: list[_Line], min_gap: int = _MIN_GAP) -> bool:
+    """Whether the group counts up from one like chapters. Numerals alone and numerals with a title that
+    count up only together (``_mixed_pairs``) need half the gap: two looks in alternation are no list."""
     numbers = [candidate.number or 0 for candidate in group]
     if len(group) < _MIN_RUN or numbers[0] != 1:
         return False
     steps = sum(1 for a, b in zip(numbers, numbers[1:]) if b in (a + 1, 1))
     gaps = sorted(lines[b.line].offset - lines[a.line].offset for a, b in zip(group, group[1:]))
-    return steps >= 0.8 * (len(group) - 1) and gaps[len(gaps) // 5] >= _MIN_GAP
+    return steps >= 0.8 * (len(group) - 1) and gaps[len(gaps) // 5] >= min_gap
 
 
 def _attach_titles(candidates: list[_Candidate], lines: list[_Line]) -> set[int]:
@@ -391,7 +417,7 @@ def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]
     headings = []
     for candidate in sorted(candidates, key=lambda c: c.line):
         line = lines[candidate.line]
-        title = " ".join([line.stripped, *(lines[i].stripped for i in candidate.title_lines)])
+        title = " ".join(" ".join([line.stripped, *(lines[i].stripped for i in candidate.title_lines)]).split())
         level = ranks.get(candidate.style, candidate.rank)
         headings.append(Heading(level, title, line.offset + line.text.index(line.stripped[0])))
     return headings
@@ -527,11 +553,37 @@ def _with_contents(found: list[Heading], lines: list[_Line], contents: tuple[int
 # the book's span
 
 
-def _body(text: str, headings: list[Heading], lo: int, hi: int, contents: tuple[int, int] | None) -> tuple[int, int]:
+def front_lists(text: str) -> list[tuple[int, int]]:
+    """[start, end) of each list of illustrations (plates, figures, maps) in ``text``'s front third: a page of an
+    EPUB's front matter that lists captions without linking to them."""
+    return _front_lists(_lines(text), 0, len(text))
+
+
+def _front_lists(lines: list[_Line], first: int, hi: int) -> list[tuple[int, int]]:
+    """[start, end) of each list of illustrations in the front third of the book (at most ``_MAX_CONTENTS_LINES``
+    lines on): its title and the short lines under it, up to two blank lines."""
+    limit = min(len(lines), first + max(400, (bisect.bisect_left([l.offset for l in lines], hi) - first) // 3),
+                first + _MAX_CONTENTS_LINES)
+    found: list[tuple[int, int]] = []
+    for index in range(first, limit):
+        if not _FRONT_LIST_TITLE.match(lines[index].text):
+            continue
+        entry = _next_text(lines, index, 6)
+        if entry is None or lines[entry].offset >= hi:
+            continue
+        stop = _gap_end(lines, entry, hi)
+        entries = [j for j in range(entry, stop) if lines[j].stripped and not _UNDERLINE.match(lines[j].text)]
+        if len(entries) >= 2 and all(len(lines[j].stripped) <= 120 for j in entries):
+            found.append((lines[index].offset, lines[entries[-1]].offset + len(lines[entries[-1]].text)))
+    return found
+
+
+def _body(text: str, headings: list[Heading], lo: int, hi: int, contents: tuple[int, int] | None,
+          front_lists: Sequence[tuple[int, int]] = ()) -> tuple[int, int]:
     """[lo, hi) narrowed past the front matter and a transcriber's note at the end.
 
     The front: the title page (and an edition note or dedication) with the contents list after it, when what
-    precedes the list is short; with no list, in a Gutenberg text (``lo > 0``), a short title page before the
+    precedes the list is short, and a list of illustrations after either (``front_lists``); with no list, in a Gutenberg text (``lo > 0``), a short title page before the
     first heading (elsewhere that is a short first section: "# Notes" / "Two lines." / "## Part one"). A longer
     text before the list is a preface, and the book starts there."""
     start = lo
@@ -542,6 +594,9 @@ def _body(text: str, headings: list[Heading], lo: int, hi: int, contents: tuple[
         head_end = _title_heading_end(text, headings, lo)
         if _short(text, head_end, first_heading if head_end == lo else headings[1].offset):
             start = first_heading if head_end == lo else headings[1].offset
+    for list_start, list_end in front_lists:  # a list of illustrations right after the title page or contents
+        if list_start >= start and _short(text, start, list_start):
+            start = _next_line(text, list_end)
     note = _TRANSCRIBER.search(text, start, hi)
     if note is not None and (first_heading is None or note.start() < first_heading) and _short(text, start,
                                                                                                 note.start()):

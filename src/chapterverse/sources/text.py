@@ -86,8 +86,22 @@ def read_markdown(source: Source) -> ParsedDocument:
     headings = markdown_headings(text)
     structure = text_structure(text, headings)
     document = _document(file.path, "markdown", text, structure.headings, warnings, structure.body)
-    _name(document, structure.title or (headings[0].title if headings else None), structure.author)
+    _name(document, structure.title or _title_line(text, headings) or (headings[0].title if headings else None),
+          structure.author)
     return document
+
+
+def _title_line(text: str, headings: list[Heading]) -> str | None:
+    """The first line of a Markdown book when it is its title page's title: a short line in capitals or title
+    case, not itself a heading, before the first heading ("  A CHRISTMAS CAROL", an illustration's caption,
+    then "## STAVE ONE"). A book whose first line is its ``# Title`` heading takes that heading instead."""
+    stripped = text.lstrip()
+    line = stripped.split("\n", 1)[0].strip().strip("*_").strip()
+    offset = len(text) - len(stripped)
+    if not headings or offset >= headings[0].offset or _ATX.match(line) or line.startswith(("[", "!", "<")):
+        return None
+    letters = [ch for ch in line if ch.isalpha()]
+    return line if 0 < len(line) <= 100 and len(letters) >= 3 and all(ch.isupper() for ch in letters) else None
 
 
 def read_txt(source: Source) -> ParsedDocument:

@@ -2,7 +2,7 @@
 // footnote links, the verifier's findings are marked, and every piece of answer text is a text node (never HTML).
 // A tag-shaped string that no citation holds is text: a book can write one, and only citations are verified.
 
-import { h } from "./dom.js";
+import { h, reflowed } from "./dom.js";
 import { PREVIEW_ID } from "./preview.js";
 
 /** A well-formed tag in answer text; group 1 is the tag key (f5-123-165). */
@@ -48,6 +48,20 @@ export function citationSnippet(c, limit = 90) {
   const head = [...text].slice(0, limit).join("");
   const cut = head.lastIndexOf(" ");
   return `${(cut > limit / 2 ? head.slice(0, cut) : head).replace(/[\s,;:.]+$/, "")}…`;
+}
+
+const STATE_LABELS = {
+  answered: ["answered", "The reader stands by this answer"],
+  unsure: ["unsure", "No answer the reader would stand by: passages that may help"],
+  not_found: ["not found", "Nothing in the book answers this"],
+};
+
+/** The answer's state and, for an extractive answer, its confidence: "answered · confidence 0.73". */
+export function stateLabel(result) {
+  const state = result.state || (result.found === false ? "not_found" : "answered");
+  const [label, explain] = STATE_LABELS[state] || [state, ""];
+  const sure = typeof result.confidence === "number" ? ` · confidence ${result.confidence.toFixed(2)}` : "";
+  return { state, text: `${label}${sure}`, explain };
 }
 
 const MODE_LABELS = {
@@ -194,6 +208,7 @@ function pieces(answer, ranges, numbers, streaming) {
  */
 export function answerFragment(result, docId, streaming = false) {
   const answer = String(result.answer || "");
+  const shown = reflowed(answer); // hard-wrapped passages as running text; the same length, so every range holds
   const numbers = numberTags(answer, result.citations || []);
   const { ranges, unplaced } = decorations(answer, result);
   const all = pieces(answer, ranges, numbers, streaming);
@@ -206,7 +221,7 @@ export function answerFragment(result, docId, streaming = false) {
     if (piece.kind === "tag") {
       node = footnote(piece.key, numbers.get(piece.key), docId);
     } else {
-      let text = answer.slice(piece.start, piece.end);
+      let text = shown.slice(piece.start, piece.end);
       // "stairs [1]." reads better as "stairs[1]." with a superscript: drop spaces before a footnote.
       if (all[i + 1] && all[i + 1].kind === "tag") text = text.replace(/[ \t]+$/, "");
       if (!text) return;
@@ -269,6 +284,11 @@ function sourceList(numbers, docId) {
   return items.length ? h("ol", { class: "cv-sources", "aria-label": "Sources" }, items) : null;
 }
 
+function stateBadge(result) {
+  const { state, text, explain } = stateLabel(result);
+  return h("span", { class: `cv-badge cv-state cv-state-${state}`, "data-cv-state": state, title: explain }, text);
+}
+
 /**
  * Fill `box` (an assistant message) with a result. `streaming` results are partial: no verifier
  * notes or sources yet. Returns the numbers map (key -> {n, citation}).
@@ -281,7 +301,8 @@ export function renderResult(box, result, { docId, streaming = false, meta = {} 
     const [label, explain] = MODE_LABELS[mode] || [mode, ""];
     children.push(h("div", { class: "cv-msg-meta" },
       mode ? h("span", { class: `cv-badge cv-mode-${mode}`, "data-cv-mode-badge": mode, title: explain }, label) : null,
-      streaming ? h("span", { class: "cv-typing", "aria-hidden": "true" }, "answering…") : null));
+      streaming ? h("span", { class: "cv-typing", "aria-hidden": "true" }, "answering…") : null,
+      streaming ? null : stateBadge(result)));
     if (notice) children.push(h("p", { class: "cv-notice", role: "note", "data-cv-notice": true }, notice));
   }
   // Three states (AnswerResult.state): answered; unsure (no answer, but cited passages that may help: a note,

@@ -83,3 +83,34 @@ export function markedTerms(text, query) {
   if (last < text.length) nodes.push(text.slice(last));
   return nodes;
 }
+
+/**
+ * Whether a block's line breaks are a hard wrap of prose (a plain-text book's or a PDF's lines), which a reader
+ * reflows, rather than verse or a list, whose lines are the text's: two lines at least, the widest 50
+ * characters or more, every line but the last at least 0.6 of it unless it ends a sentence (a paragraph's
+ * end inside a PDF page), and not most lines opening with a capital (verse). Display only: the text itself, and so every position, stays as stored.
+ */
+export function hardWrapped(text) {
+  const lines = String(text).replace(/\n+$/, "").split("\n").map((line) => line.trim());
+  if (lines.length < 2 || lines.some((line) => !line)) return false;
+  const widths = lines.map((line) => [...line].length);
+  const widest = Math.max(...widths);
+  // a short line that ends a sentence ends a paragraph inside the block (a PDF page has no blank lines)
+  const short = (line, i) => widths[i] < 0.6 * widest && !/[.!?;:"”’»)]$/.test(line);
+  if (widest < 50 || lines.slice(0, -1).some(short) || !widths.slice(0, -1).some((w) => w >= 0.6 * widest)) {
+    return false;
+  }
+  const capitals = lines.filter((line) => /^[\p{Lu}]/u.test(line)).length;
+  return capitals < 0.8 * lines.length;
+}
+
+/**
+ * `text` with the line breaks of its hard-wrapped runs shown as spaces (same length, so offsets into it hold).
+ * A run ends at a blank line, after a citation tag ("…sea.[f1-10-20]\n") and after a line ending in a colon.
+ */
+export function reflowed(text) {
+  const source = String(text);
+  const runs = source.split(/(?<=\]|:)\n|\n(?=[ \t]*\n)/);
+  return runs.map((run) => (hardWrapped(run.replace(/^\s+/, "")) ? run.replace(/(?<=\S)\n(?=\S)/g, " ") : run))
+    .join("\n");
+}

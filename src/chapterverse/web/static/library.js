@@ -77,7 +77,9 @@ export class Library {
         h("button", { type: "submit", class: "cv-button cv-button-primary" }, "Upload")));
     this.pathInput = h("input", { type: "text", id: "cv-add-path", "data-cv-path-input": true, required: true,
       placeholder: "/home/me/books or /home/me/books/moby-dick.epub", spellcheck: "false", autocomplete: "off" });
-    this.pathForm = h("form", { class: "cv-add-form", "data-cv-path-form": true },
+    // Shown only where the server takes paths (settings' path_ingest); when the settings cannot be read (a
+    // server with a key not yet given) it is shown, and the server's answer says what is needed.
+    this.pathForm = h("form", { class: "cv-add-form", "data-cv-path-form": true, hidden: true },
       h("label", { for: "cv-add-path" }, "…or add a file or folder that is on the server"),
       h("div", { class: "cv-add-row" }, this.pathInput,
         h("button", { type: "submit", class: "cv-button" }, "Add")));
@@ -93,6 +95,8 @@ export class Library {
       const file = this.fileInput.files && this.fileInput.files[0];
       if (file) this.upload(file);
     });
+    api.settings().then((settings) => { this.pathForm.hidden = !settings.path_ingest; },
+      () => { this.pathForm.hidden = false; });
     this.pathForm.addEventListener("submit", (e) => {
       e.preventDefault();
       const path = this.pathInput.value.trim();

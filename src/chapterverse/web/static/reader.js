@@ -9,7 +9,7 @@
 import { api } from "./api.js";
 import { TAG_KEY_RE, hitPlace, passageHref } from "./answer.js";
 import { CodePointIndex } from "./codepoints.js";
-import { h, isPlainClick, markedTerms } from "./dom.js";
+import { h, hardWrapped, isPlainClick, markedTerms } from "./dom.js";
 
 /** "#f5-10-20" -> {file, start, end}; "#f5-10" -> {file, offset}; "#f5" -> {file}; else null. */
 export function parseHash(hash) {
@@ -368,7 +368,10 @@ export class Reader {
       addGap(pos, start);
       for (const [a, b, rule] of markdown ? markdownParts(index, start, end) : [[start, end, false]]) {
         // A rule after a heading line is its setext underline (hidden); alone, a thematic break (a line).
-        const cls = !rule ? {} : { class: a > start ? "cv-md-underline" : "cv-md-rule", "aria-hidden": "true" };
+        // A hard-wrapped paragraph (plain text, a PDF's lines) reflows; verse keeps its lines. CSS only: the
+        // text nodes, and so every highlight's offsets, are the stored text.
+        const cls = !rule ? (hardWrapped(index.slice(a, b)) ? { class: "cv-reflow" } : {})
+          : { class: a > start ? "cv-md-underline" : "cv-md-rule", "aria-hidden": "true" };
         const el = h(rule ? "span" : "p", { ...cls, "data-start": a, "data-end": b });
         const line = !rule && contents.get(a);
         // A contents line is a link to its part; the link holds the text, so a highlight marks inside it.

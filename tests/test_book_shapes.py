@@ -1,0 +1,113 @@
+"""Books of the shapes new readers bring, read as the printed book is: its title, its contents, and only its text.
+
+Small texts in tests/data/shapes (see its README): a Markdown book whose first line is its title in capitals, then
+an illustration's caption, a contents list and a list of illustrations before its first heading; a Latin book
+whose headings are a Roman numeral with a title or a numeral alone; and a PDF as Project Gutenberg typesets
+them, whose outline names its list of figures and its licence ("PG License."). What is not the book stays in
+the stored text (positions are exact) but is never chunked, so never a search hit or an answer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hashembed import HashingEmbedder
+from textpdf import text_pdf
+from typer.testing import CliRunner
+
+from chapterverse.chunking import chunk_document
+from chapterverse.cli import app
+from chapterverse.library import Library
+from chapterverse.sources import ParsedDocument, open_source, read_source
+
+SHAPES = Path(__file__).parent / "data" / "shapes"
+CHIMES = SHAPES / "the-chimes.md"
+ODES = SHAPES / "horace-odes-la.txt"
+
+
+def read(path: Path) -> ParsedDocument:
+    with open_source(path) as file:
+        return read_source(file)
+
+
+def chunk_texts(document: ParsedDocument) -> list[str]:
+    return [document.files[c.file_index].text[c.start:c.end] for c in chunk_document(document)]
+
+
+def test_a_markdown_book_is_titled_by_its_title_line_not_its_first_heading() -> None:
+    book = read(CHIMES)
+    assert book.title == "THE CHIMES"
+    assert [entry.title for entry in book.toc] == ["FIRST QUARTER", "SECOND QUARTER", "THIRD QUARTER",
+                                                   "FOURTH QUARTER"]
+
+
+def test_a_list_of_illustrations_is_not_chunked() -> None:
+    texts = chunk_texts(read(CHIMES))
+    assert texts and not any("LIST OF ILLUSTRATIONS" in t or "White Whale" in t or "CONTENTS" in t for t in texts)
+    assert any("Toby Veck, whom" in t for t in texts)
+
+
+def test_numerals_with_a_title_and_numerals_alone_are_one_run_of_headings() -> None:
+    book = read(ODES)
+    assert [entry.title for entry in book.toc] == ["I. AD MAECENATEM", "II.", "III. AD NAVEM QVA VEHEBATVR VERGILIVS",
+                                                   "IV.", "V. AD PYRRHAM", "VI."]
+    assert len({entry.level for entry in book.toc}) == 1
+    text = book.files[0].text
+    assert all(text[entry.offset:].startswith(entry.title.split()[0]) for entry in book.toc)
+
+
+def test_a_single_file_takes_the_title_given_and_gives_it_back(tmp_path: Path) -> None:
+    lib = str(tmp_path / "lib")
+    runner = CliRunner()
+
+    def ingest(*args: str) -> dict[str, object]:
+        result = runner.invoke(app, ["ingest", str(ODES), *args, "--json", "--library", lib])
+        assert result.exit_code == 0, result.output
+        [doc] = json.loads(result.output)["documents"]
+        return dict(doc)
+
+    named = ingest("--title", "Odes, Book I")
+    assert named["title"] == "Odes, Book I" and named["changed"]
+    assert ingest("--title", "Odes, Book I")["changed"] is False
+    assert ingest()["title"] == "Q. HORATI FLACCI CARMINA"
+
+
+GUTENBERG_PDF = [
+    "The Project Gutenberg EBook of Plane Figures, by A. Surveyor\nThis eBook is for the use of anyone anywhere.",
+    "List of Figures\nFig. 1. A right triangle 3\nFig. 2. The circle and its chord 4\nFig. 3. A white whale 5",
+    "CHAPTER I. TRIANGLES\nA triangle has three sides and three angles,\nwhich together make two right angles.",
+    "CHAPTER II. CIRCLES\nEvery chord of a circle is shorter than\nits diameter, save the diameter itself.",
+    "PG License.\nSection 1. General Terms of Use and Redistributing Project\nGutenberg-tm electronic works.",
+]
+
+
+def test_a_gutenberg_pdf_s_licence_and_list_of_figures_are_not_chunked(tmp_path: Path) -> None:
+    path = text_pdf(tmp_path / "plane-figures.pdf", GUTENBERG_PDF, outline=[
+        ("Title Page", 0), ("List of Figures", 1), ("Chapter I. Triangles", 2), ("Chapter II. Circles", 3),
+        ("PG License.", 4)])
+    book = read(path)
+    texts = chunk_texts(book)
+    assert any("three sides" in t for t in texts) and any("chord of a circle" in t for t in texts)
+    assert not any("General Terms" in t or "Fig. 1" in t or "white whale" in t for t in texts), texts
+    assert "PG License." in book.files[4].text  # kept in the stored text, positions exact
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    library.ingest([path])
+    assert all("Fig." not in hit.chunk.text for hit in library.search("white whale figures", k=5))
+
+
+def test_an_epub_s_list_of_illustrations_without_links_is_not_chunked(tmp_path: Path) -> None:
+    from test_sources_hostile import build_epub, xhtml
+
+    plates = "".join(f"<p>{caption}</p>" for caption in (
+        "The Bells of the Old Church, by Night", "Trotty Veck at the Church Door", "The White Whale of the Weathervane"))
+    chapter = ("<h1>FIRST QUARTER</h1><p>Toby Veck, whom everybody called Trotty because of his pace, waited by "
+               "the old church door in all weathers.</p>")
+    path = build_epub(tmp_path / "chimes.epub", {
+        "title.xhtml": xhtml("<h1>THE CHIMES</h1><p>A Goblin Story</p>"),
+        "plates.xhtml": xhtml(f"<h2>LIST OF ILLUSTRATIONS</h2>{plates}"),
+        "one.xhtml": xhtml(chapter), "two.xhtml": xhtml(chapter.replace("FIRST", "SECOND")),
+        "three.xhtml": xhtml(chapter.replace("FIRST", "THIRD")), "four.xhtml": xhtml(chapter.replace("FIRST", "FOURTH"))})
+    texts = chunk_texts(read(path))
+    assert any("Toby Veck" in t for t in texts)
+    assert not any("White Whale" in t or "LIST OF ILLUSTRATIONS" in t for t in texts), texts
