@@ -48,7 +48,7 @@ def test_the_terminal_reflows_a_hard_wrapped_passage_and_json_keeps_it_exact(lib
 
 def test_search_says_what_orders_its_list_when_the_numbers_do_not(library: str,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from chapterverse import passages
+    from chapterverse.search import passages
 
     real = passages.search_results
 
