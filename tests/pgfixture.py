@@ -30,12 +30,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def _start_embedded() -> tuple[str, Path]:
     data = Path(tempfile.mkdtemp(prefix="chapterverse-pg-"))
     env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "start", str(data)], capture_output=True,
-                          text=True, env=env, timeout=180)
+    try:
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "start", str(data)], capture_output=True,
+                              text=True, env=env, timeout=180)
+    except BaseException:  # interrupted while it started: a postmaster may already run on its own
+        _purge(data)
+        raise
     if done.returncode != 0:
-        shutil.rmtree(data, ignore_errors=True)
+        _purge(data)
         raise RuntimeError(done.stderr.strip()[-2000:] or done.stdout.strip())
     return done.stdout.strip().splitlines()[-1], data
+
+
+def _purge(data: Path) -> None:
+    """Stop the cluster in ``data`` if one runs, and delete it."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "purge", str(data)], capture_output=True,
+                   env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    shutil.rmtree(data, ignore_errors=True)
 
 
 def schema_url(url: str, schema: str) -> str:
@@ -63,8 +74,7 @@ def pg_url() -> Iterator[str]:
     try:
         yield url
     finally:
-        subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "purge", str(data)], capture_output=True,
-                       env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+        _purge(data)
 
 
 @pytest.fixture
