@@ -48,6 +48,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that asks for PostgreSQL is marked ``postgres`` when collected, before ``-m`` selects, so the quick
+    set never starts a cluster."""
+    for item in items:
+        if {"pg_url", "pg_schema_url"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
     """A test whose interrupt was swallowed on the way (click's "Aborted!", a child's exit 130) stops the run
     here, as an interrupt, not as that test's failure."""
