@@ -6,6 +6,7 @@
 #   bash scripts/docs.sh build     build it into site/ with --strict: a broken link, a missing page or a public name
 #                                  that no longer exists is an error (CI runs this)
 set -euo pipefail
+export NO_MKDOCS_2_WARNING=1  # Material's notice about its successor, on every build
 cd "$(dirname "$0")/.."
 case "${1:-serve}" in
   serve|build) ;;

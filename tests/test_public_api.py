@@ -3,6 +3,7 @@ as written against a real library), costs what the CLI's quick commands cost, an
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,3 +44,12 @@ def test_the_readme_example(tmp_path: Path) -> None:
         assert library.resolve(citation.tag).text == citation.text
     library.close()
     assert chapterverse.open_library(tmp_path / "books").documents()[0].title == "The Keeper of Gull Rock"
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference() -> None:
+    """docs/reference.md renders each public name from its docstring (mkdocstrings); ``mkdocs build --strict``
+    fails on an entry whose name is gone, and this on a public name without an entry."""
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text(encoding="utf-8")
+    entries = re.findall(r"^::: chapterverse\.(\w+)$", reference, re.M)
+    assert sorted(entries) == sorted(name for name in chapterverse.__all__ if name != "__version__")
+    assert "`chapterverse.__version__`" in reference
