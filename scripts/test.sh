@@ -19,12 +19,8 @@ fi
 # The run relies on cached bytecode: without it pytest rewrites every test module's asserts again on each run
 # and each chapterverse process the tests start compiles the package again.
 unset PYTHONDONTWRITEBYTECODE
-started=$SECONDS
+export CHAPTERVERSE_TEST_STARTED="${CHAPTERVERSE_TEST_STARTED:-$(date +%s)}"  # tests/conftest.py says how long it took
 bash scripts/setup.sh
 mkdir -p artifacts
 .venv/bin/python -m mypy
-status=0
-.venv/bin/python -m pytest "${selection[@]}" "$@" || status=$?
-elapsed=$((SECONDS - started))
-echo "scripts/test.sh: $((elapsed / 60)) min $((elapsed % 60)) s (setup, mypy and pytest; exit $status)" >&2
-exit "$status"
+exec .venv/bin/python -m pytest "${selection[@]}" "$@"  # exec: Ctrl-C and SIGTERM reach pytest itself

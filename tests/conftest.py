@@ -64,6 +64,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         raise KeyboardInterrupt
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """``scripts/test.sh`` says how long the whole command took: setup, mypy and the tests."""
+    started = os.environ.get("CHAPTERVERSE_TEST_STARTED", "")
+    if started.isdigit():
+        took = int(time.time()) - int(started)
+        terminalreporter.write_line(f"scripts/test.sh: {took // 60} min {took % 60} s (setup, mypy and pytest)")
+
+
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Never touch the real user data dir or a real provider from tests."""
