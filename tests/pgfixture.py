@@ -30,12 +30,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def _start_embedded() -> tuple[str, Path]:
     data = Path(tempfile.mkdtemp(prefix="chapterverse-pg-"))
     env = {**os.environ, "PYTHON": sys.executable}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "start", str(data)], capture_output=True,
-                          text=True, env=env, timeout=180)
+    try:
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "start", str(data)], capture_output=True,
+                              text=True, env=env, timeout=180)
+    except BaseException:  # interrupted while it started: a postmaster may already run on its own
+        _purge(data)
+        raise
     if done.returncode != 0:
-        shutil.rmtree(data, ignore_errors=True)
+        _purge(data)
         raise RuntimeError(done.stderr.strip()[-2000:] or done.stdout.strip())
     return done.stdout.strip().splitlines()[-1], data
+
+
+def _purge(data: Path) -> None:
+    """Stop the cluster in ``data`` if one runs, and delete it."""
+    subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "purge", str(data)], capture_output=True,
+                   env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    shutil.rmtree(data, ignore_errors=True)
 
 
 def schema_url(url: str, schema: str) -> str:
@@ -63,8 +74,7 @@ def pg_url() -> Iterator[str]:
     try:
         yield url
     finally:
-        subprocess.run(["bash", str(ROOT / "scripts" / "pg.sh"), "purge", str(data)], capture_output=True,
-                       env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+        _purge(data)
 
 
 @pytest.fixture
@@ -83,10 +93,10 @@ def pg_schema_url(pg_url: str) -> Iterator[str]:
             conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema (marked ``postgres``)."""
+    """Where a fresh library lives: a SQLite file, or a fresh PostgreSQL schema (marked ``postgres`` when
+    collected, so ``-m "not postgres"`` leaves it out before any cluster starts)."""
     if request.param == "sqlite":
         return str(tmp_path / "library.sqlite3")
-    request.applymarker(pytest.mark.postgres)
     return str(request.getfixturevalue("pg_schema_url"))

@@ -9,8 +9,6 @@ default embedder, the packaged weights and real SQLite libraries of the bundled 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
+from click.testing import Result
+from cliutil import cli as run_cli
 from serverutil import Server, running_server, settings_for, shared_embedder, wait_for_job
 
 from chapterverse.answering import UNSURE_PREFIX, extractive_answer
@@ -97,19 +97,18 @@ def test_each_threshold_decides_its_state(demo: Library) -> None:
 # ------------------------------------------------------------------------------------------ the CLI
 
 
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chapterverse", *args], capture_output=True, text=True,
-                          timeout=300, check=False)
+def cli(*args: str) -> Result:
+    return run_cli(*args)
 
 
 def test_cli_ask_says_it_is_unsure_and_cites_the_passages(demo_dir: Path, demo: Library) -> None:
     shown = cli("ask", UNSURE_QUESTION, "--library", str(demo_dir), "--json")
-    assert shown.returncode == 0, shown.stderr
+    assert shown.exit_code == 0, shown.stderr
     payload = json.loads(shown.stdout)
     assert_unsure(payload, lambda tag: demo.resolve(tag).text)
 
     text = cli("ask", UNSURE_QUESTION, "--library", str(demo_dir))
-    assert text.returncode == 0, text.stderr
+    assert text.exit_code == 0, text.stderr
     assert text.stdout.startswith(UNSURE_PREFIX)
     assert "[1]" in text.stdout and "[2]" in text.stdout and "[f" in text.stdout  # numbered, then the footnotes
 
@@ -127,7 +126,7 @@ def test_cli_ask_shows_an_answers_confidence_on_its_own_line(demo_dir: Path) -> 
     assert "Admiral" in " ".join(lines[:at]) and lines[at + 1] == "" and lines[at + 2].startswith("[1] [f"), lines
     for question in (UNSURE_QUESTION, OFF_TOPIC_QUESTION):
         shown = cli("ask", question, "--library", str(demo_dir))
-        assert shown.returncode == 0 and "confidence" not in shown.stdout, shown.stdout
+        assert shown.exit_code == 0 and "confidence" not in shown.stdout, shown.stdout
 
 
 # ------------------------------------------------------------------------------------------ the HTTP API

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from hashembed import HashingEmbedder
+from cliutil import cli
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
@@ -34,7 +35,7 @@ def library(tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def demo_library(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo book with the default embedder, for the commands run as separate processes."""
+    """The demo book with the default embedder, for the commands that embed a question."""
     location = tmp_path_factory.mktemp("careful-lib")
     Library(location).ingest([DEMO])
     return location
@@ -91,8 +92,8 @@ def test_skipped_files_are_named_beside_what_was_ingested(tmp_path: Path) -> Non
     folder.mkdir()
     (folder / "notes.md").write_text("# Notes\n\nThe lamp was lit at dusk.\n")
     (folder / "scan.tiff").write_bytes(b"II*\0")
-    result = process("ingest", str(folder), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 0, result.stderr
+    result = cli("ingest", str(folder), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("1 Notes — 1 file, 1 chunk")
     lines = result.stderr.splitlines()
     assert f"skipped 1 file of unsupported types: {folder / 'scan.tiff'}" in lines
@@ -106,8 +107,8 @@ def test_json_lists_the_skipped_files_as_the_plain_output_names_them(tmp_path: P
     (folder / "notes.md").write_text("# Notes\n\nThe lamp was lit at dusk.\n")
     (folder / "image.PNG").write_bytes(b"\x89PNG")
     (folder / "README").write_text("no extension")
-    result = process("--json", "ingest", str(folder), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 0, result.stderr
+    result = cli("--json", "ingest", str(folder), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 0, result.stderr
     payload = json.loads(result.stdout)
     assert [d["source"] for d in payload["documents"]] == ["notes.md"] and payload["failed"] == []
     assert payload["skipped"] == [{"path": str(folder / "README"), "reason": "unsupported type (no extension)"},
@@ -153,8 +154,8 @@ def test_global_library_given_to_ingest_creates_it_there(tmp_path: Path) -> None
     page = tmp_path / "page.md"
     page.write_text("# Page\n\nA lighthouse keeper's log.\n")
     target = tmp_path / "new-lib"
-    result = process("--library", str(target), "--json", "ingest", str(page))
-    assert result.returncode == 0, result.stderr
+    result = cli("--library", str(target), "--json", "ingest", str(page))
+    assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["documents"][0]["title"] == "Page"
     assert (target / "library.sqlite3").is_file()
 
@@ -186,9 +187,9 @@ def test_help_texts_a_new_user_needs() -> None:
 
 def test_an_unreachable_model_is_one_line_of_notice(demo_library: Path) -> None:
     url = f"http://127.0.0.1:{closed_port()}/v1"
-    result = process("ask", "Who kept the light on Gull Rock?", "--doc", "1", "--library", str(demo_library),
+    result = cli("ask", "Who kept the light on Gull Rock?", "--doc", "1", "--library", str(demo_library),
                      "--llm-base-url", url, "--llm-model", "m")
-    assert result.returncode == 0
+    assert result.exit_code == 0
     assert "Marta Olsen" in result.stdout
     assert result.stderr.splitlines() == [
         f"note: The model could not answer (cannot reach {url}: [Errno 111] Connection refused); this is an "

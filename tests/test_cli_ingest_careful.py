@@ -2,8 +2,9 @@
 files are refused with the file and the reason, a damaged PDF is one line of error (not pypdf's repair log too),
 ``search --k 0`` is a usage error, and a document is reported once wherever stdout and stderr go.
 
-The CLI runs as a real process (stdout and stderr apart, or into one pipe as ``2>&1`` does) against real library
-folders and files written here; the truncated PDF is the first 20 KB of a real book from ../shared.
+The CLI runs in-process (typer's runner, stdout and stderr apart) against real library folders and files written
+here, and as a real process where the pipes are the subject (stdout and stderr apart, into one pipe as ``2>&1``
+does, on a terminal); the truncated PDF is the first 20 KB of a real book from ../shared.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from hashembed import HashingEmbedder
+from cliutil import cli
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
@@ -75,8 +77,8 @@ def mixed(tmp_path: Path) -> Path:
 
 def test_one_bad_file_does_not_stop_a_folder(mixed: Path, tmp_path: Path) -> None:
     library = tmp_path / "lib"
-    result = process("ingest", str(mixed), "--library", str(library))
-    assert result.returncode == 2
+    result = cli("ingest", str(mixed), "--library", str(library))
+    assert result.exit_code == 2
     assert result.stdout.splitlines() == ["1 Bay Notes — 1 file, 1 chunk, 1 segment (ingested)"]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert errors == [f"error: {mixed / 'a.epub'}: not a readable ZIP archive, so not an EPUB (File is not a zip file)",
@@ -88,8 +90,8 @@ def test_one_bad_file_does_not_stop_a_folder(mixed: Path, tmp_path: Path) -> Non
 
 
 def test_json_lists_what_failed_beside_what_was_stored(mixed: Path, tmp_path: Path) -> None:
-    result = process("--json", "ingest", str(mixed), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 2
+    result = cli("--json", "ingest", str(mixed), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 2
     payload = json.loads(result.stdout)
     assert [d["source"] for d in payload["documents"]] == ["b.md"]
     assert [(f["path"], f["reason"].split(",")[0]) for f in payload["failed"]] == [
@@ -101,8 +103,8 @@ def test_a_folder_of_only_bad_files_names_each_and_stores_nothing(tmp_path: Path
     folder.mkdir()
     (folder / "a.epub").write_bytes(CORRUPT_EPUB)
     (folder / "b.md").write_text("  \n\n")
-    result = process("ingest", str(folder), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 2 and result.stdout == ""
+    result = cli("ingest", str(folder), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 2 and result.stdout == ""
     assert [line.split(":")[0] for line in result.stderr.splitlines()] == ["error", "error"]
     assert f"error: {folder / 'b.md'}: no text to index" in result.stderr
     assert titles(tmp_path / "lib") == []
@@ -111,8 +113,8 @@ def test_a_folder_of_only_bad_files_names_each_and_stores_nothing(tmp_path: Path
 def test_a_bad_file_named_directly_is_one_error_line_and_exit_2(tmp_path: Path) -> None:
     corrupt = tmp_path / "a.epub"
     corrupt.write_bytes(CORRUPT_EPUB)
-    result = process("ingest", str(corrupt), "--library", str(tmp_path / "lib"))
-    assert (result.returncode, result.stdout) == (2, "")
+    result = cli("ingest", str(corrupt), "--library", str(tmp_path / "lib"))
+    assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: {corrupt}: not a readable ZIP archive, so not an EPUB (File is not a zip file)"]
 
@@ -120,8 +122,8 @@ def test_a_bad_file_named_directly_is_one_error_line_and_exit_2(tmp_path: Path) 
 def test_named_files_after_a_bad_one_are_still_ingested(tmp_path: Path) -> None:
     missing, good = tmp_path / "missing.md", tmp_path / "good.md"
     good.write_text("# Good\n\nText.\n")
-    result = process("ingest", str(missing), str(good), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 2
+    result = cli("ingest", str(missing), str(good), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 2
     assert result.stderr.splitlines()[0] == f"error: {missing}: No such file or directory"
     assert titles(tmp_path / "lib") == ["Good"]
 
@@ -174,8 +176,8 @@ def test_an_empty_chapter_of_a_book_folder_is_still_a_chapter(tmp_path: Path) ->
 def test_an_empty_markdown_file_is_refused_by_the_cli(tmp_path: Path) -> None:
     empty = tmp_path / "empty.md"
     empty.write_text("")
-    result = process("ingest", str(empty), "--library", str(tmp_path / "lib"))
-    assert (result.returncode, result.stdout) == (2, "")
+    result = cli("ingest", str(empty), "--library", str(tmp_path / "lib"))
+    assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
         f"error: {empty}: no text to index (the file is empty, or holds only whitespace or markup)"]
 
@@ -185,11 +187,11 @@ def test_an_empty_markdown_file_is_refused_by_the_cli(tmp_path: Path) -> None:
 def test_a_truncated_pdf_is_one_error_line_without_pypdf_log_noise(tmp_path: Path) -> None:
     truncated = tmp_path / "freeculture-head.pdf"
     truncated.write_bytes(shared_path("books", "pdf", "freeculture.pdf").read_bytes()[:20_000])
-    result = process("ingest", str(truncated), "--library", str(tmp_path / "lib"))
-    assert result.returncode == 2
+    result = cli("ingest", str(truncated), "--library", str(tmp_path / "lib"))
+    assert result.exit_code == 2
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: {truncated}: not a readable PDF (")
-    verbose = process("--verbose", "ingest", str(truncated), "--library", str(tmp_path / "lib"))
+    verbose = cli("--verbose", "ingest", str(truncated), "--library", str(tmp_path / "lib"))
     assert "incorrect startxref pointer" in verbose.stderr, "--verbose still shows what pypdf repaired"
 
 

@@ -4,12 +4,13 @@ during ingest that says what the library kept. Real processes against real libra
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from cliutil import cli
 
 from chapterverse.limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
 from chapterverse.server.serve_settings import settings_from_mapping
@@ -17,20 +18,15 @@ from chapterverse.server.serve_settings import settings_from_mapping
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 
 
-def chapterverse(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chapterverse", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
-
-
 def test_the_cli_and_the_server_share_one_question_limit(tmp_path: Path) -> None:
     library = tmp_path / "lib"
-    assert chapterverse("ingest", str(DEMO), "--library", str(library)).returncode == 0
+    assert cli("ingest", str(DEMO), "--library", str(library)).exit_code == 0
     long_question = "Who kept the lamp " + "very " * (MAX_QUESTION_CHARS // 5)
-    asked = chapterverse("ask", long_question, "--library", str(library))
-    assert asked.returncode == 2
+    asked = cli("ask", long_question, "--library", str(library))
+    assert asked.exit_code == 2
     assert f"at most {MAX_QUESTION_CHARS:,} are read" in asked.stderr and asked.stdout == ""
-    searched = chapterverse("search", "lamp " * (MAX_QUERY_CHARS // 5 + 1), "--library", str(library))
-    assert searched.returncode == 2 and f"at most {MAX_QUERY_CHARS:,} are read" in searched.stderr
+    searched = cli("search", "lamp " * (MAX_QUERY_CHARS // 5 + 1), "--library", str(library))
+    assert searched.exit_code == 2 and f"at most {MAX_QUERY_CHARS:,} are read" in searched.stderr
     settings = settings_from_mapping({"rag_kb_path": tmp_path / "kb"})
     assert (settings.max_question_chars, settings.max_query_chars) == (MAX_QUESTION_CHARS, MAX_QUERY_CHARS)
 
@@ -52,11 +48,11 @@ def test_ctrl_c_during_ingest_says_what_was_kept(tmp_path: Path) -> None:
     out, err = child.communicate(timeout=120)
     assert child.returncode == 130, err
     assert "Run the same command again" in err
-    listed = chapterverse("docs", "--library", str(library), "--json")
+    listed = cli("docs", "--library", str(library), "--json")
     kept = json.loads(listed.stdout)["documents"]
     assert 1 <= len(kept) < 30
     # what it says is what the library holds, in plain words
     named = ", ".join(d["source"] for d in kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
     documents = "1 document" if len(kept) == 1 else f"{len(kept)} documents"
     assert f"interrupted: kept {documents} added before Ctrl-C ({named}); the one being read was not written." in err
-    assert chapterverse("check", "--library", str(library)).returncode == 0
+    assert cli("check", "--library", str(library)).exit_code == 0

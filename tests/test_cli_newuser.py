@@ -3,8 +3,8 @@
 in words ("1 file"), ``remove`` naming what it removed, citations quoted without doubled quote marks, and a
 server that says which library its reader shows.
 
-Commands run through typer's CliRunner against real library folders, or as real processes where a pipe or
-stderr is what matters.
+Commands run through typer's CliRunner against real library folders, or as real processes where a pipe or a
+server process is what matters.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from fakellm import Reply, fake_llm
 from hashembed import HashingEmbedder
 from serverutil import free_port, serve_process, serving
 from textpdf import text_pdf
+from click.testing import Result
+from cliutil import cli
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
@@ -85,8 +87,8 @@ def test_verbose_is_accepted_after_the_command(books: Path) -> None:
     for where in ("after", "before"):
         args = ["ask", "Who kept the light on Gull Rock?", "--library", str(books), "--llm-base-url", url,
                 "--llm-model", "m"]
-        result = process(*(args + ["--verbose"] if where == "after" else ["--verbose", *args]))
-        assert result.returncode == 0, result.stderr
+        result = cli(*(args + ["--verbose"] if where == "after" else ["--verbose", *args]))
+        assert result.exit_code == 0, result.stderr
         assert "retrying in" in result.stderr and "WARNING: model failed, answering extractively" in result.stderr
     code, output = run("search", "lamp", "--library", str(books), "-v", "-k", "1")
     assert code == 0 and output.count("(relevance ") == 1
@@ -96,9 +98,9 @@ def test_a_failing_model_is_one_notice_without_verbose(books: Path) -> None:
     """Without ``--verbose`` the answer's notice alone says the model failed: neither the client's retries nor
     the dispatcher's fallback warning (``answering.ask``) repeat it on stderr."""
     url = f"http://127.0.0.1:{free_port()}/v1"
-    result = process("ask", "Who kept the light on Gull Rock?", "--library", str(books), "--llm-base-url", url,
-                     "--llm-model", "m")
-    assert result.returncode == 0, result.stderr
+    result = cli("ask", "Who kept the light on Gull Rock?", "--library", str(books), "--llm-base-url", url,
+                 "--llm-model", "m")
+    assert result.exit_code == 0, result.stderr
     [line] = result.stderr.splitlines()
     assert line.startswith(f"note: The model could not answer (cannot reach {url}")
     assert line.endswith("this is an extractive answer from the retrieved passages.")
@@ -199,10 +201,9 @@ def test_chat_with_a_model_prints_footnotes_as_ask_does(books: Path) -> None:
     tag = json.loads(run("search", "Marta Olsen kept the light", "--k", "1", "--json", "--library", str(books),
                          "--doc", "1")[1])["results"][0]["tag"]
     with fake_llm(Reply.text(f"Marta Olsen kept it [{tag}].")) as fake:
-        result = subprocess.run([sys.executable, "-m", "chapterverse", "chat", "--doc", "1", "--library",
-                                 str(books), "--llm-base-url", fake.base_url, "--llm-model", "m"],
-                                input="Who kept the light?\n", capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
+        result = cli("chat", "--doc", "1", "--library", str(books), "--llm-base-url", fake.base_url, "--llm-model",
+                     "m", input="Who kept the light?\n")
+    assert result.exit_code == 0, result.stderr
     lines = result.stdout.splitlines()
     footnotes = [(i, m) for i, line in enumerate(lines) if (m := re.fullmatch(r"\[(\d+)\] \[(f[\d-]+)\] (.*)", line))]
     assert [int(m[1]) for _, m in footnotes] == list(range(1, len(footnotes) + 1)) and footnotes, lines
@@ -217,10 +218,8 @@ def test_a_chat_is_named_by_its_first_question_and_an_empty_one_is_not_kept(book
     """``chat`` stored every session as a chat named after the book, before anything was asked: the reader's
     list of conversations filled with "The Keeper of Gull Rock", empty ones among them. Now a chat is stored
     at its first answer and named by its first question, as the reader names its own."""
-    def chat(stdin: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "chapterverse", "chat", "--doc", "1", "--library", str(books)],
-                              input=stdin, capture_output=True, text=True, timeout=300,
-                              env={**os.environ, "COLUMNS": "60"})
+    def chat(stdin: str) -> Result:
+        return cli("chat", "--doc", "1", "--library", str(books), input=stdin, env={"COLUMNS": "60"})
 
     def titles() -> list[str]:
         library = Library(books)
@@ -231,12 +230,12 @@ def test_a_chat_is_named_by_its_first_question_and_an_empty_one_is_not_kept(book
 
     before = titles()
     quiet = chat("")
-    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.exit_code == 0, quiet.stderr
     assert quiet.stderr.splitlines()[0] == "chat about “The Keeper of Gull Rock” (extractive mode; Ctrl-D to end)"
     assert quiet.stderr.splitlines()[-1] == "nothing asked, nothing saved"
     assert titles() == before
     asked = chat("  Who kept   the light\non Gull Rock?\n")
-    assert asked.returncode == 0, asked.stderr
+    assert asked.exit_code == 0, asked.stderr
     assert "Marta Olsen" in asked.stdout
     [new] = [t for t in titles() if t not in before]
     assert new == "Who kept the light"
@@ -263,12 +262,12 @@ def test_serve_names_a_library_it_had_to_make_and_refuses_a_file_as_kb_folder(tm
 def test_search_says_when_no_hit_is_relevant(books: Path) -> None:
     """A query the library knows nothing about still lists its best hits, with a note on stderr that none is
     relevant; a relevant hit gets no note, and a threshold that leaves nothing says so."""
-    unrelated = process("search", "quantum chromodynamics lattice gauge", "--k", "1", "--library", str(books))
-    assert unrelated.returncode == 0, unrelated.stderr
+    unrelated = cli("search", "quantum chromodynamics lattice gauge", "--k", "1", "--library", str(books))
+    assert unrelated.exit_code == 0, unrelated.stderr
     assert re.match(r"1\. \[f\d+-", unrelated.stdout)
     assert unrelated.stderr.startswith("note: no passage reaches relevance 0.25"), unrelated.stderr
-    related = process("search", "Marta found a wooden chest", "--k", "1", "--library", str(books))
-    assert related.returncode == 0 and related.stderr == "", related.stderr
+    related = cli("search", "Marta found a wooden chest", "--k", "1", "--library", str(books))
+    assert related.exit_code == 0 and related.stderr == "", related.stderr
     assert re.match(r"1\. \[f1-", related.stdout)
-    nothing = process("search", "quantum chromodynamics", "--threshold", "0.4", "--library", str(books))
-    assert (nothing.returncode, nothing.stdout, nothing.stderr) == (0, "", "note: no passage found.\n")
+    nothing = cli("search", "quantum chromodynamics", "--threshold", "0.4", "--library", str(books))
+    assert (nothing.exit_code, nothing.stdout, nothing.stderr) == (0, "", "note: no passage found.\n")

@@ -6,14 +6,13 @@ not added silently, in the CLI, the reader's upload and the knowledge base's fol
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
+from click.testing import Result
+from cliutil import cli
 from serverutil import running_server, settings_for, wait_for_job
 
 BOOK = """# The Lamp Room
@@ -28,14 +27,14 @@ The storm of the twelfth winter broke the lower window; she mended it with sailc
 """
 
 
-def chapterverse(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "chapterverse", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200"}, timeout=300)
+def chapterverse(*args: str) -> Result:
+    """``chapterverse ARGS`` in-process (``cliutil.cli``)."""
+    return cli(*args)
 
 
 def documents(library: Path) -> list[dict[str, object]]:
     listed = chapterverse("docs", "--library", str(library), "--json")
-    assert listed.returncode == 0, listed.stderr
+    assert listed.exit_code == 0, listed.stderr
     return json.loads(listed.stdout)["documents"]  # type: ignore[no-any-return]
 
 
@@ -46,10 +45,10 @@ def test_cli_names_the_copy_and_adds_it_only_when_asked(tmp_path: Path) -> None:
     copy = tmp_path / "copy.md"
     shutil.copy(book, copy)
     first = chapterverse("ingest", str(book), "--library", str(library))
-    assert first.returncode == 0, first.stderr
+    assert first.exit_code == 0, first.stderr
 
     again = chapterverse("ingest", str(copy), "--library", str(library))
-    assert again.returncode == 0, again.stderr
+    assert again.exit_code == 0, again.stderr
     assert "already in the library as book.md" in again.stdout and "--allow-duplicate" in again.stdout
     assert [d["source"] for d in documents(library)] == ["book.md"]
 
@@ -58,7 +57,7 @@ def test_cli_names_the_copy_and_adds_it_only_when_asked(tmp_path: Path) -> None:
     assert [(d["source"], d["duplicate"], d["changed"]) for d in shown] == [("book.md", True, False)]
 
     forced = chapterverse("ingest", str(copy), "--library", str(library), "--allow-duplicate")
-    assert forced.returncode == 0, forced.stderr
+    assert forced.exit_code == 0, forced.stderr
     assert sorted(str(d["source"]) for d in documents(library)) == ["book.md", "copy.md"]
 
 

@@ -21,6 +21,8 @@ from chapterverse_dev.fit_answers import TrainingData, collect
 from chapterverse_dev.reader_pairs import GROUP_SIZE, groups_of, reader_groups
 from conftest import shared_path
 
+pytestmark = pytest.mark.slow  # training and exporting a model
+
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 QUESTION = "Who was setting when the Snow Man spoke?"
 SENTENCES = ["He meant the sun, who was just setting.", "It is so delightfully cold, said the Snow Man."]

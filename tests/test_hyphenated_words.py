@@ -90,7 +90,7 @@ def test_the_hyphenated_spelling_finds_the_joined_one(tmp_path: Path) -> None:
     library.close()
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def test_a_library_indexed_before_compounds_is_analysed_again_when_opened(
         kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     """A library written by the analyzer before compounds (its stored terms, and the lexical index beside a SQLite
@@ -100,8 +100,6 @@ def test_a_library_indexed_before_compounds_is_analysed_again_when_opened(
     from chapterverse.index import lexical
     from chapterverse.store import open_store
 
-    if kind == "postgres":
-        request.applymarker(pytest.mark.postgres)
     location = str(tmp_path / "lib" / "library.sqlite3") if kind == "sqlite" else request.getfixturevalue(
         "pg_schema_url")
     (tmp_path / "league.md").write_text(BOOK, encoding="utf-8")

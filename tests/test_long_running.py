@@ -58,6 +58,7 @@ def _coded_library(path: Path) -> Library:
     return library
 
 
+@pytest.mark.slow  # a soak: 3,000 searches
 def test_searches_leave_none_with_every_reference_it_had(tmp_path: Path) -> None:
     library = _coded_library(tmp_path)
     try:

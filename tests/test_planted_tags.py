@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from cliutil import cli
 from serverutil import Server, running_server, settings_for, shared_embedder, wait_for_job
 
 from chapterverse.answering import extractive_answer
@@ -122,10 +122,10 @@ def test_an_export_of_an_answer_stored_before_the_fix_shows_a_planted_tag_as_tex
 
 
 def _command(planted: Planted, *args: str) -> str:
-    """What ``chapterverse ARGS --library ... --doc <the keeper>`` prints, run as its own process."""
-    where = ["--library", str(planted.library.location), "--doc", str(planted.keeper)]
-    command = [sys.executable, "-m", "chapterverse", *args, *where]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=True).stdout
+    """What ``chapterverse ARGS --library ... --doc <the keeper>`` prints on stdout (in-process)."""
+    result = cli(*args, "--library", str(planted.library.location), "--doc", str(planted.keeper))
+    assert result.exit_code == 0, result.output
+    return result.stdout
 
 
 def test_the_search_and_ask_commands_show_a_planted_tag_as_text(planted: Planted) -> None:

@@ -3,6 +3,7 @@ as written against a real library), costs what the CLI's quick commands cost, an
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,3 +51,12 @@ def test_the_library_shows_its_documented_face() -> None:
     public = sorted(name for name in dir(chapterverse.Library) if not name.startswith("_"))
     assert public == ["close", "document", "documents", "embedder", "ingest", "printed_pages", "remove", "resolve",
                       "retriever", "search", "search_report", "writer"]
+
+
+def test_every_public_name_has_an_entry_in_the_api_reference() -> None:
+    """docs/reference.md renders each public name from its docstring (mkdocstrings); ``mkdocs build --strict``
+    fails on an entry whose name is gone, and this on a public name without an entry."""
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text(encoding="utf-8")
+    entries = re.findall(r"^::: chapterverse\.(\w+)$", reference, re.M)
+    assert sorted(entries) == sorted(name for name in chapterverse.__all__ if name != "__version__")
+    assert "`chapterverse.__version__`" in reference

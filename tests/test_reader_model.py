@@ -34,6 +34,7 @@ def _lists(rng: np.random.Generator, questions: int, dim: int = 8) -> tuple[list
     return inputs, labels
 
 
+@pytest.mark.slow  # training
 def test_the_meaning_model_learns_what_a_cosine_cannot_see() -> None:
     rng = np.random.default_rng(1)
     model = fit_meaning_model(*_lists(rng, 400), embedder="toy")

@@ -5,15 +5,14 @@ to turn the interrupt into a silent 130. The real server on 127.0.0.1, as its ow
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 import pytest
+from cliutil import cli
 from serverutil import free_port, serve_process, serving
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
@@ -80,9 +79,7 @@ def test_ctrl_c_while_the_knowledge_base_syncs_at_start_exits_0_and_keeps_what_i
     assert err.strip().splitlines()[-1] == "stopped by Ctrl-C while starting, before serving", err
     assert "serving the reader" not in err and "Traceback" not in err, err
     library = str(kb / ".chapterverse")
-    check = subprocess.run([sys.executable, "-m", "chapterverse", "check", "--library", library],
-                           capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
-    assert (check.returncode, check.stdout.strip()) == (0, "ok"), check.stdout + check.stderr
-    listed = subprocess.run([sys.executable, "-m", "chapterverse", "docs", "--json", "--library", library],
-                            capture_output=True, text=True, timeout=300)
+    check = cli("check", "--library", library)
+    assert (check.exit_code, check.stdout.strip()) == (0, "ok"), check.output
+    listed = cli("docs", "--json", "--library", library)
     assert 1 <= len(json.loads(listed.stdout)["documents"]) < 40, listed.stdout

@@ -185,6 +185,7 @@ def test_a_query_is_embedded_while_a_batch_of_passages_is() -> None:
         passages.join(10)
 
 
+@pytest.mark.slow  # a benchmark run under load
 def test_bench_underload_reports_every_phase(tmp_path: Path) -> None:
     from conftest import SHARED, shared_path
 

@@ -7,7 +7,6 @@ only slow part.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -17,7 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-from serverutil import Server, ok, running_server, settings_for
+from cliutil import cli
+from serverutil import Server, free_port, ok, running_server, settings_for
 
 from chapterverse.errors import InputError
 from chapterverse.server.serve_command import main as serve_main
@@ -603,11 +603,10 @@ def test_store_url_from_flag_or_env_never_shows_its_password(tmp_path: Path) -> 
         parse_serve_args(["--store", "mysql://app:pw-123@db/lib"], env={})
     assert "pw-123" not in str(refused.value)
     pytest.importorskip("psycopg")
-    done = subprocess.run([sys.executable, "-c", "from chapterverse.cli import main; main()", "serve", "--store", url,
-                           "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
-                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, check=False)
-    assert done.returncode == 1 and "postgresql://app:***@127.0.0.1:1/lib: cannot connect" in done.stderr
-    assert "pw%zz" not in done.stderr + done.stdout
+    done = cli("serve", "--port", str(free_port()), "--store", url, "--rag_enabled", "--rag_kb_path",
+               str(tmp_path / "kb"))
+    assert done.exit_code == 1 and "postgresql://app:***@127.0.0.1:1/lib: cannot connect" in done.stderr
+    assert "pw%zz" not in done.output
 
 
 def test_non_loopback_without_key_refuses_to_start(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -615,10 +614,8 @@ def test_non_loopback_without_key_refuses_to_start(capsys: pytest.CaptureFixture
     assert "refusing to bind 0.0.0.0" in capsys.readouterr().err
     assert not (tmp_path / "kb").exists()
     # the real command line, through typer, with underscore flags
-    done = subprocess.run([sys.executable, "-c", "from chapterverse.cli import main; main()", "serve", "--host",
-                           "0.0.0.0", "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")],
-                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"}, check=False)
-    assert done.returncode == 2 and "refusing to bind 0.0.0.0" in done.stderr
+    done = cli("serve", "--host", "0.0.0.0", "--rag_enabled", "--rag_kb_path", str(tmp_path / "kb"))
+    assert done.exit_code == 2 and "refusing to bind 0.0.0.0" in done.stderr
 
 
 def test_source_names_are_labels_never_paths(server: Server, client: httpx.Client) -> None:

@@ -124,6 +124,7 @@ def test_divina_commedia_contents_list_is_not_chunked() -> None:
     assert any(chunk.startswith("INFERNO") or "Nel mezzo del cammin" in chunk for chunk in chunks[:2])
 
 
+@pytest.mark.slow  # a real book ingested
 def test_divina_commedia_search_never_shows_a_heading_alone(tmp_path: Path) -> None:
     """A new user's "white whale" (not in the book) got ``INFERNO\n-------`` as a hit: the part's title was a
     chunk of its own. It now opens Canto I's first chunk, which is labelled Canto I as the chunks after it are."""
@@ -149,6 +150,7 @@ def test_longfellow_parts_cantos_and_contents() -> None:
     assert any("Midway upon the journey of our life" in chunk for chunk in chunks)
 
 
+@pytest.mark.slow  # a real book ingested
 def test_don_quijote_title_page_and_index_are_never_chunked(tmp_path: Path) -> None:
     """The issue's answer "de Miguel de Cervantes Saavedra (1605 — Primera parte)" came from the title page."""
     folder = shared_path("books", "text", "don-quijote-es")
