@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -50,6 +51,8 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 ../shared); --llm-base-url and --llm-model to measure a model.
 
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
+
+* support: --fairytaleqa DIR (questions/ + section-stories/): labelled sentence-citation pairs of its stories.
 
 * fit-answers: --qa DIR, the QA folder (fairytaleqa, squad-it, squad-es).
 
@@ -323,6 +326,41 @@ def _print_reliability(report: AnswerReport) -> None:
             right = "-" if b.right is None else f"{b.right:.3f}"
             table.add_row(f"[{b.low:g}, {b.high:g}{closing}", str(b.answers), right)
         stdout.print(table)
+
+
+@bench_app.command("support")
+def support(
+    fairytaleqa: Annotated[Path, typer.Option(
+        "--fairytaleqa", help="FairytaleQA dir (questions/ + section-stories/).")],
+    split: Annotated[str, typer.Option("--split", help="Stories of this split: val (measured) or train (fit).")
+                     ] = "val",
+    stories: Annotated[int | None, typer.Option("--stories", min=1, help="Draw N stories with --seed.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the story sample and of the extractions.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """The citation support check on labelled sentence-span pairs: precision and recall of the pairs it keeps
+    (positive class: supports) and of those it flags, and how often each kind of pair is judged right."""
+    from .support import measure_support, support_pairs
+
+    try:
+        pairs = support_pairs(fairytaleqa, split, stories=stories, seed=seed)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    report = measure_support(pairs)
+    if json_out:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+        return
+    stdout.print(f"citation support check, FairytaleQA {split}: {report.pairs} pairs "
+                 f"({sum(1 for p in pairs if p.supports)} supporting)", markup=False, highlight=False)
+    rows = [("keeps (supports: positive)", report.kept_precision, report.kept_recall),
+            ("flags (does not support)", report.flagged_precision, report.flagged_recall)]
+    stdout.print(f"{'class':<28}{'precision':>10}{'recall':>8}", markup=False, highlight=False)
+    for label, precision, recall in rows:
+        stdout.print(f"{label:<28}{precision:>10.3f}{recall:>8.3f}", markup=False, highlight=False)
+    stdout.print(f"{'pair kind':<42}{'pairs':>6}{'right':>8}", markup=False, highlight=False)
+    for kind, (total, right) in report.by_kind.items():
+        stdout.print(f"{kind:<42}{total:>6}{right / total:>8.3f}", markup=False, highlight=False)
 
 
 @bench_app.command("fit-reader")
