@@ -11,7 +11,7 @@ and contents path the span sits under count as part of every window ("In chapter
 :func:`supports` weighs the two (:data:`LOCAL_WEIGHT`) against :data:`MIN_SUPPORT`, chosen on pairs built from
 FairytaleQA's train stories and measured on its validation stories (``chapterverse bench support``). A sentence
 in another language than its span shares no words with it and says nothing either way: it is not judged
-(:func:`supports` returns True), nor is a sentence of fewer than :data:`MIN_JUDGED_WORDS` content words.
+(:func:`supports` returns True), nor is a sentence of fewer than :data:`MIN_JUDGED_WORDS` words.
 """
 
 from __future__ import annotations
@@ -30,9 +30,11 @@ LOCAL_WEIGHT = 1.25
 MIN_SUPPORT = 0.64
 """Least weighted share (0..1) of the sentence's content words for a span that supports it."""
 
-MIN_JUDGED_WORDS = 2
-"""A sentence with fewer content words ("Yes, she did.") is not judged: too little to tell."""
+MIN_JUDGED_WORDS = 6
+"""A sentence of fewer words ("Yes, she did.", "Ishmael is poor.") is not judged: too little to tell by words,
+and too short to count as a claim (``citations.MIN_CLAIM_WORDS``)."""
 
+_WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"[^.!?…]+[.!?…]*")
 
 
@@ -46,7 +48,7 @@ class SupportScore:
     """The same share in the span's best window of two consecutive sentences."""
     judged: bool = True
     """False when the words cannot tell: the sentence and the span are in different languages, or the sentence
-    has fewer than MIN_JUDGED_WORDS content words."""
+    has fewer than MIN_JUDGED_WORDS words."""
 
     @property
     def support(self) -> float:
@@ -61,7 +63,7 @@ def support_score(sentence: str, span_text: str, heading: str = "") -> SupportSc
         return SupportScore(1.0, 1.0, judged=False)
     language = detect_language(span_text)
     wanted = _stems(" ".join(content_words(sentence, [language])), language)
-    if len(wanted) < MIN_JUDGED_WORDS:
+    if len(_WORD.findall(sentence)) < MIN_JUDGED_WORDS or not wanted:
         return SupportScore(1.0, 1.0, judged=False)
     around = _stems(heading, language) if heading else frozenset()
     coverage = len(wanted & (_stems(span_text, language) | around)) / len(wanted)

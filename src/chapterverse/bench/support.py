@@ -12,6 +12,9 @@ Pairs are built from a split's stories, reproducibly (a seeded sample), never st
   story that shares the most content words with it (what retrieval shows a model next to the right one: the
   same people, another event). A section that holds one of the gold answers word for word is not used.
 
+Statements of fewer than ``support.MIN_JUDGED_WORDS`` words are left out: the check does not judge them (nor
+does the verifier count them as claims).
+
 The positive class is **does not support**: the check's job is to flag a pair. Its precision is the share of
 flagged pairs that truly do not support their sentence (a good citation removed costs a correct answer its
 source); its recall the share of non-supporting pairs it flags (one it misses is a wrong source shown as the
@@ -29,7 +32,7 @@ from pathlib import Path
 
 from ..analysis import content_words, word_tokens
 from ..errors import InputError
-from ..support import supports
+from ..support import MIN_JUDGED_WORDS, supports
 
 __all__ = ["SupportPair", "SupportReport", "support_pairs", "measure_support"]
 
@@ -37,6 +40,7 @@ _ANSWER_COLUMNS = ("answer1", "answer2", "answer3", "answer4", "answer5", "answe
 _QUESTION_WORD = re.compile(r"^(?:who|whom|whose|what|which|where|when|why|how)(?:\s+(?:many|much|long|did|does|do|"
                             r"was|were|is|are|had|has|have|could|would|will|can))?\s+", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?]+[.!?]")
+_WORDS = re.compile(r"\w+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +96,7 @@ def _story_pairs(story: str, sections: dict[str, str], rows: list[dict[str, str]
                  rng: random.Random) -> list[SupportPair]:
     """The pairs of one story: each usable question and one extraction per section, with their wrong sections."""
     pairs: list[SupportPair] = []
-    claims: list[tuple[str, str, str, list[str]]] = []
+    claims: list[tuple[str, str, str, list[str]]] = []  # shorter sentences are not judged (MIN_JUDGED_WORDS)
     for row in rows:
         cited = [s.strip() for s in (row.get("cor_section") or "").split(",") if s.strip()]
         answers = [a.strip() for c in _ANSWER_COLUMNS if (a := (row.get(c) or "")).strip()]
@@ -108,6 +112,8 @@ def _story_pairs(story: str, sections: dict[str, str], rows: list[dict[str, str]
             cut = words[min(3, len(words) // 4):]
             claims.append((" ".join(cut)[:1].upper() + " ".join(cut)[1:], section_id, "extraction", []))
     for sentence, section_id, kind, answers in claims:
+        if len(_WORDS.findall(sentence)) < MIN_JUDGED_WORDS:
+            continue
         pairs.append(SupportPair(sentence, sections[section_id], True, kind, story))
         others = [(sid, t) for sid, t in sections.items()
                   if sid != section_id and not any(_normal(a) in _normal(t) for a in answers)]
