@@ -211,6 +211,8 @@ class VerifiedAnswer:
     unsupported_sentences: list[str]
     unverified_quotes: list[str]
     found: bool
+    supported_sentences: list[str] = field(default_factory=list)
+    """Sentences that keep at least one tag: each has a citation that holds what it says."""
 
 
 # --- judging tags --------------------------------------------------------------------------------
@@ -716,8 +718,8 @@ def _quotations(text: str) -> list[_Quote]:
             found.append(_Quote(quote, at, line_end, closed=False))
             taken.append((at, line_end))
     unique: dict[str, _Quote] = {}
-    for quote in sorted(found, key=lambda q: q.start):
-        unique.setdefault(quote.text, quote)
+    for placed in sorted(found, key=lambda q: q.start):
+        unique.setdefault(placed.text, placed)
     return list(unique.values())
 
 
@@ -906,6 +908,7 @@ def verify_answer(answer: str, evidence: Evidence) -> VerifiedAnswer:
     citations = number_citations(checked.kept, evidence)
     sentences = _placed_sentences(text)
     unsupported = [text[a:b] for a, b in sentences if not TAG_PATTERN.search(text[a:b]) and _is_claim(text[a:b])]
+    supported = [text[a:b] for a, b in sentences if TAG_PATTERN.search(text[a:b])]
     unverified = []
     for quote in _quotations(text):
         sources = _quote_sources(quote, text, sentences, citations)
@@ -913,4 +916,5 @@ def verify_answer(answer: str, evidence: Evidence) -> VerifiedAnswer:
         if not holds(quote.text, sources):
             unverified.append(quote.text)
     found = bool(citations) or (bool(text.strip()) and not _says_not_found(text))
-    return VerifiedAnswer(text, citations, scanner.dropped + checked.dropped, unsupported, unverified, found)
+    return VerifiedAnswer(text, citations, scanner.dropped + checked.dropped, unsupported, unverified, found,
+                          supported)
