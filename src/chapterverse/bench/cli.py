@@ -54,6 +54,8 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 
 * support: --fairytaleqa DIR (questions/ + section-stories/): labelled sentence-citation pairs of its stories.
 
+* honest: --questions FILE (as answers --questions) and --llm-base-url, --llm-model of the model to measure.
+
 * fit-answers: --qa DIR, the QA folder (fairytaleqa, squad-it, squad-es).
 
 * fit-thresholds: --questions FILE (as answers --questions) of long books, with absent questions.
@@ -361,6 +363,68 @@ def support(
     stdout.print(f"{'pair kind':<42}{'pairs':>6}{'right':>8}", markup=False, highlight=False)
     for kind, (total, right) in report.by_kind.items():
         stdout.print(f"{kind:<42}{total:>6}{right / total:>8.3f}", markup=False, highlight=False)
+
+
+@bench_app.command("honest")
+def honest(
+    questions: Annotated[Path, typer.Option(
+        "--questions", help='JSON lines {"document": PATH, "question": ..., "answers": [...]}.')],
+    llm_base_url: Annotated[str, typer.Option("--llm-base-url", help="OpenAI-compatible endpoint of the model.")],
+    llm_model: Annotated[str, typer.Option("--llm-model", help="The model's name.")],
+    llm_api_key: Annotated[str | None, typer.Option("--llm-api-key", help="API key for the model.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="The lines of split train or test (default all).")
+                     ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Ask N answerable questions drawn with --seed.")
+                     ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="Keep the set's library here; default: the data dir's bench-answers/.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """A model's answers as they are shown once verified, against the extractive reader's in the same run:
+    answered, the model's own text, fallbacks, supported and unsupported sentences, dropped citation pairs."""
+    from .honesty import run_honesty
+
+    try:
+        answer_set = load_question_file(questions, split)
+        provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
+        assert provider is not None
+        location = (library.expanduser() / answer_set.name if library is not None
+                    else default_library_dir(answer_set, None))
+        lib, doc_ids = open_answer_library(answer_set, location, progress=_progress(stderr.is_terminal))
+        try:
+            report = run_honesty(answer_set, lib, doc_ids, provider, limit=limit, seed=seed)
+        finally:
+            lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+        return
+    model, extractive = report.paths["model"], report.paths["extractive"]
+    table = Table(title=f"{report.name}: {model.questions} questions, model {report.model}")
+    table.add_column("")
+    table.add_column("model", justify="right")
+    table.add_column("extractive", justify="right")
+    rows = [("answered", "answered"), ("unsure", "unsure"), ("not found", "not_found"),
+            ("shown as the model's text", "model_text"), ("fell back: model text not verified",
+                                                          "unverified_fallbacks"),
+            ("fell back: model failed", "failure_fallbacks"), ("supported sentences", "supported_sentences"),
+            ("unsupported sentences", "unsupported_sentences"), ("citation pairs dropped (do not support)",
+                                                                 "dropped_pairs"),
+            ("answered, all sentences unsupported", "answered_all_unsupported"), ("citations", "citations"),
+            ("citations that resolve", "citations_resolving"), ("answer holds gold", "holds_gold")]
+    for label, key in rows:
+        table.add_row(label, str(getattr(model, key)), str(getattr(extractive, key)))
+    for label, q in (("p50 s", 0.5), ("p95 s", 0.95)):
+        table.add_row(label, f"{_quantile(model.seconds, q):.1f}", f"{_quantile(extractive.seconds, q):.1f}")
+    stdout.print(table)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 @bench_app.command("fit-reader")
