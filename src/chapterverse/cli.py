@@ -715,7 +715,10 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
         if result.mode == "extractive":
             keys += ["confidence", "answer_spans"]
         if result.mode == "llm":
-            keys += ["dropped_tags", "unsupported_sentences", "unverified_quotes", "tool_calls", "usage", "metadata"]
+            keys += ["dropped_tags", "supported_sentences", "unsupported_sentences", "unverified_quotes", "tool_calls",
+                     "usage", "metadata"]
+        elif "model_answer" in result.metadata:  # the model's answer could not be verified: what it said
+            keys += ["metadata"]
         _emit({k: payload[k] for k in keys})
         return
     _print_answer(result)

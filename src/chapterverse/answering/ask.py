@@ -5,7 +5,8 @@ Without a model (``provider`` None) the extractive reader answers: the source's 
 With one, the model answers through retrieval tools (``llm.agent.ModelTurn``) and only tags seen in this turn's
 evidence are kept. When the model fails (a :class:`ProviderError`, after the client's retries), the answer is
 extractive after all, with a notice saying why; text the model had already shown stays shown, so the extractive
-answer then arrives only in the result. Every path streams the same events, :class:`AnswerMeta` first and
+answer then arrives only in the result. The same happens when too little of the model's answer has a citation
+that supports it (:func:`verified_enough`): its text is never shown as the answer. Every path streams the same events, :class:`AnswerMeta` first and
 :class:`AnswerDone` last; :func:`ask` returns the result they end with.
 
 ``llm.agent`` is imported where it is used: it imports this package's result types, so importing it at the top
