@@ -111,7 +111,8 @@ def verified_enough(result: AnswerResult) -> bool:
 def _unverified(library: Library, question: str, doc_id: int | None, model: AnswerResult, *,
                 shown: bool) -> Iterator[AnswerEvent]:
     """The extractive answer in place of a model's answer that could not be verified, saying so; the model's
-    text and its unsupported sentences stay in ``metadata`` (``model_answer``, ``model_unsupported_sentences``).
+    text and what the verifier found in it stay in ``metadata`` (``model_answer``, ``model_supported_sentences``,
+    ``model_unsupported_sentences``, ``model_dropped_tags``).
     Text the model had shown stays shown, so the extractive answer then arrives only in the result."""
     supported = len(model.supported_sentences)
     claims = supported + len(model.unsupported_sentences)
@@ -119,7 +120,9 @@ def _unverified(library: Library, question: str, doc_id: int | None, model: Answ
     which = f"only {supported} of its {claims} sentences" if supported else "none of its sentences"
     result = _extractive(library, question, doc_id, notice=UNVERIFIED_NOTICE.format(which=which))
     result.metadata = {**result.metadata, **model.metadata, "model_answer": model.answer,
-                       "model_unsupported_sentences": model.unsupported_sentences}
+                       "model_supported_sentences": model.supported_sentences,
+                       "model_unsupported_sentences": model.unsupported_sentences,
+                       "model_dropped_tags": model.dropped_tags}
     if not shown:
         yield AnswerDelta(result.answer)
     yield AnswerDone(result)

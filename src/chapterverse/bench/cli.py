@@ -410,8 +410,9 @@ def honest(
     rows = [("answered", "answered"), ("unsure", "unsure"), ("not found", "not_found"),
             ("shown as the model's text", "model_text"), ("fell back: model text not verified",
                                                           "unverified_fallbacks"),
-            ("fell back: model failed", "failure_fallbacks"), ("supported sentences", "supported_sentences"),
-            ("unsupported sentences", "unsupported_sentences"), ("citation pairs dropped (do not support)",
+            ("fell back: model failed", "failure_fallbacks"), ("fell back: model wrote nothing", "empty_model_text"),
+            ("model's supported sentences", "supported_sentences"),
+            ("model's unsupported sentences", "unsupported_sentences"), ("citation pairs dropped (do not support)",
                                                                  "dropped_pairs"),
             ("answered, all sentences unsupported", "answered_all_unsupported"), ("citations", "citations"),
             ("citations that resolve", "citations_resolving"), ("answer holds gold", "holds_gold")]

@@ -4,7 +4,7 @@ with the model and, in the same run, without it, and counted as a reader would m
 Per path: how many answers were shown as answered, unsure or not found; how many of them are the model's own
 text (mode ``llm``) and how many gave way to the extractive answer because too little of the model's text was
 supported (``answering.ask.verified_enough``) or because the model failed; the model's sentences with a
-supporting citation and without one; the citation pairs dropped because their span did not support their
+supporting citation and without one (its own answer's, where it gave way; an empty one counted apart); the citation pairs dropped because their span did not support their
 sentence; answers shown as answered with no supported sentence (the rule says 0); citations whose tag resolves
 to the text they show; and how many answers hold a gold answer (``holds_gold``).
 """
@@ -41,6 +41,7 @@ class PathCounts:
     unsupported_sentences: int = 0
     dropped_pairs: int = 0
     answered_all_unsupported: int = 0
+    empty_model_text: int = 0
     citations: int = 0
     citations_resolving: int = 0
     holds_gold: int = 0
@@ -57,9 +58,14 @@ class PathCounts:
         notice = result.notice or ""
         self.unverified_fallbacks += notice.startswith("The model's answer could not be verified")
         self.failure_fallbacks += notice.startswith("The model could not answer")
-        self.supported_sentences += len(result.supported_sentences)
-        self.unsupported_sentences += len(result.unsupported_sentences)
-        self.dropped_pairs += sum(1 for d in result.dropped_tags if d.get("reason") == "does_not_support")
+        model = result.metadata if "model_answer" in result.metadata else None  # the model's, when it gave way
+        supported = model["model_supported_sentences"] if model else result.supported_sentences
+        unsupported = model["model_unsupported_sentences"] if model else result.unsupported_sentences
+        dropped = model["model_dropped_tags"] if model else result.dropped_tags
+        self.supported_sentences += len(supported)
+        self.unsupported_sentences += len(unsupported)
+        self.dropped_pairs += sum(1 for d in dropped if d.get("reason") == "does_not_support")
+        self.empty_model_text += model is not None and not str(model["model_answer"]).strip()
         self.answered_all_unsupported += (result.mode == "llm" and state == "answered"
                                           and not result.supported_sentences and bool(result.unsupported_sentences))
         for citation in result.citations:
