@@ -181,7 +181,7 @@ def test_uncited_claims_are_reported(evidence: Evidence) -> None:
     answer = (
         f"Ishmael has little or no money {PURSE.tag}. He later becomes the captain of a whaling ship. "
         "Who is Ishmael? The book does not say where Ishmael was born. Short claim here. "
-        f"Mr. Ishmael goes to sea because he is bored on shore. {SHORE.tag}\n"
+        f"Nothing in particular interests Mr. Ishmael on shore. {SHORE.tag}\n"
         "- Queequeg is a harpooner from a distant island.\n"
         "Here is what the passages say about his reasons:\n"
         "I hope this helps you understand the opening chapter.\n"
@@ -199,7 +199,7 @@ def test_uncited_claims_are_reported(evidence: Evidence) -> None:
 
 def test_spanish_and_italian_answers(evidence: Evidence) -> None:
     answer = (
-        f"¿Dónde vive el hidalgo? El hidalgo vive en un lugar de la Mancha {MANCHA.tag}. "
+        f"¿Dónde vive el hidalgo? Vive en un lugar de la Mancha cuyo nombre no quiere recordar {MANCHA.tag}. "
         "El narrador no menciona el nombre exacto del pueblo. El hidalgo tiene un caballo muy flaco y viejo. "
         f"Dante dice que «mi ritrovai per una selva oscura» {SELVA.tag}. "
         "Il poeta incontra Virgilio subito dopo nella selva oscura. Non si dice quanti anni abbia Dante. "
@@ -214,14 +214,14 @@ def test_spanish_and_italian_answers(evidence: Evidence) -> None:
 
 
 def test_a_citation_right_after_the_period_supports_the_sentence(evidence: Evidence) -> None:
-    answer = f"Ishmael has little or no money at all. {PURSE.tag} He wants to see the watery part of the world."
+    answer = f"He has little or no money in his purse. {PURSE.tag} He wants to see the watery part of the world."
     assert verify_answer(answer, evidence).unsupported_sentences == [
         "He wants to see the watery part of the world."]
 
 
 def test_initials_and_numbers_do_not_end_sentences(evidence: Evidence) -> None:
-    answer = f"The novel by H. Melville appeared in 1851 and cost about 1.5 dollars at the time {ISHMAEL.tag}."
-    assert verify_answer(answer, evidence).unsupported_sentences == []
+    answer = "The novel by H. Melville appeared in 1851 and cost about 1.5 dollars at the time."
+    assert verify_answer(answer, evidence).unsupported_sentences == [answer]
 
 
 # --- quotes --------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_short_quotes_apostrophes_and_titles_are_not_checked(evidence: Evidence)
     answer = f'In "Moby-Dick" the narrator\'s "purse" is empty, and he doesn\'t say it\'s "a sad thing" {PURSE.tag}.'
     result = verify_answer(answer, evidence)
     assert result.unverified_quotes == ["a sad thing"]
-    assert verify_answer(f'"La Divina Commedia" opens in a forest {SELVA.tag}.', evidence).unverified_quotes == []
+    assert verify_answer(f'"La Divina Commedia" si apre in una selva oscura {SELVA.tag}.', evidence).unverified_quotes == []
 
 
 # --- found -------------------------------------------------------------------------------------------
@@ -292,7 +292,8 @@ def test_not_in_source_answers_are_not_found(evidence: Evidence, answer: str) ->
 
 
 def test_found_when_cited_or_when_claiming(evidence: Evidence) -> None:
-    assert verify_answer(f"The book does not say his age, but he is poor {PURSE.tag}.", evidence).found
+    assert verify_answer(f"He has little or no money in his purse {PURSE.tag}, but the book does not say his age.",
+                         evidence).found
     assert verify_answer("Ishmael is a sailor who goes to sea.", evidence).found
     assert not verify_answer("The book does not say [f9-9-10].", evidence).found
 
@@ -398,11 +399,15 @@ def test_streaming_equals_batch_filter_for_any_split(text: str, cuts: list[int],
     evidence = make_evidence(*SHOWN, OUT_OF_RANGE)
     filt = StreamingTagFilter(evidence, mode="keep" if mode == "keep" else "strip")
     out, pieces = stream(filt, split(text, cuts))
-    batch = verify_answer(text, make_evidence(*SHOWN, OUT_OF_RANGE))
-    assert out == (batch.text if mode == "keep" else strip_tags(text))
-    assert list(dict.fromkeys(filt.kept)) == [c.span for c in batch.citations]
-    assert filt.dropped == batch.dropped_tags
-    assert set(find_tags(out)) <= ({c.span for c in batch.citations} if mode == "keep" else set())
+    whole = StreamingTagFilter(make_evidence(*SHOWN, OUT_OF_RANGE), mode="keep")
+    batch = whole.feed(text) + whole.flush()
+    assert out == (batch if mode == "keep" else strip_tags(text))
+    assert filt.kept == whole.kept and filt.dropped == whole.dropped
+    verified = verify_answer(text, make_evidence(*SHOWN, OUT_OF_RANGE))  # the same, less what does not support
+    assert verified.dropped_tags[:len(filt.dropped)] == filt.dropped
+    assert {d.reason for d in verified.dropped_tags[len(filt.dropped):]} <= {"does_not_support"}
+    assert [c.span for c in verified.citations] == [s for s in dict.fromkeys(filt.kept) if s in find_tags(verified.text)]
+    assert set(find_tags(out)) <= (set(filt.kept) if mode == "keep" else set())
     shown = ""
     for piece in pieces:
         shown += piece

@@ -550,7 +550,8 @@ def test_phone_layout_preview_and_highlight(reader_server: Any, browser_page: Br
 
 
 def _scripted_model(question_marker: str, quote_words: str) -> Any:
-    """A model that searches, then cites one real tag, one fabricated tag, a claim without citation and a bad quote."""
+    """A model that searches, then cites one real tag twice, one fabricated tag, a claim without citation and a bad
+    quote: half its claims supported, so its answer stands, marked."""
     from fakellm import Reply
 
     def handler(request: dict[str, Any]) -> Any:
@@ -570,8 +571,8 @@ def _scripted_model(question_marker: str, quote_words: str) -> Any:
                 break
             previous = match.end()
         assert tag, "the scripted search did not return the expected passage"
-        return Reply.text(f'Holmes says "{quote_words}" {tag}. He also solved the riddle of the moon [f99999-1-5]. '
-                          'Watson always carried a revolver in every single story of the whole collection. '
+        return Reply.text(f'Holmes says "{quote_words}" {tag} [f99999-1-5]. He tells Watson: "{question_marker}" '
+                          f'{tag}. Watson always carried a revolver in every single story of the whole collection. '
                           '"Holmes disliked violins intensely" he said.', chunk_size=4)
 
     return handler
@@ -595,8 +596,9 @@ def test_model_answer_on_a_real_book_marks_the_verifier_findings(
     answer = ask(page, "What does Holmes say about seeing and observing?", mode="auto")
     expect(answer.locator("[data-cv-mode-badge]")).to_have_text(re.compile("model", re.I))
     footnotes = answer.locator("a.cv-footnote")
-    expect(footnotes).to_have_count(1)
+    expect(footnotes).to_have_count(2)
     tag = footnotes.first.get_attribute("data-tag")
+    assert footnotes.nth(1).get_attribute("data-tag") == tag
     resolved = reader_server.resolve(tag)
     assert "you do not observe" in resolved["text"]
 
@@ -610,4 +612,62 @@ def test_model_answer_on_a_real_book_marks_the_verifier_findings(
     preview.locator("[data-cv-goto]").click()
     assert_highlight(page, reader_server, tag)
     browser_page.shot(page, "model-answer-highlight")
+    browser_page.assert_clean()
+
+
+def _gull_rock_model(answer: Any) -> Any:
+    """A model that looks up the brass key, then answers ``answer(tag of the key's passage)``."""
+    from fakellm import Reply
+
+    def handler(request: dict[str, Any]) -> Any:
+        content = str(request["messages"][-1].get("content") or "")
+        if "TEXT:" in content or "PARTS:" in content:  # background summary / selection calls
+            return Reply.text("A summary.")
+        tools = [m for m in request["messages"] if m.get("role") == "tool"]
+        if not tools:
+            return Reply.tool_call("search_passages", {"query": "brass key hidden beneath the third stair"})
+        evidence = tools[-1]["content"]
+        previous = 0
+        for match in re.finditer(r"\[f\d+-\d+-\d+\]", evidence):
+            if "brass key was hidden" in evidence[previous:match.start()]:
+                return Reply.text(answer(match.group()), chunk_size=5)
+            previous = match.end()
+        raise AssertionError("the scripted search did not return the key's passage")
+
+    return handler
+
+
+INVENTED = "The keeper was paid forty crowns a month by the harbour board."
+
+
+@browser
+def test_a_model_sentence_no_passage_supports_is_marked_in_the_chat(
+    reader_server: Any, browser_page: BrowserPage, lighthouse: int
+) -> None:
+    reader_server.fake_llm.handler = _gull_rock_model(
+        lambda tag: f"The brass key was hidden beneath the third stair, wrapped in an oilcloth {tag}. {INVENTED}")
+    page = browser_page.page
+    open_reader(page, reader_server, lighthouse)
+    answer = ask(page, "Where was the brass key hidden?", mode="auto")
+    expect(answer.locator("[data-cv-mode-badge]")).to_have_text(re.compile("model", re.I))
+    expect(answer.locator("a.cv-footnote")).to_have_count(1)
+    expect(answer.locator(".cv-unsupported", has_text=INVENTED)).to_have_count(1)
+    expect(answer.locator("[data-cv-unsupported-note]")).to_contain_text("1 sentence not supported by a cited passage")
+    browser_page.shot(page, "model-answer-unsupported-marked")
+    browser_page.assert_clean()
+
+
+@browser
+def test_a_model_answer_nothing_supports_gives_way_to_the_extractive_one(
+    reader_server: Any, browser_page: BrowserPage, lighthouse: int
+) -> None:
+    reader_server.fake_llm.handler = _gull_rock_model(
+        lambda tag: f"{INVENTED} The inspector was a cheerful man who liked to sing in the evenings {tag}.")
+    page = browser_page.page
+    open_reader(page, reader_server, lighthouse)
+    answer = ask(page, "Where was the brass key hidden?", mode="auto")
+    expect(answer.locator("[data-cv-mode-badge]")).to_have_text(re.compile("extractive", re.I))
+    expect(answer.locator("[data-cv-notice]")).to_contain_text("could not be verified")
+    expect(answer.locator("[data-cv-answer-text]")).not_to_contain_text("forty crowns")
+    browser_page.shot(page, "model-answer-unverified-fallback")
     browser_page.assert_clean()

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import ChapterverseError, TagError
 from .positions import TAG_PATTERN, ResolvedSpan, Span, find_tags, parse_tag
+from .support import supports
 
 __all__ = [
     "QUOTE_MATCH_THRESHOLD",
@@ -55,6 +56,8 @@ __all__ = [
     "DropReason",
     "VerifiedAnswer",
     "verify_answer",
+    "SupportedText",
+    "drop_unsupported",
     "StreamingTagFilter",
     "CitationForms",
     "strip_tags",
@@ -75,7 +78,7 @@ MAX_TAG_LENGTH = 64
 """Longest tag-like group, brackets included: bounds what the streaming filter holds back. Real tags
 are under 30 characters; 64 leaves room for a short group such as ``[f3-10-90, f3-95-160]``."""
 
-DropReason = Literal["not_in_evidence", "malformed", "out_of_range"]
+DropReason = Literal["not_in_evidence", "malformed", "out_of_range", "does_not_support"]
 
 _TAG_BODY = r"[\d \tfF,;:\-\u2010-\u2015]"
 _TAG_OPEN = re.compile(rf"\[[fF]\d{_TAG_BODY}*")
@@ -217,6 +220,8 @@ class VerifiedAnswer:
     unsupported_sentences: list[str]
     unverified_quotes: list[str]
     found: bool
+    supported_sentences: list[str] = field(default_factory=list)
+    """Sentences that keep at least one tag: each has a citation that holds what it says."""
 
 
 # --- judging tags --------------------------------------------------------------------------------
@@ -686,15 +691,45 @@ _BUCKET = 8
 _MAX_VOTES_PER_WORD = 200
 
 
-def _quotations(text: str) -> list[str]:
-    """Quoted strings of at least MIN_QUOTE_WORDS words, in order, each once, tags removed."""
-    found: list[tuple[int, str]] = []
+@dataclass(frozen=True, slots=True)
+class _Quote:
+    """A quoted string, tags removed, and where its marks stand in the answer."""
+
+    text: str
+    start: int
+    end: int
+    closed: bool = True
+
+
+_OPENING = re.compile(r'["“„«]')
+
+
+def _quotations(text: str) -> list[_Quote]:
+    """Quoted strings of at least MIN_QUOTE_WORDS words, in order, each once, tags removed; a ``"``, ``“``,
+    ``„`` or ``«`` that opens a quote no mark closes on its line quotes the rest of that line (``closed`` False):
+    a model that forgot the closing mark still presents the words as the source's."""
+    found: list[_Quote] = []
+    taken: list[tuple[int, int]] = []
     for pattern in _QUOTES:
         for match in pattern.finditer(text):
+            taken.append(match.span())
             quote = strip_tags(match.group(1)).strip()
             if len(_WORD.findall(quote)) >= MIN_QUOTE_WORDS:
-                found.append((match.start(), quote))
-    return list(dict.fromkeys(quote for _, quote in sorted(found)))
+                found.append(_Quote(quote, match.start(), match.end()))
+    for opening in _OPENING.finditer(text):
+        at = opening.start()
+        if any(start <= at < end for start, end in taken):
+            continue
+        line_end = text.find("\n", at)
+        line_end = len(text) if line_end < 0 else line_end
+        quote = strip_tags(text[at + 1:line_end]).strip().rstrip(" .,;:!?…")
+        if len(_WORD.findall(quote)) >= MIN_QUOTE_WORDS:
+            found.append(_Quote(quote, at, line_end, closed=False))
+            taken.append((at, line_end))
+    unique: dict[str, _Quote] = {}
+    for placed in sorted(found, key=lambda q: q.start):
+        unique.setdefault(placed.text, placed)
+    return list(unique.values())
 
 
 def _window_ratio(needle: str, hay: str, offset: int) -> float:
@@ -744,6 +779,14 @@ def _quote_supported(quote: str, sources: list[str]) -> bool:
     return any(all(_near_verbatim(part, source) for part in parts) for source in sources)
 
 
+def _unclosed_quote_supported(quote: str, sources: list[str]) -> bool:
+    """A quote with no closing mark ends where the source's words end: the rest of its line, or its first
+    sentence (the model's own words may follow it)."""
+    first = _BOUNDARY.split(quote, maxsplit=1)[0]
+    return _quote_supported(quote, sources) or (
+        len(_WORD.findall(first)) >= MIN_QUOTE_WORDS and _quote_supported(first, sources))
+
+
 # --- putting it together -------------------------------------------------------------------------
 
 
@@ -757,28 +800,130 @@ def number_citations(spans: Sequence[Span], evidence: Evidence) -> list[Citation
     return citations
 
 
+def _placed_sentences(text: str) -> list[tuple[int, int]]:
+    """Where each of :func:`_sentences`'s sentences stands in ``text``, in order."""
+    placed: list[tuple[int, int]] = []
+    position = 0
+    for sentence in _sentences(text):
+        at = text.find(sentence, position)
+        if at >= 0:
+            placed.append((at, at + len(sentence)))
+            position = at + len(sentence)
+    return placed
+
+
+def _claims_of_tags(text: str) -> list[tuple[str, str | None]]:
+    """Each tag of ``text`` in order, with the words it vouches for: the part of its sentence since the
+    previous tag (the whole sentence for a tag that opens it); None outside any sentence."""
+    sentences = _placed_sentences(text)
+    out: list[tuple[str, str | None]] = []
+    current: tuple[int, int] | None = None
+    since = 0
+    claim: str | None = None
+    for match in TAG_PATTERN.finditer(text):
+        sentence = next(((a, b) for a, b in sentences if a <= match.start() < b), None)
+        if sentence is None:
+            out.append((match.group(), None))
+            continue
+        if sentence != current:
+            current, since, claim = sentence, sentence[0], None
+        before = strip_tags(text[since:match.start()]).strip()
+        if _WORD.search(before):
+            claim = before
+        elif claim is None:
+            claim = strip_tags(text[sentence[0]:sentence[1]]).strip()
+        out.append((match.group(), claim))
+        since = match.end()
+    return out
+
+
+def _quotes_from(claim: str, span_text: str) -> bool:
+    """Whether ``claim`` holds a quotation found near-verbatim in ``span_text``."""
+    quotes = _quotations(claim)
+    return bool(quotes) and any(_quote_supported(q.text, [_fold(span_text)]) for q in quotes)
+
+
+def _heading(resolved: ResolvedSpan) -> str:
+    return " ".join([resolved.doc_title, *resolved.toc_path])
+
+
+@dataclass(slots=True)
+class SupportedText:
+    """A text whose every tag supports its sentence: the tags that did not are removed."""
+
+    text: str
+    kept: list[Span]
+    """The tags left, in order of appearance (repeats included)."""
+    dropped: list[DroppedTag]
+
+
+def drop_unsupported(text: str, evidence: Evidence) -> SupportedText:
+    """``text`` (whose tags are all kept, canonical ones: a filter's output in keep mode) without the tags whose
+    span does not support their sentence (``support.supports``), each reported as ``does_not_support``.
+
+    A claim that quotes its span (a quotation of at least MIN_QUOTE_WORDS words found in it) is supported by
+    it. Otherwise each pair is judged alone: a tag stays when its own span holds what its part of the sentence says (the
+    words since the sentence's previous tag: "He left [a] and never came back [b]." judges [a] by "He left"
+    and [b] by "and never came back"; tags written one after another share the words before them). A tag
+    outside any sentence (a heading) is not judged."""
+    verdicts: list[bool] = []
+    dropped: list[DroppedTag] = []
+    for written, claim in _claims_of_tags(text):
+        resolved = evidence.lookup(parse_tag(written))
+        holds = resolved is None or claim is None or supports(claim, resolved.text, _heading(resolved)) \
+            or _quotes_from(claim, resolved.text)
+        verdicts.append(holds)
+        if not holds:
+            dropped.append(DroppedTag(written, "does_not_support"))
+    if dropped:
+        order = iter(verdicts)
+        text = _filter(text, _TagScanner(lambda written: written if not TAG_PATTERN.fullmatch(written)
+                                         or next(order, True) else None))
+    return SupportedText(text, find_tags(text), dropped)
+
+
+def _quote_sources(quote: _Quote, text: str, sentences: list[tuple[int, int]],
+                   citations: list[Citation]) -> list[str]:
+    """The folded texts a quote must be found in: those its own sentences cite (the sentences its marks
+    overlap), else, when they cite nothing, those of every kept citation; with their documents' titles."""
+    cited = {span.key for a, b in sentences if a < quote.end and quote.start < b for span in find_tags(text[a:b])}
+    own = [c for c in citations if c.tag in cited] or citations
+    return [_fold(c.text) for c in own] + [_fold(c.doc_title) for c in own if c.doc_title]
+
+
 def verify_answer(answer: str, evidence: Evidence) -> VerifiedAnswer:
     """Keep only the tags this turn's evidence supports, and report what looks unsupported.
 
-    - Tags: kept when well-formed, present in ``evidence`` and resolvable; otherwise removed and
-      reported as ``malformed``, ``not_in_evidence`` or ``out_of_range`` (shown but unresolvable).
+    - Tags: kept when well-formed, present in ``evidence``, resolvable and holding what their sentence says;
+      otherwise removed and reported as ``malformed``, ``not_in_evidence``, ``out_of_range`` (shown but
+      unresolvable) or ``does_not_support`` (:func:`drop_unsupported`, ``support.supports``).
     - Unsupported sentences: the text is split at line breaks and at ``.!?…`` (not after a known
       abbreviation or an initial, not before a lower-case word); tags right after the end punctuation
       count for the sentence before. A sentence is reported when it has no kept tag and looks like a
       claim: at least MIN_CLAIM_WORDS words, not a question (``?`` / ``¿``), not a lead-in ending in
       ``:``, no "the source does not say" phrase and no pleasantry (English, Spanish, Italian).
     - Quotes: ``"…"``, ``“…”``, ``„…“``, ``«…»`` and clearly delimited ``'…'``/``‘…’`` of at least
-      MIN_QUOTE_WORDS words must be near-verbatim (see ``_fold``; an exact substring, else a
-      best-window ratio >= QUOTE_MATCH_THRESHOLD) in the text or document title of one kept citation;
+      MIN_QUOTE_WORDS words, and an opening mark no mark closes (the rest of its line), must be near-verbatim
+      (see ``_fold``; an exact substring, else a best-window ratio >= QUOTE_MATCH_THRESHOLD) in the text or
+      document title of a citation of the quote's own sentences (of any kept citation when they cite none);
       parts around an ellipsis are matched separately. A quote with no kept citation is unverified.
     - ``found`` is False when the answer has no citation and either is empty or says the source does
       not contain the answer; True otherwise.
     """
     scanner = StreamingTagFilter(evidence, mode="keep")
-    text = _filter(answer, scanner)  # every well-formed tag left in ``text`` is a kept one
-    citations = number_citations(scanner.kept, evidence)
-    unsupported = [s for s in _sentences(text) if not TAG_PATTERN.search(s) and _is_claim(s)]
-    sources = [_fold(c.text) for c in citations] + [_fold(c.doc_title) for c in citations if c.doc_title]
-    unverified = [q for q in _quotations(text) if not _quote_supported(q, sources)]
+    filtered = _filter(answer, scanner)  # every well-formed tag left in ``filtered`` is a kept one
+    checked = drop_unsupported(filtered, evidence)
+    text = checked.text
+    citations = number_citations(checked.kept, evidence)
+    sentences = _placed_sentences(text)
+    unsupported = [text[a:b] for a, b in sentences if not TAG_PATTERN.search(text[a:b]) and _is_claim(text[a:b])]
+    supported = [text[a:b] for a, b in sentences if TAG_PATTERN.search(text[a:b])]
+    unverified = []
+    for quote in _quotations(text):
+        sources = _quote_sources(quote, text, sentences, citations)
+        holds = _quote_supported if quote.closed else _unclosed_quote_supported
+        if not holds(quote.text, sources):
+            unverified.append(quote.text)
     found = bool(citations) or (bool(text.strip()) and not _says_not_found(text))
-    return VerifiedAnswer(text, citations, scanner.dropped, unsupported, unverified, found)
+    return VerifiedAnswer(text, citations, scanner.dropped + checked.dropped, unsupported, unverified, found,
+                          supported)

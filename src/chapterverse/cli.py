@@ -636,24 +636,48 @@ def _reflowed(text: str) -> str:
 
 
 def _print_answer(result: AnswerResult) -> None:
-    """An answer with its citations numbered, then, for the extractive reader's answer, its confidence on a dim
-    line of its own (unsure and not found say what they are in their words), then the footnotes."""
+    """An answer with its citations numbered and its unsupported sentences marked (:func:`_print_marks`), then,
+    for the extractive reader's answer, its confidence on a dim line of its own (unsure and not found say what
+    they are in their words), then the footnotes."""
     from rich.text import Text
 
-    text = _reflowed(result.answer)
+    from .answering.marks import UNSUPPORTED_MARK, marked_answer
+
+    text, marked = marked_answer(result)
+    text = _reflowed(text)
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
     shown = Text(text)
     for phrase in result.answer_spans:
         shown.highlight_words(list({phrase.text, _SOFT_BREAK.sub(" ", phrase.text)}), style="bold")
+    shown.highlight_words([UNSUPPORTED_MARK], style="bold yellow")
     stdout.print(shown, highlight=False)
     if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
         stdout.print(f"confidence {result.confidence:.2f}", style="dim", markup=False, highlight=False)
     if result.notice:
         stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
+    _print_marks(result, marked)
     if result.citations:
         stdout.print()
     _print_citations(result)
+
+
+def _print_marks(result: AnswerResult, placed: int | None = None) -> None:
+    """Under an answer, what the verifier could not find in the sources: a line for the sentences marked in the
+    text (``placed`` of them; None when the text was streamed unmarked, which lists each sentence), and one per
+    quotation that its cited passage does not hold."""
+    from .answering.marks import UNSUPPORTED_MARK, marks_legend
+
+    unsupported = result.unsupported_sentences
+    if placed is None:
+        for sentence in unsupported:
+            stdout.print(f"{UNSUPPORTED_MARK} not supported by a cited passage: {sentence}", markup=False,
+                         highlight=False, soft_wrap=True)
+    elif placed:
+        stdout.print(marks_legend(placed), style="yellow", markup=False, highlight=False, soft_wrap=True)
+    for quote in result.unverified_quotes:
+        stdout.print(f"{UNSUPPORTED_MARK} quotation not found in its cited passage: “{quote}”", markup=False,
+                     highlight=False, soft_wrap=True)
 
 
 def _print_citations(result: AnswerResult) -> None:
@@ -675,8 +699,8 @@ def _provider(lib: Library, base_url: str | None, model: str | None, api_key: st
 
 
 def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
-            history: list[dict[str, str]], stream: bool) -> AnswerResult:
-    """Run one turn; when ``stream`` print deltas as they arrive (model mode) and return the result.
+            history: list[dict[str, str]], stream: bool) -> tuple[AnswerResult, str]:
+    """Run one turn; when ``stream`` print deltas as they arrive (model mode); the result and the text printed.
 
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
@@ -685,6 +709,7 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     from .answering.model_turn import AgentSettings
 
     result: AnswerResult | None = None
+    printed: list[str] = []
     settings = AgentSettings(auto_summarize=stream)
     for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history, settings=settings):
         if isinstance(event, AnswerMeta) and event.notice and stream:
@@ -692,10 +717,11 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
         elif isinstance(event, AnswerDelta) and stream and provider is not None:
             sys.stdout.write(event.text)
             sys.stdout.flush()
+            printed.append(event.text)
         elif isinstance(event, AnswerDone):
             result = event.result
     assert result is not None
-    return result
+    return result, "".join(printed)
 
 
 @command()
@@ -716,14 +742,17 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
         _use_reranker(lib, reranker, rerank_top_n, provider)
         if doc is not None:
             lib.document(doc)
-        result = _answer(lib, question, doc, provider, [], stream=False)
+        result, _ = _answer(lib, question, doc, provider, [], stream=False)
     if json_out:
         payload = result.to_json()
         keys = ["answer", "found", "state", "mode", "citations", "notice"]
         if result.mode == "extractive":
             keys += ["confidence", "answer_spans"]
         if result.mode == "llm":
-            keys += ["dropped_tags", "unsupported_sentences", "unverified_quotes", "tool_calls", "usage", "metadata"]
+            keys += ["dropped_tags", "supported_sentences", "unsupported_sentences", "unverified_quotes", "tool_calls",
+                     "usage", "metadata"]
+        elif "model_answer" in result.metadata:  # the model's answer could not be verified: what it said
+            keys += ["metadata"]
         _emit({k: payload[k] for k in keys})
         return
     _print_answer(result)
@@ -764,10 +793,14 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
                          "are read: ask it shorter", markup=False, soft_wrap=True)
             continue
         with _errors():
-            result = _answer(lib, question, doc, provider, history, stream=True)
+            result, printed = _answer(lib, question, doc, provider, history, stream=True)
         if provider is not None:
             stdout.print()
-        _print_answer(result) if provider is None else _print_footnotes(result)
+        if provider is None or (result.mode != "llm" and printed != result.answer):
+            _print_answer(result)  # the extractive answer, or the one that replaces what the model streamed
+        else:
+            _print_marks(result)
+            _print_footnotes(result)
         if chat_id is None:  # named by its first question, as the reader names its chats
             chat_id = lib.store.create_chat(doc, chat_title(question))
         lib.store.add_message(chat_id, "user", question)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .answering.marks import UNSUPPORTED_MARK, marked_answer, marks_legend
 from .answering.result import AnswerResult
 from .positions import defang_tags
 from .store import ChatStore
@@ -19,7 +20,8 @@ def chat_title(question: str) -> str:
 
 
 def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
-    """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text.
+    """The conversation with each citation as ``[n](base/read/doc#f5-1-9)`` followed by its quoted source text;
+    an answer's notice above it, and its unsupported sentences marked (``answering.marks``).
 
     Only the answer's ``citations`` become links; every other tag-like string, in the answer or the quoted text,
     is defanged (``positions.defang_tags``): a chat stored before answers were defanged may hold a tag its book
@@ -35,10 +37,17 @@ def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
             lines += [defang_tags(message.content), ""]
             continue
         result = AnswerResult.model_validate(message.result)
-        answer = result.answer
+        if result.notice:
+            lines += [f"*Note: {defang_tags(result.notice)}*", ""]
+        answer, marked = marked_answer(result)
         for c in result.citations:
             answer = answer.replace(f"[{c.tag}]", f"[[{c.n}]]({base}/read/{c.doc_id}#{c.tag})")
         lines += [defang_tags(answer), ""]
+        if marked:
+            lines += [f"*{marks_legend(marked)}*", ""]
+        lines += [f"*{UNSUPPORTED_MARK} Quotation not found in its cited passage: “{defang_tags(q)}”*"
+                  for q in result.unverified_quotes]
+        lines += [""] if result.unverified_quotes else []
         for c in result.citations:
             where = " › ".join(c.toc_path) or c.doc_title
             quoted = "\n".join(f"> {line}" for line in defang_tags(c.text).splitlines() or [""])

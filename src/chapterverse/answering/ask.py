@@ -5,7 +5,8 @@ Without a model (``provider`` None) the extractive reader answers: the source's 
 With one, the model answers through retrieval tools (:class:`.model_turn.ModelTurn`) and only tags seen in this turn's
 evidence are kept. When the model fails (a :class:`ProviderError`, after the client's retries), the answer is
 extractive after all, with a notice saying why; text the model had already shown stays shown, so the extractive
-answer then arrives only in the result. Every path streams the same events, :class:`AnswerMeta` first and
+answer then arrives only in the result. The same happens when too little of the model's answer has a citation
+that supports it (:func:`verified_enough`): its text is never shown as the answer. Every path streams the same events, :class:`AnswerMeta` first and
 :class:`AnswerDone` last; :func:`ask` returns the result they end with.
 """
 
@@ -26,12 +27,22 @@ if TYPE_CHECKING:
     from ..llm.provider_config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
-__all__ = ["ask", "answer_events", "FALLBACK_NOTICE"]
+__all__ = ["ask", "answer_events", "verified_enough", "FALLBACK_NOTICE", "UNVERIFIED_NOTICE", "MIN_SUPPORTED_SHARE"]
 
 log = logging.getLogger(__name__)
 
 FALLBACK_NOTICE = "The model could not answer ({error}); this is an extractive answer from the retrieved passages."
 """The notice of an answer the reader gave because the model failed; ``error`` is the model's error."""
+
+UNVERIFIED_NOTICE = ("The model's answer could not be verified ({which} had a citation that supports it); this is an "
+                     "extractive answer from the retrieved passages.")
+"""The notice of an answer the reader gave because too little of the model's answer was supported; ``which``
+says how much was: "none of its sentences", "only 1 of its 4 sentences"."""
+
+MIN_SUPPORTED_SHARE = 0.5
+"""Least share of a model's claims (sentences with a citation that supports them, and claims without one) that
+must be supported for its text to stand as the answer; below it, and always when none is, the answer is the
+extractive reader's (:func:`verified_enough`)."""
 
 
 def ask(library: Library, question: str, *, doc_id: int | None = None, provider: ProviderConfig | None = None,
@@ -67,13 +78,48 @@ def answer_events(library: Library, question: str, *, doc_id: int | None = None,
     turn = ModelTurn(library, question, doc_id, provider, selection=selection, history=history, settings=settings,
                      summary_jobs=summary_jobs)
     try:
-        yield from turn.run()
+        for event in turn.run():
+            if isinstance(event, AnswerDone) and not verified_enough(event.result):
+                yield from _unverified(library, question, doc_id, event.result, shown=turn.shown)
+                return
+            yield event
     except ProviderError as exc:
         log.warning("model failed, answering extractively: %s", exc)
         result = _extractive(library, question, doc_id, notice=FALLBACK_NOTICE.format(error=exc))
         if not turn.shown:
             yield AnswerDelta(result.answer)
         yield AnswerDone(result)
+
+
+def verified_enough(result: AnswerResult) -> bool:
+    """Whether a model's answer may stand as it is: it says the source does not hold the answer (``found``
+    false), or at least one of its sentences, and MIN_SUPPORTED_SHARE of its claims, have a citation that
+    supports them. Its unsupported sentences are then shown marked; otherwise the extractive reader answers."""
+    if not result.found:
+        return True
+    supported = len(result.supported_sentences)
+    claims = supported + len(result.unsupported_sentences)
+    return supported > 0 and supported >= MIN_SUPPORTED_SHARE * claims
+
+
+def _unverified(library: Library, question: str, doc_id: int | None, model: AnswerResult, *,
+                shown: bool) -> Iterator[AnswerEvent]:
+    """The extractive answer in place of a model's answer that could not be verified, saying so; the model's
+    text and what the verifier found in it stay in ``metadata`` (``model_answer``, ``model_supported_sentences``,
+    ``model_unsupported_sentences``, ``model_dropped_tags``).
+    Text the model had shown stays shown, so the extractive answer then arrives only in the result."""
+    supported = len(model.supported_sentences)
+    claims = supported + len(model.unsupported_sentences)
+    log.info("model answer not verified (%d of %d sentences supported), answering extractively", supported, claims)
+    which = f"only {supported} of its {claims} sentences" if supported else "none of its sentences"
+    result = _extractive(library, question, doc_id, notice=UNVERIFIED_NOTICE.format(which=which))
+    result.metadata = {**result.metadata, **model.metadata, "model_answer": model.answer,
+                       "model_supported_sentences": model.supported_sentences,
+                       "model_unsupported_sentences": model.unsupported_sentences,
+                       "model_dropped_tags": model.dropped_tags}
+    if not shown:
+        yield AnswerDelta(result.answer)
+    yield AnswerDone(result)
 
 
 def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None) -> AnswerResult:

@@ -154,6 +154,7 @@ class ModelTurn:
             answer=verified.text, found=verified.found, mode="llm", citations=verified.citations,
             dropped_tags=[{"tag": d.tag, "reason": d.reason} for d in verified.dropped_tags],
             unsupported_sentences=verified.unsupported_sentences, unverified_quotes=verified.unverified_quotes,
+            supported_sentences=verified.supported_sentences,
             tool_calls=[{"name": c.name, "arguments": c.arguments} for c in self.tools.calls],
             usage=dict(self.usage),
             metadata={"summaries": self.summaries, "prompt_version": self.system.version,

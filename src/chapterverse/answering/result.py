@@ -53,6 +53,8 @@ class AnswerResult(BaseModel):
     dropped_tags: list[dict[str, str]] = Field(default_factory=list,
                                                description="{tag, reason} of each tag removed.")
     unsupported_sentences: list[str] = Field(default_factory=list)
+    supported_sentences: list[str] = Field(
+        default_factory=list, description="A model's sentences with a citation that holds what they say.")
     unverified_quotes: list[str] = Field(default_factory=list)
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     usage: dict[str, int] = Field(default_factory=dict)

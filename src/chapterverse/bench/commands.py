@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -53,6 +54,10 @@ tests/data/longbooks/questions.jsonl; "shared:..." documents are found through $
 beside the extractive reader.
 
 * fit-fusion, fit-relevance: dev sets as --squad FILE, --cross ARTICLES.json:QUESTIONS.json, --financebench DIR.
+
+* support: --fairytaleqa DIR (questions/ + section-stories/): labelled sentence-citation pairs of its stories.
+
+* honest: --questions FILE (as answers --questions) and --llm-base-url, --llm-model of the model to measure.
 
 * latency: an existing --library and --squad files whose questions are asked.
 
@@ -356,6 +361,104 @@ def _print_reliability(report: AnswerReport) -> None:
             right = "-" if b.right is None else f"{b.right:.3f}"
             table.add_row(f"[{b.low:g}, {b.high:g}{closing}", str(b.answers), right)
         stdout.print(table)
+
+
+@bench_app.command("support")
+def support(
+    fairytaleqa: Annotated[Path, typer.Option(
+        "--fairytaleqa", help="FairytaleQA dir (questions/ + section-stories/).")],
+    split: Annotated[str, typer.Option("--split", help="Stories of this split: val (measured) or train (fit).")
+                     ] = "val",
+    stories: Annotated[int | None, typer.Option("--stories", min=1, help="Draw N stories with --seed.")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the story sample and of the extractions.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """The citation support check on labelled sentence-span pairs: precision and recall of the pairs it keeps
+    (positive class: supports) and of those it flags, and how often each kind of pair is judged right."""
+    from .support import measure_support, support_pairs
+
+    try:
+        pairs = support_pairs(fairytaleqa, split, stories=stories, seed=seed)
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    report = measure_support(pairs)
+    if json_out:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+        return
+    stdout.print(f"citation support check, FairytaleQA {split}: {report.pairs} pairs "
+                 f"({sum(1 for p in pairs if p.supports)} supporting)", markup=False, highlight=False)
+    rows = [("keeps (supports: positive)", report.kept_precision, report.kept_recall),
+            ("flags (does not support)", report.flagged_precision, report.flagged_recall)]
+    stdout.print(f"{'class':<28}{'precision':>10}{'recall':>8}", markup=False, highlight=False)
+    for label, precision, recall in rows:
+        stdout.print(f"{label:<28}{precision:>10.3f}{recall:>8.3f}", markup=False, highlight=False)
+    stdout.print(f"{'pair kind':<42}{'pairs':>6}{'right':>8}", markup=False, highlight=False)
+    for kind, (total, right) in report.by_kind.items():
+        stdout.print(f"{kind:<42}{total:>6}{right / total:>8.3f}", markup=False, highlight=False)
+
+
+@bench_app.command("honest")
+def honest(
+    questions: Annotated[Path, typer.Option(
+        "--questions", help='JSON lines {"document": PATH, "question": ..., "answers": [...]}.')],
+    llm_base_url: Annotated[str, typer.Option("--llm-base-url", help="OpenAI-compatible endpoint of the model.")],
+    llm_model: Annotated[str, typer.Option("--llm-model", help="The model's name.")],
+    llm_api_key: Annotated[str | None, typer.Option("--llm-api-key", help="API key for the model.")] = None,
+    split: Annotated[str | None, typer.Option("--split", help="The lines of split train or test (default all).")
+                     ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Ask N answerable questions drawn with --seed.")
+                     ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the question sample.")] = 0,
+    library: Annotated[Path | None, typer.Option(
+        "--library", help="Keep the set's library here; default: the data dir's bench-answers/.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """A model's answers as they are shown once verified, against the extractive reader's in the same run:
+    answered, the model's own text, fallbacks, supported and unsupported sentences, dropped citation pairs."""
+    from .honesty import run_honesty
+
+    try:
+        answer_set = load_question_file(questions, split)
+        provider = provider_from_flags(llm_base_url, llm_model, llm_api_key)
+        assert provider is not None
+        location = (library.expanduser() / answer_set.name if library is not None
+                    else default_library_dir(answer_set, None))
+        lib, doc_ids = open_answer_library(answer_set, location, progress=_progress(stderr.is_terminal))
+        try:
+            report = run_honesty(answer_set, lib, doc_ids, provider, limit=limit, seed=seed)
+        finally:
+            lib.close()
+    except ChapterverseError as exc:
+        _fail(exc)
+        return
+    if json_out:
+        sys.stdout.write(json.dumps(dataclasses.asdict(report), indent=2) + "\n")
+        return
+    model, extractive = report.paths["model"], report.paths["extractive"]
+    table = Table(title=f"{report.name}: {model.questions} questions, model {report.model}")
+    table.add_column("")
+    table.add_column("model", justify="right")
+    table.add_column("extractive", justify="right")
+    rows = [("answered", "answered"), ("unsure", "unsure"), ("not found", "not_found"),
+            ("shown as the model's text", "model_text"), ("fell back: model text not verified",
+                                                          "unverified_fallbacks"),
+            ("fell back: model failed", "failure_fallbacks"), ("fell back: model wrote nothing", "empty_model_text"),
+            ("model's supported sentences", "supported_sentences"),
+            ("model's unsupported sentences", "unsupported_sentences"), ("citation pairs dropped (do not support)",
+                                                                 "dropped_pairs"),
+            ("answered, all sentences unsupported", "answered_all_unsupported"), ("citations", "citations"),
+            ("citations that resolve", "citations_resolving"), ("answer holds gold", "holds_gold")]
+    for label, key in rows:
+        table.add_row(label, str(getattr(model, key)), str(getattr(extractive, key)))
+    for label, q in (("p50 s", 0.5), ("p95 s", 0.95)):
+        table.add_row(label, f"{_quantile(model.seconds, q):.1f}", f"{_quantile(extractive.seconds, q):.1f}")
+    stdout.print(table)
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
 def _fit_sets(squad: list[Path] | None, cross: list[str] | None,

@@ -9,7 +9,8 @@ serves. ``inject_as="user"`` appends it to the last user message.
 
 A reply passes through :class:`ReplyFilter`, which runs ``citations.StreamingTagFilter`` (a tag
 split across deltas is held back): ``strip`` removes every tag (the text goes to speech),
-``keep`` keeps the verified ones; either way the verified citations are reported out of band.
+``keep`` keeps the verified ones; either way the verified citations are reported out of band, those whose
+passage does not hold what their sentence says left out (``citations.drop_unsupported``).
 
 Models asked to cite the tag still often write ``[1]`` (numbered sources are what Perplexity-style prompts
 teach), ``(f19-0-51)``, ``【f19-0-51】`` or ``[source: f19-0-51]``; the filter reads those as the tag they stand
@@ -28,10 +29,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from ...analysis import detect_language
-from ...citations import Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, number_citations
+from ...citations import (Citation, CitationForms, Evidence, ResolvedSpan, StreamingTagFilter, SupportedText,
+                          drop_unsupported, number_citations)
 from ...positions import Span, defang_tags, find_tags
-from ...search.retrieval import Hit
 from ...scaffolding import CITE_LINES, CONTEXT_HEADERS
+from ...search.retrieval import Hit
 
 __all__ = ["HEADERS", "CITE", "header_language", "context_block", "citation_forms", "inject_context",
            "last_user_text", "content_text", "hits_summary", "ReplyFilter"]
@@ -135,33 +137,54 @@ def citation_forms(hits: Sequence[Hit]) -> CitationForms | None:
 
 
 class ReplyFilter:
-    """Filters one reply's text against the injected evidence and collects its citations."""
+    """Filters one reply's text against the injected evidence and collects its citations.
+
+    A citation is reported only where its passage holds what its sentence says (``citations.drop_unsupported``,
+    judged on the whole reply once it has ended); the others are reported as dropped (``does_not_support``)
+    and, in a whole reply in ``keep`` mode, their tags leave the text. A streamed reply's tags have gone out by
+    then: there the ``citations`` field, not the text, says what the reply's sources are."""
 
     def __init__(self, hits: Sequence[Hit], mode: Literal["strip", "keep"],
                  resolve: Callable[[Span], ResolvedSpan | None]) -> None:
         self._hits = {h.span: h for h in hits}
+        self._mode = mode
         self.evidence = Evidence(resolve=resolve)
         for hit in hits:
             self.evidence.add_text(hit.tag)
-        self._filter = StreamingTagFilter(self.evidence, mode=mode, forms=citation_forms(hits))
+        self._forms = citation_forms(hits)
+        self._filter = StreamingTagFilter(self.evidence, mode=mode, forms=self._forms)
+        self._raw: list[str] = []
+        self._checked: tuple[int, SupportedText] | None = None
 
     def feed(self, text: str) -> str:
+        self._raw.append(text)
         return self._filter.feed(text)
 
     def flush(self) -> str:
         return self._filter.flush()
 
     def whole(self, text: str) -> str:
-        return self._filter.feed(text) + self._filter.flush()
+        shown = self.feed(text) + self.flush()
+        return self._supported().text if self._mode == "keep" else shown
 
     @property
     def dropped(self) -> list[dict[str, str]]:
-        return [{"tag": d.tag, "reason": d.reason} for d in self._filter.dropped]
+        return [{"tag": d.tag, "reason": d.reason} for d in [*self._filter.dropped, *self._supported().dropped]]
 
     def citations(self) -> list[dict[str, Any]]:
-        """The verified citations as the reply carries them: distinct spans in order of first appearance,
-        numbered from 1, each with the injected passage it names."""
-        return [self._retrieved(c).to_json() for c in number_citations(self._filter.kept, self.evidence)]
+        """The verified citations as the reply carries them: distinct spans that support their sentence, in order
+        of first appearance, numbered from 1, each with the injected passage it names."""
+        return [self._retrieved(c).to_json() for c in number_citations(self._supported().kept, self.evidence)]
+
+    def _supported(self) -> SupportedText:
+        """The reply so far with its verified tags in canonical form, less those that do not support their
+        sentence."""
+        seen = sum(map(len, self._raw))
+        if self._checked is None or self._checked[0] != seen:
+            keep = StreamingTagFilter(self.evidence, mode="keep", forms=self._forms)
+            raw = "".join(self._raw)
+            self._checked = (seen, drop_unsupported(keep.feed(raw) + keep.flush(), self.evidence))
+        return self._checked[1]
 
     def _retrieved(self, citation: Citation) -> Citation:
         hit = self._hits.get(citation.span)

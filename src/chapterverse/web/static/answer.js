@@ -262,6 +262,13 @@ function verifierNotes(result, unplaced) {
       `${plural(tags.length, "citation", "citations")} removed by the verifier: ${reason}`,
       h("span", { class: "cv-dropped-tags" }, ` (${tags.filter(Boolean).join(", ")})`)));
   }
+  const unsupported = (result.unsupported_sentences || []).length;
+  if (unsupported) {
+    notes.push(h("li", { class: "cv-unsupported-note", "data-cv-unsupported-note": true },
+      h("span", { class: "cv-unsupported" }, "⚠"),
+      ` ${plural(unsupported, "sentence", "sentences")} not supported by a cited passage: the model's words, `
+      + "not the book's"));
+  }
   for (const item of unplaced) {
     notes.push(h("li", {}, h("span", { class: item.cls, title: item.title }, item.text),
       h("span", { class: "cv-note-why" }, ` — ${item.title.toLowerCase()}`)));
