@@ -105,7 +105,11 @@ def test_a_quote_without_its_closing_mark_is_checked() -> None:
     span = Span(1, 0, len(text))
 
     def resolve(s: Span) -> ResolvedSpan | None:
-        return ResolvedSpan(text[s.start:s.end], 1, "Gull Rock", ["Chapter 1"]) if s == span else None
+        if s != span:
+            return None
+        return ResolvedSpan(tag=s.key, doc_id=1, doc_title="Gull Rock", file=s.file, start=s.start, end=s.end,
+                            text=text[s.start:s.end], toc_path=["Chapter 1"], file_title="Gull Rock", label="",
+                            source="gull-rock.md")
 
     evidence = Evidence(resolve)
     evidence.add_text(span.tag)
