@@ -30,8 +30,8 @@ from .errors import ApiError
 from .state import ServerState
 from .upstream import Upstream
 
-__all__ = ["CHAT_TOKEN_FIELDS", "RESPONSES_TOKEN_FIELDS", "TurnBudget", "turn_budget", "fitted_hits",
-           "turn_deadline"]
+__all__ = ["CHAT_TOKEN_FIELDS", "RESPONSES_TOKEN_FIELDS", "TurnBudget", "answer_tokens", "turn_budget",
+           "fitted_hits", "turn_deadline"]
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +103,17 @@ class TurnBudget:
             body[name] = tokens
 
 
+def answer_tokens(upstream: Upstream, body: dict[str, Any], fields: Sequence[str]) -> int:
+    """The tokens the request's answer may take: the client's, capped by ``--llm_max_tokens`` (its value when
+    the client names none)."""
+    cap = upstream.limits.max_tokens
+    return min(_requested(body, fields)[1] or cap, cap)
+
+
 async def turn_budget(state: ServerState, upstream: Upstream, body: dict[str, Any], fields: Sequence[str],
                       deadline: Deadline) -> TurnBudget:
-    """The request's answer tokens (the client's, capped by ``--llm_max_tokens``) and the model's window."""
-    cap = upstream.limits.max_tokens
-    field, requested = _requested(body, fields)
+    """The request's answer tokens (:func:`answer_tokens`) and the model's window."""
+    field = _requested(body, fields)[0]
     if field is None:
         field = fields[0] if fields != CHAT_TOKEN_FIELDS or _is_openai(upstream) else "max_tokens"
     model = upstream.model or (str(body.get("model")) if body.get("model") else None)
@@ -115,7 +121,7 @@ async def turn_budget(state: ServerState, upstream: Upstream, body: dict[str, An
     if window is None and upstream.base_url and model:
         window = await run_in_threadpool(discover_window, upstream.base_url, model, _auth(upstream),
                                          timeout_s=min(2.0, deadline.remaining))
-    return TurnBudget(min(requested or cap, cap), field, window, tuple(fields))
+    return TurnBudget(answer_tokens(upstream, body, fields), field, window, tuple(fields))
 
 
 def fitted_hits(hits: list[Hit], room: int | None, block: Callable[[list[Hit]], str], turn: int) -> list[Hit]:

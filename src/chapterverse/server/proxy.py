@@ -26,7 +26,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
-from .bounds import CHAT_TOKEN_FIELDS, turn_budget, turn_deadline
+from .bounds import CHAT_TOKEN_FIELDS, answer_tokens, turn_budget, turn_deadline
 from .lone_surrogates import require_text_body
 from .errors import ApiError
 from .grounding import ground, next_turn
@@ -70,9 +70,9 @@ async def chat_completions(request: Request) -> Response:
     body = await _json_body(request)
     upstream = require_upstream(state)
     turn = next_turn()
-    budget = await turn_budget(state, upstream, body, CHAT_TOKEN_FIELDS, deadline)
     if state.kb is not None and state.settings.rag_mode == "tools":
-        return await tools_turn(state, body, upstream, turn, budget.max_tokens)
+        return await tools_turn(state, body, upstream, turn, answer_tokens(upstream, body, CHAT_TOKEN_FIELDS))
+    budget = await turn_budget(state, upstream, body, CHAT_TOKEN_FIELDS, deadline)
     grounding = await ground(state, body["messages"], body.get("model"), upstream, turn,
                              room=budget.passage_room(body, body["messages"]))
     if grounding is None:
