@@ -689,20 +689,20 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
+    status = _TurnStatus()
+    if provider is not None:
+        status.show(f"asking {provider.model}")  # before the imports below, which take a while on a busy machine
     from .answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
     from .llm.agent import AgentSettings
 
     result: AnswerResult | None = None
     settings = AgentSettings(auto_summarize=stream)
-    status = _TurnStatus()
     try:
         for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history,
                                    settings=settings):
             if isinstance(event, AnswerMeta):
                 if event.notice and stream:
                     stderr.print(f"note: {event.notice}", markup=False, soft_wrap=True)
-                if provider is not None:
-                    status.show(f"asking {provider.model}")
             elif isinstance(event, AnswerStatus):
                 status.show(event.text)
             elif isinstance(event, AnswerDelta) and stream and provider is not None:
@@ -790,6 +790,8 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
             result = _answer(lib, question, doc, provider, history, stream=True)
         if provider is not None:
             stdout.print()
+            if result.notice:
+                stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
         _print_answer(result) if provider is None else _print_footnotes(result)
         if chat_id is None:  # named by its first question, as the reader names its chats
             chat_id = lib.store.create_chat(doc, chat_title(question))

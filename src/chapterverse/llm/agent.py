@@ -33,7 +33,7 @@ from ..library import Library
 from ..positions import Span
 from .client import ChatProvider, StreamEnd, TextDelta, ToolCall
 from .config import ProviderConfig
-from .limits import Deadline
+from .limits import FALLBACK_RESERVE_S, Deadline
 from .prompts import load_prompt
 from .summaries import EXTRACTIVE_MODEL, SummaryJobs
 from .tools import TOOL_SCHEMAS, ToolBox, ToolSettings
@@ -64,7 +64,8 @@ class ModelTurn:
     def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig, *,
                  selection: ProviderConfig | None = None, history: Sequence[dict[str, str]] = (),
                  settings: AgentSettings | None = None, summary_jobs: SummaryJobs | None = None) -> None:
-        self.deadline = Deadline(provider.deadline_s, provider.deadline_setting)
+        self.deadline = Deadline(provider.deadline_s, provider.deadline_setting,
+                                 reserve_s=min(FALLBACK_RESERVE_S, provider.deadline_s / 4))
         selection = selection or provider
         settings = settings or AgentSettings()
         jobs = summary_jobs or _JOBS

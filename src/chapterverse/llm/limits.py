@@ -12,12 +12,15 @@ from dataclasses import dataclass, field
 
 from ..errors import DeadlineError
 
-__all__ = ["DEFAULT_DEADLINE_S", "DEFAULT_MAX_TOKENS", "Deadline"]
+__all__ = ["DEFAULT_DEADLINE_S", "DEFAULT_MAX_TOKENS", "FALLBACK_RESERVE_S", "Deadline"]
 
 DEFAULT_MAX_TOKENS = 1024
 """Tokens a model may write per request: a cited answer of several paragraphs, far short of a runaway."""
 DEFAULT_DEADLINE_S = 60.0
 """Seconds one turn may take, every round included."""
+FALLBACK_RESERVE_S = 3.0
+"""At most this much of a model's turn (and at most a quarter of it) is kept for the extractive answer that
+replaces an answer cut before it began: reading the passages takes a second or two on a busy CPU."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +29,19 @@ class Deadline:
 
     seconds: float
     setting: str
+    reserve_s: float = 0.0
+    """Seconds kept at the end for what replaces an answer the model did not begin (the extractive answer):
+    the model's requests end this much before the deadline."""
     started: float = field(default_factory=time.monotonic)
 
     @property
     def remaining(self) -> float:
-        """Seconds left (0 when passed)."""
-        return max(0.0, self.started + self.seconds - time.monotonic())
+        """Seconds the model has left (0 when they passed)."""
+        return max(0.0, self.started + self.seconds - self.reserve_s - time.monotonic())
 
     @property
     def passed(self) -> bool:
-        return time.monotonic() >= self.started + self.seconds
+        return self.remaining <= 0.0
 
     @property
     def elapsed(self) -> float:
