@@ -56,12 +56,12 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--deadline-s", type=float, default=10.0)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--server-cap", type=int, default=64, help="n_predict of the capped server")
+    parser.add_argument("--caps", default="-1,64", help="n_predict of each server in turn (-1: no cap)")
     parser.add_argument("--grace-s", type=float, default=3.0)
     parser.add_argument("--paths", default=",".join(PATHS))
     options = parser.parse_args()
     paths = [p for p in options.paths.split(",") if p]
-    for cap in (-1, options.server_cap):
+    for cap in (int(c) for c in options.caps.split(",")):
         with real_llm(n_predict=cap) as llm, tempfile.TemporaryDirectory() as tmp, \
                 model_paths(llm.base_url, llm.model, Path(tmp), deadline_s=options.deadline_s,
                             max_tokens=options.max_tokens) as runner:
@@ -70,6 +70,8 @@ def main() -> None:
             for i in range(options.turns):
                 for path in paths:  # interleaved, so load changes fall on every path alike
                     turns[path].append(runner.run(path, QUESTIONS[i % len(QUESTIONS)]))
+                print(f"round {i + 1} of {options.turns} done, {time.monotonic() - started:.0f} s", file=sys.stderr,
+                      flush=True)
             title = (f"SmolLM2-135M-Instruct, llama.cpp n_predict={cap} ({'no cap' if cap < 0 else 'server cap'}), "
                      f"deadline {options.deadline_s:g} s, max_tokens {options.max_tokens}, "
                      f"{time.monotonic() - started:.0f} s in all")

@@ -171,9 +171,9 @@ class ModelPaths:
 
 @contextmanager
 def model_paths(llm_base_url: str, model: str, root: Path, *, deadline_s: float, max_tokens: int,
-                rag_top_k: int = 3) -> Iterator[ModelPaths]:
+                **server: Any) -> Iterator[ModelPaths]:
     """Every path over the demo book with the model at ``llm_base_url``: a CLI library, a server with the reader
-    and the knowledge base (inject), another in tools mode."""
+    and the knowledge base (inject), another in tools mode; ``server`` are more of their settings."""
     from serverutil import running_server, settings_for, shared_embedder
 
     library = root / "library"
@@ -182,7 +182,7 @@ def model_paths(llm_base_url: str, model: str, root: Path, *, deadline_s: float,
     doc_id = lib.documents()[0].id
     lib.close()
     common = {"llm_base_url": llm_base_url, "llm_model": model, "llm_deadline_s": deadline_s,
-              "llm_max_tokens": max_tokens, "rag_enabled": True, "rag_top_k": rag_top_k}
+              "llm_max_tokens": max_tokens, "rag_enabled": True, **server}
     with ExitStack() as stack:
         servers = []
         for mode in ("inject", "tools"):

@@ -21,6 +21,8 @@ Which path answers a question, and the extractive answer when the model fails, i
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,6 +52,7 @@ class AgentSettings:
     """Start the document's summary job on its first question (off in scripted tests)."""
 
 
+log = logging.getLogger(__name__)
 _JOBS = SummaryJobs()
 _LEAST_ANSWER = 32
 """Fewer tokens left for the answer than this, and the question does not fit the model's window."""
@@ -112,6 +115,7 @@ class ModelTurn:
         the answer showed. Cut at the deadline while it shows, the answer ends there, with a notice."""
         model = self.chat.config.model
         yield AnswerStatus("model", f"asking {model}")
+        threading.Thread(target=self._warm_retrieval, name="warm-retrieval", daemon=True).start()
         try:
             yield from self._rounds(model)
         except DeadlineError:
@@ -125,6 +129,14 @@ class ModelTurn:
             self.shown = True
             yield AnswerDelta(tail)
         yield AnswerDone(self._result())
+
+    def _warm_retrieval(self) -> None:
+        """Load the embedding model while the model reads its first prompt: the search it asks for, or the
+        extractive answer that replaces a turn cut at its deadline, then need not wait for it."""
+        try:
+            self.library.embedder.embed_query(self.question)
+        except Exception as exc:  # the search that needs it raises this again, where it is reported
+            log.debug("warming retrieval failed: %s", exc)
 
     def _rounds(self, model: str) -> Iterator[AnswerEvent]:
         """The tool rounds and the answer's; forced retrieval first when the tools' schemas leave no room."""
