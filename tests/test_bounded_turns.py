@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 import threading
@@ -331,16 +333,31 @@ def test_the_reader_streams_its_steps_before_the_answer(tmp_path: Path) -> None:
     assert {"step": "search", "text": "searching the book: cat"} in steps
 
 
-def test_ask_shows_its_steps_on_stderr_and_keeps_json_on_stdout(library: Library) -> None:
-    with fake_llm(*_search_then(Reply.text("Admiral."))) as fake:
-        done = subprocess.run([sys.executable, "-m", "chapterverse", "ask", "What is the cat called?", "--json",
-                               "--library", str(library.location), "--llm-base-url", fake.base_url,
-                               "--llm-model", "m", "--llm-max-tokens", "50"],
-                              capture_output=True, text=True, timeout=120, env=dict(os.environ))
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["mode"] == "llm"
-    status = [line for line in done.stderr.splitlines() if line.startswith("…")]
-    assert status[:2] == ["… asking m", "… searching the book: cat"]
+def test_ask_shows_its_steps_on_a_terminal_and_keeps_json_on_stdout(library: Library) -> None:
+    """Its status line goes to stderr where that is a terminal, erased when the answer is printed; a piped
+    stderr gets none (the notices and errors scripts keep stay alone there)."""
+    with fake_llm(*_search_then(Reply.text("Admiral.")), *_search_then(Reply.text("Admiral."))) as fake:
+        command = [sys.executable, "-m", "chapterverse", "ask", "What is the cat called?", "--json", "--library",
+                   str(library.location), "--llm-base-url", fake.base_url, "--llm-model", "m",
+                   "--llm-max-tokens", "50"]
+        terminal, stderr = pty.openpty()
+        done = subprocess.run(command, stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=120)
+        os.close(stderr)
+        shown = b""
+        while select.select([terminal], [], [], 0.2)[0]:
+            try:
+                piece = os.read(terminal, 4096)
+            except OSError:
+                break
+            if not piece:
+                break
+            shown += piece
+        os.close(terminal)
+        piped = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["mode"] == "llm"
+    steps = [part for part in shown.decode().split("\r") if part]
+    assert steps[:2] == ["\x1b[2K… asking m", "\x1b[2K… searching the book: cat"] and steps[-1] == "\x1b[2K"
+    assert "…" not in done.stdout and "…" not in piped.stderr and json.loads(piped.stdout)["mode"] == "llm"
     assert fake.chat_requests[-1].json["max_tokens"] == 50
 
 

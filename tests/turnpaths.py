@@ -7,8 +7,8 @@ own process), the reader's chat, and the proxy's chat completions (streamed and 
 
 ``seconds`` is the turn from the question to its end (``ask``'s exit, ``chat``'s "saved as chat" line, the
 stream's last event);
-``first_s`` the first sign of life: the CLI's first status line on stderr (from ``ask``'s start, from the
-question ``chat`` reads), the reader's first SSE event, a stream's first byte (None for a reply that is not
+``first_s`` the first sign of life: the CLI's first status line on its terminal (from ``ask``'s start, from
+the question ``chat`` reads), the reader's first SSE event, a stream's first byte (None for a reply that is not
 streamed). Used by the real-model tests and by
 ``scripts/bench_turns.py``.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 import threading
@@ -69,40 +70,48 @@ class ModelPaths:
     # -- the CLI
 
     def _cli(self, path: str, args: list[str], stdin: str | None) -> Turn:
+        """The command as its own process, its stderr a terminal (where its status line shows), stdout a pipe."""
         flags = ["--library", str(self.library), "--llm-base-url", self.llm_base_url, "--llm-model", self.model,
                  "--llm-deadline-s", str(self.deadline_s), "--llm-max-tokens", str(self.max_tokens)]
+        terminal, stderr = pty.openpty()
         process = subprocess.Popen([sys.executable, "-m", "chapterverse", *args, *flags], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   stdout=subprocess.PIPE, stderr=stderr, text=True,
                                    env={**os.environ, "COLUMNS": "200"})
+        os.close(stderr)
         started = time.monotonic()
-        first: list[float] = []
-        ended: list[float] = []
-        errors: list[str] = []
+        marks: dict[str, float] = {}
+        seen: list[str] = []
 
-        def read_stderr() -> None:
-            assert process.stderr is not None
-            asked = started
-            for line in process.stderr:
-                if line.startswith("chat about"):  # the chat reads its question (waiting on stdin) right after
-                    asked = time.monotonic()
-                if line.startswith("…") and not first:
-                    first.append(time.monotonic() - asked)
-                if line.startswith("saved as chat") and not ended:  # the chat's turn is over; the process may
-                    ended.append(time.monotonic() - started)      # still wait for its summary job to stop
-                errors.append(line)
+        def read_terminal() -> None:
+            while True:
+                try:
+                    piece = os.read(terminal, 4096).decode("utf-8", "replace")
+                except OSError:  # the process is gone and the terminal closed
+                    return
+                if not piece:
+                    return
+                seen.append(piece)
+                text = "".join(seen)
+                for mark in ("chat about", "…", "saved as chat"):
+                    if mark in text and mark not in marks:
+                        marks[mark] = time.monotonic()
 
-        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader = threading.Thread(target=read_terminal, daemon=True)
         reader.start()
         assert process.stdin is not None and process.stdout is not None
         if stdin:
             process.stdin.write(stdin)
         process.stdin.close()
-        out = process.stdout.read()  # not communicate(): it would read stderr too, under the thread's feet
+        out = process.stdout.read()
         process.wait(timeout=600)
         seconds = time.monotonic() - started
         reader.join(timeout=5)
-        return Turn(path, ended[0] if ended else seconds, first[0] if first else None, f"exit {process.returncode}",
-                    out + "".join(errors))
+        os.close(terminal)
+        asked = marks.get("chat about", started)  # the chat reads its question (waiting on stdin) right after
+        first = marks["…"] - asked if "…" in marks else None
+        ended = marks["saved as chat"] - started if "saved as chat" in marks else seconds  # the chat's turn is
+        return Turn(path, ended, first, f"exit {process.returncode}", out + "".join(seen))  # over; its summary
+        # job may still hold the process
 
     def _ask(self, question: str) -> Turn:
         return self._cli("ask", ["ask", question, "--json"], None)

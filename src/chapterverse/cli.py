@@ -653,26 +653,22 @@ def _provider(lib: Library, base_url: str | None, model: str | None, api_key: st
 
 
 class _TurnStatus:
-    """The step a model's turn is on, on stderr, until its answer shows: on a terminal one line redrawn in place
-    and erased when the answer starts; piped elsewhere than stdout (``2>ask.log``), a line per step; nowhere
-    when stderr goes where stdout goes, which it would clutter. Never on stdout, so ``--json`` stays JSON."""
+    """The step a model's turn is on, until its answer shows: where stderr is a terminal, one line there, redrawn
+    in place and erased when the answer starts (a person waits for it). Where stderr is a file or a pipe, nothing:
+    what a script keeps of stderr is its notices and errors. Never on stdout, so ``--json`` stays JSON."""
 
     def __init__(self) -> None:
         self._terminal = sys.stderr.isatty()
-        self._lines = not self._terminal and not _same_destination(sys.stdout, sys.stderr)
         self._drawn = False
         self._last = ""
 
     def show(self, text: str) -> None:
-        if text == self._last:
+        if text == self._last or not self._terminal:
             return
         self._last = text
-        if self._terminal:
-            sys.stderr.write(f"\r\x1b[2K… {text}")
-            self._drawn = True
-        elif self._lines:
-            sys.stderr.write(f"… {text}\n")
+        sys.stderr.write(f"\r\x1b[2K… {text}")
         sys.stderr.flush()
+        self._drawn = True
 
     def clear(self) -> None:
         if self._drawn:
