@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..answering.result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult, AnswerStatus
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 _JOBS = SummaryJobs()
 _LEAST_ANSWER = 32
 """Fewer tokens left for the answer than this, and the question does not fit the model's window."""
+_SELECTION_PROMPT_TOKENS = 300
+"""The selection prompt's own words, around the batch of summaries it carries (cl100k tokens, rounded up)."""
 _HELD_ROUND_TOKENS = 256
 """``max_tokens`` of a round before any evidence: its text is never shown (only its tool calls count), so a
 model that ignores the tools and writes an answer is not waited for longer than this."""
@@ -196,6 +198,10 @@ class ModelTurn:
         self.window = config.context_tokens or discover_window(
             config.base_url, config.model, _auth_headers(config), timeout_s=min(2.0, self.deadline.remaining))
         self.answer_tokens = answer_room(config.max_tokens, self.window)
+        if self.window is not None:  # the selector reads batches of part summaries: each must fit too
+            fitting = int((self.window - self.answer_tokens) / TOKEN_RATIO) - _SELECTION_PROMPT_TOKENS
+            self.tools.settings = replace(self.tools.settings,
+                                          batch_tokens=max(1, min(self.tools.settings.batch_tokens, fitting)))
 
     def _room(self, tools: Sequence[dict[str, Any]] | None) -> int | None:
         """Model tokens the window has left for more of the prompt once the answer's room is kept; None when the
