@@ -1,4 +1,5 @@
-"""Bounded turns, exactly, against the scripted fake: every request carries ``max_tokens``, a turn ends at its
+"""Bounded turns, exactly, against the scripted fake (a turn may end up to a second past its deadline here: these
+tests share a loaded CPU; without bounds the same turns run for half a minute or more): every request carries ``max_tokens``, a turn ends at its
 deadline however the model behaves (silent, trickling, mid-answer) and closes the upstream connection there, the
 answer shows what was verified with a notice, and what is sent fits the model's window.
 """
@@ -85,7 +86,7 @@ def test_a_silent_stream_is_closed_at_the_deadline(library: Library) -> None:
             list(provider.stream([{"role": "user", "content": "hi"}], deadline=deadline))
         took = time.monotonic() - started
         time.sleep(0.2)
-        assert took < 1.5 and fake.hangups and fake.hangups[0] - started < 1.5
+        assert took < 2.0 and fake.hangups and fake.hangups[0] - started < 2.0
 
 
 def test_an_answer_cut_mid_stream_shows_what_was_verified_with_a_notice(library: Library) -> None:
@@ -99,7 +100,7 @@ def test_an_answer_cut_mid_stream_shows_what_was_verified_with_a_notice(library:
     with fake_llm(handler=model) as fake:
         events, took = _events(library, _config(fake, deadline_s=4.0))
     result = _result(events)
-    assert took < 4.3
+    assert took < 5.0
     assert result.mode == "llm" and result.metadata["stopped"] == "deadline"
     assert "cut at the 4 s turn deadline (--llm-deadline-s)" in (result.notice or "")
     assert result.citations and result.answer.startswith("The cat is Admiral")
@@ -110,7 +111,7 @@ def test_a_turn_cut_before_its_answer_falls_back_to_the_extractive_answer_in_tim
     with fake_llm(Reply.hang(30)) as fake:
         events, took = _events(library, _config(fake, deadline_s=4.0))
     result = _result(events)
-    assert took < 4.3, took
+    assert took < 5.0, took
     assert result.mode == "extractive" and "4 s turn deadline" in (result.notice or "")
     assert any(isinstance(e, AnswerDelta) for e in events)
 
@@ -248,13 +249,13 @@ def test_a_streamed_reply_ends_at_the_deadline_with_a_notice(proxy: Any, tmp_pat
             lines = [line for line in r.iter_lines() if line.startswith("data:")]
         took = time.monotonic() - started
         time.sleep(0.2)
-    assert took < 2.6, took
+    assert took < 3.0, took
     assert lines[-1] == "data: [DONE]"
     last = json.loads(lines[-2][5:])
     assert last["choices"][0]["finish_reason"] == "length" and "2 s turn deadline" in last["notice"]
     text = "".join(json.loads(line[5:])["choices"][0]["delta"].get("content") or "" for line in lines[:-1])
     assert text.startswith("The refund window is thirty days.")
-    assert fake.hangups and fake.hangups[0] - started < 2.6
+    assert fake.hangups and fake.hangups[0] - started < 3.0
 
 
 def test_a_streamed_responses_reply_ends_incomplete_at_the_deadline(proxy: Any) -> None:
@@ -265,7 +266,7 @@ def test_a_streamed_responses_reply_ends_incomplete_at_the_deadline(proxy: Any) 
                           json={"model": "m", "stream": True, "input": "How long is the refund window?"}) as r:
             events = [json.loads(line[5:]) for line in r.iter_lines() if line.startswith("data:")]
         took = time.monotonic() - started
-    assert took < 2.6
+    assert took < 3.0
     last = events[-1]
     assert last["type"] == "response.incomplete" and "2 s turn deadline" in last["response"]["notice"]
     assert last["response"]["output_text"].startswith("The refund window is thirty days.")
@@ -277,7 +278,7 @@ def test_a_reply_not_begun_by_the_deadline_is_a_504_naming_it(proxy: Any) -> Non
         reply = _chat(server.url)
         took = time.monotonic() - started
     assert reply.status_code == 504 and "1.5 s turn deadline (--llm_deadline_s)" in reply.json()["error"]["message"]
-    assert took < 2.0
+    assert took < 2.5
 
 
 def test_the_upstreams_refusal_reaches_client_and_log_masked(proxy: Any, caplog: pytest.LogCaptureFixture) -> None:
@@ -375,5 +376,5 @@ def test_tools_mode_ends_at_the_deadline_with_length_and_a_notice(proxy: Any) ->
             chunks = [json.loads(line[5:]) for line in r.iter_lines()
                       if line.startswith("data:") and line != "data: [DONE]"]
         took = time.monotonic() - started
-    assert took < 4.5
+    assert took < 5.0
     assert chunks[-1]["choices"][0]["finish_reason"] == "length" and "4 s turn deadline" in chunks[-1]["notice"]
