@@ -15,6 +15,10 @@ Also served: ``POST /v1/responses`` (the Responses API: the same replies as one 
 stream events), ``GET /v1/models`` and ``POST /v1/embeddings`` (hash-seeded unit vectors, float or
 base64, so the official SDK's default base64 encoding works).
 
+A client that hangs up early is recorded: ``fake.hangups`` holds the time (``time.monotonic()``) at which a
+client closed the connection of a streamed reply or a ``hang`` before its end (a deadline that stops the upstream
+request must close it).
+
 An upstream that echoes the key it was sent: wherever ``AUTHORIZATION`` appears in what the fake writes (a
 reply's text, a JSON or SSE body, a model's name), the request's ``Authorization`` header is written instead.
 
@@ -28,6 +32,7 @@ import base64
 import hashlib
 import json
 import math
+import select
 import socket
 import struct
 import sys
@@ -175,6 +180,8 @@ class FakeLLM:
         self.embedding_script: deque[Reply] = deque()
         """Errors/hangs for /v1/embeddings, consumed first; when empty, vectors are served."""
         self.requests: list[RecordedRequest] = []
+        self.hangups: list[float] = []
+        """When clients closed a streamed reply or a ``hang`` before its end (``time.monotonic()``)."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._server: _Server | None = None
@@ -496,9 +503,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         elif stream:
             self._start_sse()
             for chunk in _stream_chunks(reply, body):
-                self._send_event(json.dumps(chunk))
-                if reply.chunk_delay_s:
-                    time.sleep(reply.chunk_delay_s)
+                try:
+                    self._send_event(json.dumps(chunk))
+                except OSError:
+                    self._hung_up()
+                    return
+                if reply.chunk_delay_s and self._wait_or_hangup(reply.chunk_delay_s):
+                    return
             self._send_event("[DONE]")
             self._end_chunked()
         else:
@@ -509,8 +520,30 @@ class _RequestHandler(BaseHTTPRequestHandler):
             self._start_sse()
             for chunk in _text_chunks(reply, body)[: reply.after_chunks + 1]:
                 self._send_event(json.dumps(chunk))
-        self.fake._stopping.wait(reply.seconds)
-        self._abort()
+        if not self._wait_or_hangup(reply.seconds):
+            self._abort()
+
+    def _wait_or_hangup(self, seconds: float) -> bool:
+        """Wait ``seconds`` (less when the fake stops); True, recorded in ``hangups``, when the client closed the
+        connection meanwhile."""
+        until = time.monotonic() + seconds
+        while time.monotonic() < until and not self.fake._stopping.is_set():
+            readable, _, _ = select.select([self.connection], [], [], min(0.02, max(0.0, until - time.monotonic())))
+            if readable:
+                try:
+                    closed = self.connection.recv(1, socket.MSG_PEEK) == b""
+                except OSError:
+                    closed = True
+                if closed:
+                    self._hung_up()
+                    return True
+                time.sleep(0.02)  # the client wrote more (a pipelined request): not a hangup
+        return False
+
+    def _hung_up(self) -> None:
+        with self.fake._lock:
+            self.fake.hangups.append(time.monotonic())
+        self.close_connection = True
 
     def _drop(self, reply: Reply, body: Mapping[str, Any], stream: bool) -> None:
         if stream:

@@ -670,4 +670,31 @@ def test_a_model_answer_nothing_supports_gives_way_to_the_extractive_one(
     expect(answer.locator("[data-cv-notice]")).to_contain_text("could not be verified")
     expect(answer.locator("[data-cv-answer-text]")).not_to_contain_text("forty crowns")
     browser_page.shot(page, "model-answer-unverified-fallback")
+
+
+@browser
+def test_the_reader_shows_the_step_a_model_turn_is_on(reader_server: Any, browser_page: BrowserPage,
+                                                      lighthouse: int) -> None:
+    """While the model's first round is held back (it writes without searching: its text is never shown), the
+    answer shows the step the turn is on, then the answer."""
+    from fakellm import Reply
+
+    def handler(request: dict[str, Any]) -> Any:
+        content = str(request["messages"][-1].get("content") or "")
+        if "TEXT:" in content or "PARTS:" in content:  # background summary / selection calls
+            return Reply.text("A summary.")
+        if not any(m.get("role") == "tool" for m in request["messages"]):
+            return Reply.text("Let me think. " * 60, chunk_size=5, chunk_delay_s=0.03)
+        return Reply.text("The keeper kept the light.")
+
+    reader_server.fake_llm.handler = handler
+    page = browser_page.page
+    open_reader(page, reader_server, lighthouse)
+    page.select_option("[data-cv-mode]", "auto")
+    page.fill("[data-cv-ask]", "Who kept the light?")
+    page.press("[data-cv-ask]", "Enter")
+    answer = page.locator("[data-cv-answer]").last
+    expect(answer.locator("[data-cv-step]")).to_have_text("asking fake-model…")
+    expect(answer).to_have_attribute("aria-busy", "false", timeout=ANSWER_TIMEOUT_MS)
+    expect(answer.locator("[data-cv-answer-text]")).to_contain_text("The keeper kept the light.")
     browser_page.assert_clean()

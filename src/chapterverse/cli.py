@@ -199,6 +199,14 @@ BaseUrlOpt = Annotated[str | None, typer.Option("--llm-base-url", help="OpenAI-c
                                                 "http://localhost:11434/v1 (env CHAPTERVERSE_LLM_BASE_URL).")]
 ModelOpt = Annotated[str | None, typer.Option("--llm-model", help="Chat model name (env CHAPTERVERSE_LLM_MODEL).")]
 KeyOpt = Annotated[str | None, typer.Option("--llm-api-key", help="API key (env CHAPTERVERSE_LLM_API_KEY).")]
+MaxTokensOpt = Annotated[int | None, typer.Option("--llm-max-tokens", min=1, help="Most tokens the model may write "
+                                                  "per request (default 1024; env CHAPTERVERSE_LLM_MAX_TOKENS).")]
+DeadlineOpt = Annotated[float | None, typer.Option("--llm-deadline-s", min=0.1, help="Most seconds a model's turn "
+                                                   "may take, every round included (default 60; env "
+                                                   "CHAPTERVERSE_LLM_DEADLINE_S).")]
+WindowOpt = Annotated[int | None, typer.Option("--llm-context-tokens", min=256, help="The model's window in tokens "
+                                               "(default: asked of the server; env "
+                                               "CHAPTERVERSE_LLM_CONTEXT_TOKENS).")]
 RerankOpt = Annotated[str | None, typer.Option("--reranker", help="Second stage (off by default): a local "
                                                "cross-encoder path or cached name, http(s)://.../rerank, "
                                                "tei:http(s)://.../rerank, or llm (env CHAPTERVERSE_RERANKER).")]
@@ -690,36 +698,76 @@ def _print_citations(result: AnswerResult) -> None:
         stdout.print(textwrap.indent(_reflowed(defang_tags(c.text)), "    "), markup=False, highlight=False)
 
 
-def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None) -> ProviderConfig | None:
+def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None,
+              max_tokens: int | None = None, deadline_s: float | None = None,
+              context_tokens: int | None = None) -> ProviderConfig | None:
     from .config import load_config
     from .llm.provider_config import ProviderConfig
 
     llm = load_config(lib.location).get("llm") if lib.location.is_dir() else None
-    return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm)
+    return ProviderConfig.resolve(base_url=base_url, model=model, api_key=api_key, config=llm,
+                                  max_tokens=max_tokens, deadline_s=deadline_s, context_tokens=context_tokens)
+
+
+class _TurnStatus:
+    """The step a model's turn is on, until its answer shows: where stderr is a terminal, one line there, redrawn
+    in place and erased when the answer starts (a person waits for it). Where stderr is a file or a pipe, nothing:
+    what a script keeps of stderr is its notices and errors. Never on stdout, so ``--json`` stays JSON."""
+
+    def __init__(self) -> None:
+        self._terminal = sys.stderr.isatty()
+        self._drawn = False
+        self._last = ""
+
+    def show(self, text: str) -> None:
+        if text == self._last or not self._terminal:
+            return
+        self._last = text
+        sys.stderr.write(f"\r\x1b[2K… {text}")
+        sys.stderr.flush()
+        self._drawn = True
+
+    def clear(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\r\x1b[2K")
+            sys.stderr.flush()
+            self._drawn = False
 
 
 def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
             history: list[dict[str, str]], stream: bool) -> tuple[AnswerResult, str]:
     """Run one turn; when ``stream`` print deltas as they arrive (model mode); the result and the text printed.
+    A model's turn shows its steps on stderr until the answer starts (:class:`_TurnStatus`).
 
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
-    from .answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+    status = _TurnStatus()
+    if provider is not None:
+        status.show(f"asking {provider.model}")  # before the imports below, which take a while on a busy machine
+    from .answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
     from .answering.model_turn import AgentSettings
 
     result: AnswerResult | None = None
     printed: list[str] = []
     settings = AgentSettings(auto_summarize=stream)
-    for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history, settings=settings):
-        if isinstance(event, AnswerMeta) and event.notice and stream:
-            stderr.print(f"note: {event.notice}", markup=False, soft_wrap=True)
-        elif isinstance(event, AnswerDelta) and stream and provider is not None:
-            sys.stdout.write(event.text)
-            sys.stdout.flush()
-            printed.append(event.text)
-        elif isinstance(event, AnswerDone):
-            result = event.result
+    try:
+        for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history,
+                                   settings=settings):
+            if isinstance(event, AnswerMeta):
+                if event.notice and stream:
+                    stderr.print(f"note: {event.notice}", markup=False, soft_wrap=True)
+            elif isinstance(event, AnswerStatus):
+                status.show(event.text)
+            elif isinstance(event, AnswerDelta) and stream and provider is not None:
+                status.clear()
+                sys.stdout.write(event.text)
+                sys.stdout.flush()
+                printed.append(event.text)
+            elif isinstance(event, AnswerDone):
+                result = event.result
+    finally:
+        status.clear()
     assert result is not None
     return result, "".join(printed)
 
@@ -728,8 +776,9 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
 def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: StoreOpt = None,
         embedding_model: EmbedOpt = None,
         doc: DocOpt = None, llm_base_url: BaseUrlOpt = None, llm_model: ModelOpt = None, llm_api_key: KeyOpt = None,
-        reranker: RerankOpt = None, rerank_top_n: TopNOpt = None, json_out: JsonOpt = False,
-        verbose: VerboseOpt = False) -> None:
+        llm_max_tokens: MaxTokensOpt = None, llm_deadline_s: DeadlineOpt = None,
+        llm_context_tokens: WindowOpt = None, reranker: RerankOpt = None, rerank_top_n: TopNOpt = None,
+        json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Answer a question with cited passages.
 
     With a model when one is configured, else extractively: sentences of the source itself, each with its tag."""
@@ -738,7 +787,8 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
-        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key, llm_max_tokens, llm_deadline_s,
+                             llm_context_tokens)
         _use_reranker(lib, reranker, rerank_top_n, provider)
         if doc is not None:
             lib.document(doc)
@@ -762,7 +812,8 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
 def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Document to talk about.")],
          library: LibraryOpt = None,
          store: StoreOpt = None, embedding_model: EmbedOpt = None, llm_base_url: BaseUrlOpt = None,
-         llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, reranker: RerankOpt = None,
+         llm_model: ModelOpt = None, llm_api_key: KeyOpt = None, llm_max_tokens: MaxTokensOpt = None,
+         llm_deadline_s: DeadlineOpt = None, llm_context_tokens: WindowOpt = None, reranker: RerankOpt = None,
          rerank_top_n: TopNOpt = None, verbose: VerboseOpt = False) -> None:
     """Chat about one document, with footnotes.
 
@@ -772,7 +823,8 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
     with _errors():
-        provider = _provider(lib, llm_base_url, llm_model, llm_api_key)
+        provider = _provider(lib, llm_base_url, llm_model, llm_api_key, llm_max_tokens, llm_deadline_s,
+                             llm_context_tokens)
         _use_reranker(lib, reranker, rerank_top_n, provider)
         title = lib.document(doc).title
     stderr.print(f"chat about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)",
@@ -799,6 +851,8 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
         if provider is None or (result.mode != "llm" and printed != result.answer):
             _print_answer(result)  # the extractive answer, or the one that replaces what the model streamed
         else:
+            if result.notice:
+                stderr.print(f"note: {result.notice}", markup=False, soft_wrap=True)
             _print_marks(result)
             _print_footnotes(result)
         if chat_id is None:  # named by its first question, as the reader names its chats

@@ -17,7 +17,8 @@
     ├── ClientGoneError               a request's client disconnected: abandoned before it wrote anything
     └── ProviderError                 the chat model endpoint failed (after retries)
         ├── ProviderUnreachableError
-        └── ProviderAuthError
+        ├── ProviderAuthError
+        └── DeadlineError             a model's turn ran past its deadline; its request was stopped
 
 Third-party exceptions are mapped to these at one boundary each (parsers, store, providers) with
 ``raise ... from exc`` so callers only ever need to know this tree.
@@ -46,6 +47,7 @@ __all__ = [
     "ProviderError",
     "ProviderUnreachableError",
     "ProviderAuthError",
+    "DeadlineError",
 ]
 
 
@@ -129,3 +131,7 @@ class ProviderUnreachableError(ProviderError):
 
 class ProviderAuthError(ProviderError):
     """The endpoint rejected the API key (401/403)."""
+
+
+class DeadlineError(ProviderError):
+    """A model's turn ran past its deadline: the request to the model was stopped (its connection closed)."""

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 
 __all__ = ["CONTEXT_HEADERS", "CITE_LINES", "SOURCE_TEXT_HEADER", "EXCERPTS_HEADER", "ANSWER_FROM_SOURCE",
-           "NO_PASSAGES", "NO_SEGMENTS", "TextCleaner", "clean_text"]
+           "NO_PASSAGES", "NO_SEGMENTS", "NO_ROOM", "TextCleaner", "clean_text"]
 
 CONTEXT_HEADERS: Mapping[str, str] = {
     "es": "Fragmentos relevantes recuperados de la base de conocimientos:",
@@ -52,12 +52,13 @@ SOURCE_TEXT_HEADER = "SOURCE TEXT (cite the tags exactly as written):"
 """The header of the agent's tool results (``llm/tools.py``)."""
 EXCERPTS_HEADER = "SOURCE TEXT (excerpts of the chosen parts; cite the tags exactly as written):"
 ANSWER_FROM_SOURCE = "Answer from the SOURCE TEXT above, citing its tags."
-"""What the agent asks after a retrieval it forced (``llm/agent.py``)."""
+"""What the agent asks after a retrieval it forced (``answering/model_turn.py``)."""
 NO_PASSAGES = "(No matching passages found.)"
 NO_SEGMENTS = "(No relevant segment excerpts found.)"
+NO_ROOM = "(The model's window has no room for more source text; answer from the source text above.)"
 
-_PHRASES = sorted({*CONTEXT_HEADERS.values(), *CITE_LINES.values(), ANSWER_FROM_SOURCE, NO_PASSAGES, NO_SEGMENTS},
-                  key=len, reverse=True)
+_PHRASES = sorted({*CONTEXT_HEADERS.values(), *CITE_LINES.values(), ANSWER_FROM_SOURCE, NO_PASSAGES, NO_SEGMENTS,
+                   NO_ROOM}, key=len, reverse=True)
 """Our own lines, removed wherever they appear (the SOURCE TEXT headers are :data:`_SOURCE_TEXT`)."""
 
 _ROLE = r"(?:system|user|assistant|tool|model|ipython|developer|function)"

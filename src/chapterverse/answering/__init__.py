@@ -11,7 +11,7 @@ asked) -> :mod:`.sentences` (candidate sentences around the retrieved passages) 
 from .ask import answer_events
 from .extractive import extractive_answer
 from .result import (NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResult,
-                     AnswerSpanOut, AnswerState)
+                     AnswerSpanOut, AnswerState, AnswerStatus)
 
 __all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
-           "AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent", "answer_events", "extractive_answer"]
+           "AnswerMeta", "AnswerStatus", "AnswerDelta", "AnswerDone", "AnswerEvent", "answer_events", "extractive_answer"]

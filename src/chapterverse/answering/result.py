@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ..citations import Citation
 
 __all__ = ["AnswerResult", "AnswerSpanOut", "AnswerState", "NOT_FOUND_PREFIX", "UNSURE_PREFIX",
-           "AnswerMeta", "AnswerDelta", "AnswerDone", "AnswerEvent"]
+           "AnswerMeta", "AnswerStatus", "AnswerDelta", "AnswerDone", "AnswerEvent"]
 
 NOT_FOUND_PREFIX = "Not found in"
 UNSURE_PREFIX = "No direct answer found; passages that may help:"
@@ -90,6 +90,17 @@ class AnswerMeta:
 
 
 @dataclass(slots=True)
+class AnswerStatus:
+    """The step a model's turn is on, while nothing of its answer shows yet: a sign of life for the front end.
+
+    ``step`` is one of ``model`` (waiting for the model), ``search`` (reading the source for it), ``write`` (the
+    model writes the answer); ``text`` says it in words (``searching the book: whale``)."""
+
+    step: str
+    text: str
+
+
+@dataclass(slots=True)
 class AnswerDelta:
     """Text of the answer as it is shown, in order (one delta for an extractive answer)."""
 
@@ -103,4 +114,4 @@ class AnswerDone:
     result: AnswerResult
 
 
-AnswerEvent = AnswerMeta | AnswerDelta | AnswerDone
+AnswerEvent = AnswerMeta | AnswerStatus | AnswerDelta | AnswerDone

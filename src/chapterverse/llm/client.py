@@ -17,15 +17,18 @@ from __future__ import annotations
 import email.utils
 import logging
 import random
+import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
-from ..errors import ProviderAuthError, ProviderError, ProviderUnreachableError
+from ..errors import DeadlineError, ProviderAuthError, ProviderError, ProviderUnreachableError
 from ..redaction import scrub
 from .provider_config import API_KEY_FIX, ProviderConfig, mask_key
+from .limits import Deadline
 
 if TYPE_CHECKING:
     import openai
@@ -148,10 +151,14 @@ class ChatProvider:
         temperature: float | None = 0,
         max_tokens: int | None = None,
         response_format: Mapping[str, Any] | None = None,
+        deadline: Deadline | None = None,
     ) -> ChatResult:
-        """One whole answer; retried on 429/5xx/connection errors, then mapped to ProviderError."""
+        """One whole answer; retried on 429/5xx/connection errors, then mapped to ProviderError.
+
+        ``max_tokens`` defaults to the config's; past ``deadline`` the request is given up (DeadlineError)."""
         params = self._params(messages, tools, tool_choice, temperature, max_tokens, response_format)
-        completion = self._with_retries(lambda: self._client.chat.completions.create(**params))
+        completion = self._with_retries(
+            lambda: self._client.chat.completions.create(**params, timeout=self._timeout(deadline)), deadline)
         return self._result(completion)
 
     def stream(
@@ -163,18 +170,20 @@ class ChatProvider:
         temperature: float | None = 0,
         max_tokens: int | None = None,
         response_format: Mapping[str, Any] | None = None,
+        deadline: Deadline | None = None,
     ) -> Iterator[StreamEvent]:
         """TextDelta events as they arrive, then one StreamEnd.
 
         Failures before the first TextDelta are retried like ``complete``; after it, a break
-        raises ProviderError("... stream interrupted ...") so the caller can fall back.
+        raises ProviderError("... stream interrupted ...") so the caller can fall back. At ``deadline`` the
+        stream's connection is shut (the server stops writing) and DeadlineError is raised, however far it got.
         """
         params = self._params(messages, tools, tool_choice, temperature, max_tokens, response_format)
-        return self._stream(params)
+        return self._stream(params, deadline)
 
     def list_models(self) -> list[str]:
         """The model ids the endpoint offers (for ``--llm-model`` hints and health checks)."""
-        return self._with_retries(lambda: [model.id for model in self._client.models.list()])
+        return self._with_retries(lambda: [model.id for model in self._client.models.list()], None)
 
     # -- internals
 
@@ -185,7 +194,7 @@ class ChatProvider:
         params: dict[str, Any] = {"model": self.config.model, "messages": [dict(m) for m in messages]}
         optional = {"tools": [dict(t) for t in tools] if tools else None,
                     "tool_choice": tool_choice if tools else None,
-                    "temperature": temperature, "max_tokens": max_tokens,
+                    "temperature": temperature, "max_tokens": max_tokens or self.config.max_tokens,
                     "response_format": dict(response_format) if response_format else None}
         params.update({k: v for k, v in optional.items() if v is not None})
         return params
@@ -203,7 +212,18 @@ class ChatProvider:
         return ChatResult(content=message.content or "", tool_calls=calls, usage=_usage(completion.usage),
                           finish_reason=choice.finish_reason or "")
 
-    def _with_retries(self, call: Callable[[], T]) -> T:
+    def _timeout(self, deadline: Deadline | None) -> Any:
+        """The request's timeout: the configured wait, never past ``deadline`` (DeadlineError when it passed)."""
+        import httpx2
+
+        wait = self.config.timeout_s
+        if deadline is not None:
+            if deadline.passed:
+                raise deadline.error(self.config.shown_url)
+            wait = min(wait, deadline.remaining)
+        return httpx2.Timeout(wait, connect=min(wait, 10.0))
+
+    def _with_retries(self, call: Callable[[], T], deadline: Deadline | None) -> T:
         import openai
 
         attempt = 0
@@ -211,60 +231,79 @@ class ChatProvider:
             try:
                 return call()
             except openai.APIError as exc:
-                delay = self._retry_delay(exc, attempt)
+                if deadline is not None and deadline.remaining < 0.05:
+                    raise deadline.error(self.config.shown_url) from exc
+                delay = self._retry_delay(exc, attempt, deadline)
                 if delay is None:
                     raise self._map(exc) from exc
                 self._pause(exc, delay, attempt)
             attempt += 1
 
-    def _stream(self, params: dict[str, Any]) -> Iterator[StreamEvent]:
+    def _stream(self, params: dict[str, Any], deadline: Deadline | None) -> Iterator[StreamEvent]:
         import openai
 
         attempt = 0
         while True:
             acc = _StreamAccumulator()
+            watchdog = _Watchdog(deadline)
             try:
-                yield from self._stream_once(params, acc)
+                yield from self._stream_once(params, acc, deadline, watchdog)
                 return
             except (openai.APIError, _StreamCut) as exc:
+                if watchdog.fired or (deadline is not None and deadline.remaining < 0.05):
+                    raise deadline.error(self.config.shown_url) if deadline else self._map(exc) from exc
                 if acc.chars:
                     raise ProviderError(f"stream from {self.config.shown_url} interrupted after {acc.chars} "
                                         f"characters: {self._reason(exc)}") from exc
-                delay = self._retry_delay(exc, attempt)
+                delay = self._retry_delay(exc, attempt, deadline)
                 if delay is None:
                     raise self._map(exc) from exc
                 self._pause(exc, delay, attempt)
+            finally:
+                watchdog.cancel()
             attempt += 1
 
-    def _stream_once(self, params: dict[str, Any], acc: _StreamAccumulator) -> Iterator[StreamEvent]:
-        chunks = self._open_stream(params)
+    def _stream_once(self, params: dict[str, Any], acc: _StreamAccumulator, deadline: Deadline | None,
+                     watchdog: _Watchdog) -> Iterator[StreamEvent]:
+        chunks = self._open_stream(params, deadline)
+        watchdog.watch(chunks.response)
         try:
             for chunk in chunks:
+                if deadline is not None and deadline.passed:
+                    raise deadline.error(self.config.shown_url)
                 if text := acc.add(chunk):
                     yield TextDelta(text)
         finally:
+            watchdog.cancel()
             chunks.close()
         if acc.finish_reason is None:
             raise _StreamCut("the stream ended without a finish_reason")
         yield acc.end()
 
-    def _open_stream(self, params: dict[str, Any]) -> Any:
+    def _open_stream(self, params: dict[str, Any], deadline: Deadline | None) -> Any:
         """Ask for usage in the last chunk; servers that reject ``stream_options`` get one plain retry."""
         import openai
 
         if self._stream_usage:
             try:
                 return self._client.chat.completions.create(
-                    **params, stream=True, stream_options={"include_usage": True})
+                    **params, stream=True, stream_options={"include_usage": True}, timeout=self._timeout(deadline))
             except openai.APIStatusError as exc:
                 if exc.status_code not in (400, 422) or "stream_options" not in str(exc):
                     raise
                 self._stream_usage = False
                 log.info("%s rejects stream_options; streaming without token usage", self.config.shown_url)
-        return self._client.chat.completions.create(**params, stream=True)
+        return self._client.chat.completions.create(**params, stream=True, timeout=self._timeout(deadline))
 
-    def _retry_delay(self, exc: Exception, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up now."""
+    def _retry_delay(self, exc: Exception, attempt: int, deadline: Deadline | None) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up now (also when the wait would pass
+        ``deadline``)."""
+        delay = self._backoff(exc, attempt)
+        if delay is not None and deadline is not None and delay >= deadline.remaining:
+            return None
+        return delay
+
+    def _backoff(self, exc: Exception, attempt: int) -> float | None:
         if not _retryable(exc):
             return None
         allowed = min(self.config.max_retries, _CONNECT_RETRIES) if _connect_failure(exc) else self.config.max_retries
@@ -318,6 +357,40 @@ class ChatProvider:
             hint = "" if "/v1" in url else " (does the base URL need to end in /v1?)"
             return ProviderError(f"{url} answered {reason}; is model {self.config.model!r} available?{hint}")
         return ProviderError(f"{url} answered {reason}")
+
+
+class _Watchdog:
+    """Shuts a stream's connection at the deadline. A read blocked on a silent or slow server cannot be
+    interrupted from its own thread, and the server writes on until its connection closes: shutting the
+    socket does both (the read fails at once, the server stops generating)."""
+
+    def __init__(self, deadline: Deadline | None) -> None:
+        self._deadline = deadline
+        self._timer: threading.Timer | None = None
+        self.fired = False
+
+    def watch(self, response: Any) -> None:
+        if self._deadline is None:
+            return
+        stream = getattr(response, "extensions", {}).get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is None:
+            return
+
+        def fire() -> None:
+            self.fired = True
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: the stream ended as the deadline came
+
+        self._timer = threading.Timer(self._deadline.remaining, fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
 
 
 class _StreamAccumulator:

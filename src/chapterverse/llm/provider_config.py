@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 from ..config import first_set, setting_value
 from ..errors import InputError
 from ..redaction import redact_url
+from .limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_TOKENS
 
 __all__ = [
     "API_KEY_FIX",
@@ -39,11 +40,17 @@ ENV_BASE_URL = "CHAPTERVERSE_LLM_BASE_URL"
 ENV_MODEL = "CHAPTERVERSE_LLM_MODEL"
 ENV_API_KEY = "CHAPTERVERSE_LLM_API_KEY"
 ENV_SELECTION_MODEL = "CHAPTERVERSE_SELECTION_MODEL"
+ENV_MAX_TOKENS = "CHAPTERVERSE_LLM_MAX_TOKENS"
+ENV_DEADLINE_S = "CHAPTERVERSE_LLM_DEADLINE_S"
+ENV_CONTEXT_TOKENS = "CHAPTERVERSE_LLM_CONTEXT_TOKENS"
 
 API_KEY_FIX = "set --llm-api-key or CHAPTERVERSE_LLM_API_KEY"
 """How to give a key, for every message about a missing or rejected one."""
 _CONFIG_KEYS = ("base_url", "model", "api_key", "api_key_env", "headers", "timeout_s", "max_retries",
-                "selection_model")
+                "selection_model", "max_tokens", "deadline_s", "context_tokens")
+_LIMITS = (("max_tokens", int, ENV_MAX_TOKENS), ("deadline_s", float, ENV_DEADLINE_S),
+           ("context_tokens", int, ENV_CONTEXT_TOKENS))
+"""The turn's limits: (config key, type, environment variable); a flag wins, then the environment, then the file."""
 _MODEL_FIX = "set --llm-model or CHAPTERVERSE_LLM_MODEL"
 _SECRET_HEADER = re.compile(r"auth|key|token|secret|cookie|signature", re.IGNORECASE)
 
@@ -101,6 +108,14 @@ class ProviderConfig:
     """First backoff step; doubled per retry, with jitter."""
     retry_cap_s: float = 30.0
     """Longest single wait; a Retry-After beyond it makes us give up instead of sleeping."""
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    """The most tokens the model may write per request (sent as ``max_tokens`` with every one)."""
+    deadline_s: float = DEFAULT_DEADLINE_S
+    """The most seconds one turn may take, every round included (``llm.limits.Deadline``)."""
+    deadline_setting: str = "--llm-deadline-s"
+    """What sets ``deadline_s``, as messages name it."""
+    context_tokens: int | None = None
+    """The model's window in tokens; None: asked of the server (``llm.window``)."""
 
     def __post_init__(self) -> None:
         url = check_base_url(self.base_url)
@@ -108,6 +123,9 @@ class ProviderConfig:
             raise InputError(f"no LLM model given for {redact_url(url)}; {_MODEL_FIX}")
         if self.timeout_s <= 0 or self.max_retries < 0:
             raise InputError("LLM timeout_s must be > 0 and max_retries >= 0")
+        if self.max_tokens < 1 or self.deadline_s <= 0 or (self.context_tokens is not None
+                                                            and self.context_tokens < 256):
+            raise InputError("LLM max_tokens must be >= 1, deadline_s > 0 and context_tokens >= 256")
         object.__setattr__(self, "base_url", url)
         object.__setattr__(self, "model", self.model.strip())
         object.__setattr__(self, "headers", {str(k): str(v) for k, v in self.headers.items()})
@@ -116,7 +134,8 @@ class ProviderConfig:
         headers = {k: ("***" if _SECRET_HEADER.search(k) else v) for k, v in self.headers.items()}
         return (f"ProviderConfig(base_url={self.shown_url!r}, model={self.model!r}, "
                 f"api_key={mask_key(self.api_key)}, api_key_env={self.api_key_env!r}, headers={headers!r}, "
-                f"timeout_s={self.timeout_s:g}, max_retries={self.max_retries})")
+                f"timeout_s={self.timeout_s:g}, max_retries={self.max_retries}, max_tokens={self.max_tokens}, "
+                f"deadline_s={self.deadline_s:g}, context_tokens={self.context_tokens})")
 
     __str__ = __repr__
 
@@ -138,8 +157,14 @@ class ProviderConfig:
         api_key: str | None = None,
         config: Mapping[str, Any] | None = None,
         env: Mapping[str, str] = os.environ,
+        max_tokens: int | None = None,
+        deadline_s: float | None = None,
+        context_tokens: int | None = None,
     ) -> ProviderConfig | None:
         """The endpoint :func:`resolve_endpoint` finds, completed for a command that must call a model.
+
+        ``max_tokens``, ``deadline_s`` and ``context_tokens`` are the turn's limits as flags give them; each
+        unset one comes from ``CHAPTERVERSE_LLM_*`` or the config file, else its default.
 
         Returns None when nothing names an LLM at all: chapterverse then answers extractively.
         Raises InputError (naming the fix) when an endpoint or key is configured without a model,
@@ -155,8 +180,9 @@ class ProviderConfig:
         if found.api_key is None and _is_openai(url):
             raise InputError(f"{url} needs an API key; {API_KEY_FIX} (or OPENAI_API_KEY)")
         file = _file_config(config)
+        flags = {"max_tokens": max_tokens, "deadline_s": deadline_s, "context_tokens": context_tokens}
         return cls(base_url=url, model=found.model, api_key=found.api_key, api_key_env=found.api_key_env,
-                   headers=_headers(file.get("headers")), **_numbers(file))
+                   headers=_headers(file.get("headers")), **_numbers(file), **_limits(flags, env, file))
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -270,3 +296,21 @@ def _numbers(file: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(f"LLM config {key} must be a number, not {file[key]!r}") from exc
     return out
 
+
+
+def _limits(flags: Mapping[str, float | int | None], env: Mapping[str, str],
+            file: Mapping[str, Any]) -> dict[str, Any]:
+    """The turn's limits that flags, the environment or the config file set, checked so a typo names its source."""
+    out: dict[str, Any] = {}
+    for key, kind, variable in _LIMITS:
+        if flags.get(key) is not None:
+            out[key] = flags[key]
+            continue
+        value, source = first_set((env.get(variable), variable), (file.get(key), f"LLM config {key}"))
+        if value is None:
+            continue
+        try:
+            out[key] = kind(value)
+        except ValueError as exc:
+            raise InputError(f"{source} must be a number, not {value!r}") from exc
+    return out

@@ -19,14 +19,15 @@ from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
 from ..positions import Span, find_tags, paragraph_spans
-from ..scaffolding import EXCERPTS_HEADER, NO_PASSAGES, NO_SEGMENTS, SOURCE_TEXT_HEADER
+from ..scaffolding import EXCERPTS_HEADER, NO_PASSAGES, NO_ROOM, NO_SEGMENTS, SOURCE_TEXT_HEADER
 from ..search.retrieval import Hit
 from .client import ChatProvider
+from .limits import Deadline
 from .prompts import count_tokens, load_prompt
 from .selection import SelectionParseError, parse_selection
 from .summaries import EXTRACTIVE_MODEL, segment_inputs, summary_version
 
-__all__ = ["ToolBox", "ToolSettings", "TOOL_SCHEMAS", "NOTHING_FOUND"]
+__all__ = ["ToolBox", "ToolSettings", "TOOL_SCHEMAS", "NOTHING_FOUND", "NO_ROOM"]
 
 log = logging.getLogger(__name__)
 NOTHING_FOUND = NO_SEGMENTS
@@ -78,6 +79,16 @@ class ToolBox:
     settings: ToolSettings = field(default_factory=ToolSettings)
     calls: list[ToolCallRecord] = field(default_factory=list)
     context_tokens: int = 0
+    room_tokens: int | None = None
+    """What the model's window leaves for one call's result (cl100k tokens); None: only the settings limit it."""
+    deadline: Deadline | None = None
+    """The turn's deadline, which the selector's requests keep to."""
+
+    @property
+    def budget(self) -> int:
+        """The most tokens of source text one call may return."""
+        limit = self.settings.context_tokens
+        return limit if self.room_tokens is None else max(0, min(limit, self.room_tokens))
 
     def execute(self, name: str, raw_arguments: str) -> str:
         """Run one tool call; bad arguments or unknown tools come back as a message the model can act on."""
@@ -109,6 +120,7 @@ class ToolBox:
         hits = self._search(str(query), self.settings.search_k)
         return self._format_hits(hits) if hits else NO_PASSAGES
 
+
     def get_related_segment_summaries(self, question: str) -> str:
         question = str(question)
         chosen = self._select_segments(question)
@@ -126,7 +138,7 @@ class ToolBox:
                 total += 1
                 entry = f"## {' › '.join(seg.segment.title_path) or 'Part'} (part {seg.segment.id})\n{summary}"
                 cost = count_tokens(entry)
-                if used + cost > self.settings.context_tokens:
+                if used + cost > self.budget:
                     continue
                 parts.append(entry)
                 used += cost
@@ -143,17 +155,29 @@ class ToolBox:
     def _search(self, query: str, k: int) -> list[Hit]:
         return self.library.search(query, k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
 
-    @staticmethod
-    def _format_hits(hits: Sequence[Hit]) -> str:
-        """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it."""
-        blocks = []
+    def _format_hits(self, hits: Sequence[Hit]) -> str:
+        """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it; as
+        many passages, best first, as the budget holds (of the first that does not fit whole, its leading
+        paragraphs that do)."""
+        heading = f"{SOURCE_TEXT_HEADER}\n\n"
+        blocks: list[str] = []
+        used = count_tokens(heading)
         for i, hit in enumerate(hits, start=1):
             where = " › ".join(hit.chunk.title_path) or hit.doc_title
             chunk = hit.chunk
             paragraphs = [(Span(chunk.file_id, chunk.start + a, chunk.start + b), hit.text[a:b])
                           for a, b in paragraph_spans(hit.text)]
-            blocks.append(f"[{i}] {hit.doc_title} — {where}\n{tagged_text(paragraphs)}")
-        return f"{SOURCE_TEXT_HEADER}\n\n" + "\n\n".join(blocks)
+            while paragraphs:
+                block = f"[{i}] {hit.doc_title} — {where}\n{tagged_text(paragraphs)}"
+                cost = count_tokens(block) + 2
+                if used + cost <= self.budget:
+                    break
+                paragraphs.pop()
+            if not paragraphs:
+                break
+            blocks.append(block)
+            used += cost
+        return heading + "\n\n".join(blocks) if blocks else NO_ROOM
 
     def _summaries(self, doc_id: int) -> list[tuple[Any, str]]:
         inputs = segment_inputs(self.library, doc_id)
@@ -191,7 +215,7 @@ class ToolBox:
         messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
         assert self.selector is not None
         for attempt in range(2):
-            reply = self.selector.complete(messages).content
+            reply = self.selector.complete(messages, deadline=self.deadline).content
             try:
                 return parse_selection(reply, valid_ids=valid, max_ids=self.settings.max_selected).ids
             except SelectionParseError as exc:
@@ -204,7 +228,7 @@ class ToolBox:
     def _budgeted(self, question: str, tagged_texts: Sequence[str]) -> str:
         """Whole chosen segments when they fit; else their paragraphs most related to the question."""
         whole = "\n\n".join(tagged_texts)
-        if count_tokens(whole) <= self.settings.context_tokens:
+        if count_tokens(whole) <= self.budget:
             return f"{SOURCE_TEXT_HEADER}\n\n{whole}" if whole else ""
         languages = self.library.store.languages()
         terms = set(query_terms(question, languages))
@@ -214,7 +238,7 @@ class ToolBox:
         keep, used = set(), 0
         for i in ranked:
             cost = count_tokens(paragraphs[i])
-            if used + cost > self.settings.context_tokens:
+            if used + cost > self.budget:
                 continue
             keep.add(i)
             used += cost

@@ -49,7 +49,7 @@ from .limits import BodyLimit
 from .reader import UPLOAD_ROUTE
 from .security import RequestGuard, check_bind, is_loopback
 from .state import ServerState
-from .upstream import UpstreamSettings
+from .upstream import TurnLimits, UpstreamSettings
 
 __all__ = ["create_app", "open_state"]
 
@@ -105,7 +105,9 @@ def open_state(settings: ServeSettings, *, embedder: Embedder | None = None) -> 
                          store=_open_store(settings, settings.reader_library_dir))
         drop_orphaned_ephemeral(reader.store)
     upstream = UpstreamSettings(reader.location, base_url=settings.llm_base_url, model=settings.llm_model,
-                                api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s)
+                                api_key=settings.secret("llm_api_key"), timeout_s=settings.llm_timeout_s,
+                                limits=TurnLimits(settings.llm_max_tokens, settings.llm_deadline_s,
+                                                  settings.llm_context_tokens))
     if kb is not None:
         kb.library.reranker, kb.library.rerank_top_n = library_reranker(
             settings.kb_library_dir, reranker=settings.rag_reranker, top_n=settings.rag_rerank_top_n,

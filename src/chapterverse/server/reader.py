@@ -27,7 +27,7 @@ from starlette.datastructures import UploadFile
 from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
-from ..answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
+from ..answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
 from ..errors import ChapterverseError, InputError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
@@ -400,6 +400,8 @@ def ask(request: Request, doc_id: Id, body: AskRequest) -> StreamingResponse:
                 if isinstance(event, AnswerMeta):
                     store.add_message(chat_id, "user", question)
                     yield _sse("meta", {"chat_id": chat_id, "mode": event.mode, "notice": _scrubbed(event.notice)})
+                elif isinstance(event, AnswerStatus):
+                    yield _sse("status", {"step": event.step, "text": event.text})
                 elif isinstance(event, AnswerDelta):
                     yield _sse("delta", {"text": event.text})
                 elif isinstance(event, AnswerDone):

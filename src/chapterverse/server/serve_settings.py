@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from ..config import default_home
 from ..errors import InputError
 from ..limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
+from ..llm.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_TOKENS
 from ..paths import expand_user, resolved
 from ..store import POSTGRES_SCHEMES
 
@@ -97,7 +98,22 @@ class ServeSettings(BaseModel):
                                                        "http://localhost:11434/v1.")
     llm_model: str | None = Field(None, description="Upstream model; replaces the client's model when set.")
     llm_api_key: SecretStr | None = Field(None, description="Upstream API key (env CHAPTERVERSE_LLM_API_KEY).")
-    llm_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for the upstream model.")
+    llm_timeout_s: float = Field(120.0, gt=0, description="Seconds to wait for the upstream model's next bytes "
+                                                          "(its first token, each read).")
+    llm_deadline_s: float = Field(DEFAULT_DEADLINE_S, gt=0, description="Most seconds one turn may take (a proxied "
+                                                                         "chat or response, streamed or not, or a "
+                                                                         "reader's or tool loop's answer, every "
+                                                                         "round included); at it the upstream "
+                                                                         "request is closed and the answer ends "
+                                                                         "with a notice.")
+    llm_max_tokens: int = Field(DEFAULT_MAX_TOKENS, ge=1, description="Most tokens the upstream model may write per "
+                                                                       "request: sent when a request names none, "
+                                                                       "the cap of a client's max_tokens, "
+                                                                       "max_completion_tokens or max_output_tokens.")
+    llm_context_tokens: int | None = Field(None, ge=256, description="The upstream model's window in tokens "
+                                                                      "(default: asked of the server: llama.cpp's "
+                                                                      "/props, Ollama's /api/show); what is sent "
+                                                                      "is fitted to it.")
     # -- libraries
     store: SecretStr | None = Field(None, description=f"Store URL (postgresql://...) holding the knowledge base and "
                                                       f"the reader library instead of SQLite files in their "

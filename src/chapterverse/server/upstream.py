@@ -28,9 +28,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..config import load_config, save_config
 from ..errors import InputError
 from ..llm.provider_config import ProviderConfig, check_base_url, mask_key, resolve_endpoint
+from ..llm.limits import DEFAULT_DEADLINE_S, DEFAULT_MAX_TOKENS
 from ..redaction import redact_url, register_secret, register_url_secrets
 
-__all__ = ["Upstream", "UpstreamSettings", "SettingsChange"]
+__all__ = ["Upstream", "UpstreamSettings", "SettingsChange", "TurnLimits"]
 
 _KEY_FIELDS = ("api_key", "api_key_env")
 """Where config.json names a key; both go when a key is given or the endpoint moves."""
@@ -44,6 +45,7 @@ class Upstream:
     model: str | None
     api_key: str | None
     timeout_s: float
+    limits: TurnLimits
 
     def __repr__(self) -> str:
         return f"Upstream(base_url={self.shown_url!r}, model={self.model!r}, api_key={mask_key(self.api_key)})"
@@ -59,7 +61,18 @@ class Upstream:
         if not self.base_url or not name:
             return None
         return ProviderConfig(base_url=self.base_url, model=name, api_key=self.api_key, timeout_s=self.timeout_s,
-                              max_retries=1)
+                              max_retries=1, max_tokens=self.limits.max_tokens, deadline_s=self.limits.deadline_s,
+                              deadline_setting="--llm_deadline_s", context_tokens=self.limits.context_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    """What one turn with the upstream may cost (``--llm_max_tokens``, ``--llm_deadline_s``) and the model's
+    window when it is set (``--llm_context_tokens``)."""
+
+    max_tokens: int = DEFAULT_MAX_TOKENS
+    deadline_s: float = DEFAULT_DEADLINE_S
+    context_tokens: int | None = None
 
 
 class SettingsChange(BaseModel):
@@ -98,13 +111,15 @@ def _origin(url: str | None) -> tuple[str, str, int | None] | None:
 
 class UpstreamSettings:
     def __init__(self, library_dir: Path, *, base_url: str | None = None, model: str | None = None,
-                 api_key: str | None = None, timeout_s: float = 120.0, env: Mapping[str, str] = os.environ) -> None:
+                 api_key: str | None = None, timeout_s: float = 120.0, limits: TurnLimits | None = None,
+                 env: Mapping[str, str] = os.environ) -> None:
         self._dir = Path(library_dir)
         self._lock = threading.Lock()
         found = resolve_endpoint(base_url=base_url, model=model, api_key=api_key, config=self._saved(), env=env)
         url = check_base_url(found.base_url) if found and found.base_url else None
         self._current = Upstream(base_url=url, model=found.model if found else None,
-                                 api_key=found.api_key if found else None, timeout_s=timeout_s)
+                                 api_key=found.api_key if found else None, timeout_s=timeout_s,
+                                 limits=limits or TurnLimits())
         _register(self._current)
 
     def _config(self) -> dict[str, Any]:
@@ -130,7 +145,7 @@ class UpstreamSettings:
             if drop_key:
                 values["api_key"] = None
             self._save(given, drop_key=drop_key)
-            self._current = Upstream(timeout_s=current.timeout_s, **values)
+            self._current = Upstream(timeout_s=current.timeout_s, limits=current.limits, **values)
             _register(self._current)
             return self._current
 

@@ -7,6 +7,10 @@ Unknown request fields (``chat_template_kwargs``, ``stream_options``, ...) pass 
 are; only ``messages`` (when injecting) and ``model`` (when ``--llm_model`` is set) change.
 The upstream call, its errors and the secret masking of what is relayed are ``relay.py``'s.
 
+Every turn is bounded (``bounds.py``): the answer's tokens (the client's, capped by ``--llm_max_tokens``), the
+whole turn's seconds (``--llm_deadline_s``: a stream is then cut with ``finish_reason`` length and a ``notice``),
+and what is sent, fitted to the model's window.
+
 Replies stream back as they arrive. With RAG on, the text goes through the tag filter (strip or
 keep) and the verified citations ride out of band: a ``citations`` field on the chunk that carries
 ``finish_reason`` (and on a non-streamed completion); see ``replies.py``.
@@ -22,6 +26,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import JSONResponse, Response
 
+from .bounds import CHAT_TOKEN_FIELDS, answer_tokens, turn_budget, turn_deadline
 from ..lone_surrogates import require_text_body
 from ..errors import ApiError
 from .grounding import ground, next_turn
@@ -61,15 +66,19 @@ async def models(request: Request) -> Response:
 @router.post("/v1/chat/completions", summary="OpenAI-compatible chat, with knowledge-base context injected")
 async def chat_completions(request: Request) -> Response:
     state = server_state(request)
+    deadline = turn_deadline(state)
     body = await _json_body(request)
     upstream = require_upstream(state)
     turn = next_turn()
     if state.kb is not None and state.settings.rag_mode == "tools":
-        return await tools_turn(state, body, upstream, turn)
-    grounding = await ground(state, body["messages"], body.get("model"), upstream, turn)
+        return await tools_turn(state, body, upstream, turn, answer_tokens(upstream, body, CHAT_TOKEN_FIELDS))
+    budget = await turn_budget(state, upstream, body, CHAT_TOKEN_FIELDS, deadline)
+    grounding = await ground(state, body["messages"], body.get("model"), upstream, turn,
+                             room=budget.passage_room(body, body["messages"]))
     if grounding is None:
-        return await relay(state, upstream, CHAT_COMPLETIONS, body, None, turn)
-    response = await relay(state, upstream, CHAT_COMPLETIONS, grounding.forwarded(body, "messages"),
-                           CompletionRewriter(grounding), turn)
+        return await relay(state, upstream, CHAT_COMPLETIONS, budget.fit(body, "messages"), None, turn, deadline)
+    response = await relay(state, upstream, CHAT_COMPLETIONS, budget.fit(grounding.forwarded(body, "messages"),
+                                                                         "messages"),
+                           CompletionRewriter(grounding), turn, deadline)
     grounding.mark(response)
     return response

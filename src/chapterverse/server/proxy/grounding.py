@@ -29,6 +29,7 @@ from starlette.responses import Response
 
 from ... import Hit
 from ...citations import Resolver, library_resolver
+from .bounds import fitted_hits
 from .injection import ReplyFilter, context_block, header_language, hits_summary, inject_context, last_user_text
 from .relay import upstream_headers
 from .rewrite import carry_query, llm_query
@@ -89,10 +90,11 @@ class Grounding:
 
 
 async def ground(state: ServerState, items: list[Any], asked_model: object, upstream: Upstream, turn: int, *,
-                 part_type: str = "text") -> Grounding | None:
+                 part_type: str = "text", room: int | None = None) -> Grounding | None:
     """Retrieve for the last user item of ``items`` and inject what clears the threshold; None when the server
     has no knowledge base (the request and its reply pass untouched). ``part_type`` names a content part added
-    to a list content: ``text`` in chat completions, ``input_text`` in the Responses API."""
+    to a list content: ``text`` in chat completions, ``input_text`` in the Responses API. ``room`` is the most
+    tokens the context block may take in the model's window (``bounds.py``), None when it is unknown."""
     if state.kb is None:
         return None
     found = last_user_text(items)
@@ -102,7 +104,7 @@ async def ground(state: ServerState, items: list[Any], asked_model: object, upst
         index, text = found
         query = text[:state.settings.max_query_chars]
         retrieval = await _retrieval_query(state, items, asked_model, upstream, index, query)
-        items, hits = await _inject(state, items, index, retrieval, turn, part_type=part_type)
+        items, hits = await _inject(state, items, index, retrieval, turn, part_type=part_type, room=room)
         read = len(query) if len(query) < len(text) else None
 
     def new_filter() -> ReplyFilter:
@@ -130,7 +132,7 @@ async def _retrieval_query(state: ServerState, messages: list[Any], asked_model:
 
 
 async def _inject(state: ServerState, messages: list[Any], index: int, query: str, turn: int, *,
-                  part_type: str) -> tuple[list[Any], list[Hit]]:
+                  part_type: str, room: int | None) -> tuple[list[Any], list[Hit]]:
     """``messages`` with the context retrieved for ``query`` added to message ``index``, and the hits; the
     messages as they were (and no hits) when nothing clears the threshold or retrieval fails."""
     assert state.kb is not None
@@ -148,7 +150,11 @@ async def _inject(state: ServerState, messages: list[Any], index: int, query: st
         log.info("RAG turn %d: nothing above threshold %.2f for %s — forwarded untouched", turn,
                  settings.rag_threshold, searched)
         return messages, []
-    block = context_block(hits, header_language(settings.rag_language, query))
+    language = header_language(settings.rag_language, query)
+    hits = fitted_hits(hits, room, lambda kept: context_block(kept, language), turn)
+    if not hits:
+        return messages, []
+    block = context_block(hits, language)
     injected = inject_context(messages, block, settings.rag_inject_as, index, part_type=part_type)
     log.info("RAG turn %d: injected %d chunks (%d chars) as %s for %s — %s", turn, len(hits), len(block),
              settings.rag_inject_as, searched, hits_summary(hits))

@@ -19,6 +19,7 @@ the reply goes out as it came, masked.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -31,11 +32,12 @@ import httpx
 from fastapi import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from ...redaction import mask_secrets
+from ...llm.limits import Deadline
+from ...redaction import mask_secrets, scrub
 from ..errors import ApiError, error_body, unparsable_body
 from ..state import ServerState
-from .streammask import StreamMasker, clean_completion, clean_response
 from ..upstream import Upstream
+from .streammask import StreamMasker, clean_completion, clean_response
 
 __all__ = ["NO_UPSTREAM", "Endpoint", "CHAT_COMPLETIONS", "RESPONSES", "ReplyRewriter", "request_json",
            "require_upstream", "upstream_headers", "relay", "relay_get", "relayed_json", "relayed_events"]
@@ -62,11 +64,29 @@ class Endpoint:
     path: str
     broken: Callable[[dict[str, Any]], str]
     """The SSE event, in this API's own format, that tells the client the upstream stream broke."""
+    cut: Callable[[str], str]
+    """The SSE events, in this API's own format, that end a stream cut at the deadline, with the notice given."""
 
 
-CHAT_COMPLETIONS = Endpoint("/chat/completions", lambda error: f"data: {json.dumps(error)}\n\n")
+def _chat_cut(notice: str) -> str:
+    """The last chunk of a chat completion stream cut at the deadline: ``finish_reason`` length, the notice."""
+    chunk = {"id": "chatcmpl-chapterverse", "object": "chat.completion.chunk", "created": 0, "model": "",
+             "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "notice": notice}
+    return f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+
+
+def _responses_cut(notice: str) -> str:
+    """The ``response.incomplete`` event that ends a Responses stream cut at the deadline."""
+    event = {"type": "response.incomplete", "response": {
+        "object": "response", "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+        "notice": notice}}
+    return f"event: response.incomplete\ndata: {json.dumps(event)}\n\n"
+
+
+CHAT_COMPLETIONS = Endpoint("/chat/completions", lambda error: f"data: {json.dumps(error)}\n\n", _chat_cut)
 RESPONSES = Endpoint("/responses",
-                     lambda error: f"event: error\ndata: {json.dumps({'type': 'error', **error})}\n\n")
+                     lambda error: f"event: error\ndata: {json.dumps({'type': 'error', **error})}\n\n",
+                     _responses_cut)
 
 
 class ReplyRewriter(Protocol):
@@ -81,6 +101,9 @@ class ReplyRewriter(Protocol):
 
     def close(self) -> list[str]:
         """The stream ended: the SSE text still to send."""
+
+    def cut(self, notice: str) -> list[str]:
+        """The stream was cut at the deadline: the SSE text that ends it, with ``notice`` for the client."""
 
 
 # ------------------------------------------------------------------------------------------ the request
@@ -141,30 +164,71 @@ def _upstream_failure(exc: httpx.HTTPError, upstream: Upstream) -> ApiError:
     return ApiError(502, "UPSTREAM_UNREACHABLE", f"cannot reach {upstream.shown_url}: {type(exc).__name__}")
 
 
-def _upstream_error(reply: httpx.Response, upstream: Upstream) -> ApiError:
-    """A fixed answer for an upstream error status; its body (which may echo the key) is dropped, not relayed. A
-    429 keeps its wait (``Retry-After``, ``retry-after-ms``), when it is a number: the client can only wait as
-    long as it is told, and OpenAI's SDKs read these to time their retry."""
+def _upstream_error(reply: httpx.Response, upstream: Upstream, reason: str) -> ApiError:
+    """The answer to an upstream error status. Its reason (the body's error message, every secret masked) is
+    logged, and relayed for a status about the request itself (400, 413, 422...: a prompt beyond the model's
+    window, say), which the client can act on; for any other (401, 403: the server's own key; 5xx) the client
+    gets a fixed message. A 429 keeps its wait (``Retry-After``, ``retry-after-ms``), when it is a number: the
+    client can only wait as long as it is told, and OpenAI's SDKs read these to time their retry."""
     status = reply.status_code
-    log.warning("upstream %s answered HTTP %d", upstream.shown_url, status)
+    log.warning("upstream %s answered HTTP %d: %s", upstream.shown_url, status, reason or "(no reason given)")
     waits: dict[str, str] = {}
     for name in _WAIT_HEADERS if status == 429 else ():
         value = reply.headers.get(name, "").strip()
         if _SECONDS.fullmatch(value):
             waits[name] = value
+    told = f": {reason}" if reason and status in _PASSED_STATUSES and status != 429 else "; see the server's log"
     return ApiError(status if status in _PASSED_STATUSES else 502, "UPSTREAM_ERROR",
-                    f"the upstream model answered HTTP {status}; see the server's log", headers=waits)
+                    f"the upstream model answered HTTP {status}{told}", headers=waits)
 
 
-async def _send(state: ServerState, upstream: Upstream, request: httpx.Request, *, stream: bool) -> httpx.Response:
-    """The upstream's answer to ``request``, its failures and error statuses mapped to our own errors."""
+_REASON_BYTES = 8192
+"""The most of an error body read for its reason."""
+
+
+async def _error_reason(reply: httpx.Response) -> str:
+    """The reason an upstream's error body gives (``error.message``, ``message``, ``detail`` or its text), on one
+    line, every secret masked (``redaction.scrub``), at most 300 characters."""
+    body = b""
     try:
-        reply = await state.http.send(request, stream=stream)
+        async for piece in reply.aiter_bytes():
+            body += piece
+            if len(body) >= _REASON_BYTES:
+                break
+    except httpx.HTTPError:
+        pass
+    text = body[:_REASON_BYTES].decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        found: dict[str, Any] = error if isinstance(error, dict) else data
+        message = found.get("message") or found.get("detail") or error
+        text = message if isinstance(message, str) else text
+    line = " ".join(scrub(text).split())
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+async def _send(state: ServerState, upstream: Upstream, request: httpx.Request, *, stream: bool,
+                deadline: Deadline | None = None) -> httpx.Response:
+    """The upstream's answer to ``request``, its failures and error statuses mapped to our own errors; 504 when
+    ``deadline`` passes first (the request is then closed)."""
+    try:
+        pending = state.http.send(request, stream=stream)
+        reply = await (asyncio.wait_for(pending, deadline.remaining) if deadline is not None else pending)
+    except TimeoutError as exc:
+        assert deadline is not None
+        log.warning("upstream %s: no answer within %s; request closed", upstream.shown_url, deadline.describe())
+        raise ApiError(504, "UPSTREAM_TIMEOUT", f"the upstream model did not answer within {deadline.describe()}; "
+                                                "the request was stopped") from exc
     except httpx.HTTPError as exc:
         raise _upstream_failure(exc, upstream) from exc
     if reply.status_code >= 400:
+        reason = await _error_reason(reply)
         await reply.aclose()
-        raise _upstream_error(reply, upstream)
+        raise _upstream_error(reply, upstream, reason)
     return reply
 
 
@@ -176,17 +240,18 @@ async def relay_get(state: ServerState, upstream: Upstream, path: str) -> Respon
 
 
 async def relay(state: ServerState, upstream: Upstream, endpoint: Endpoint, body: dict[str, Any],
-                rewriter: ReplyRewriter | None, turn: int) -> Response:
+                rewriter: ReplyRewriter | None, turn: int, deadline: Deadline) -> Response:
     """Send ``body`` to the upstream's ``endpoint`` and answer with its reply, streamed when the request asks for
-    a stream, rewritten by ``rewriter`` when there is one."""
+    a stream, rewritten by ``rewriter`` when there is one. At ``deadline`` the upstream request is closed: a reply
+    not begun is a 504, a stream ends with the endpoint's cut events and a notice."""
     if upstream.model:
         body["model"] = upstream.model
     request = state.http.build_request("POST", f"{upstream.base_url}{endpoint.path}", json=body,
                                        headers=upstream_headers(upstream))
     streamed = bool(body.get("stream"))
-    reply = await _send(state, upstream, request, stream=streamed)
+    reply = await _send(state, upstream, request, stream=streamed, deadline=deadline)
     if streamed:
-        return _relayed_stream(_events(reply, rewriter, endpoint, turn))
+        return _relayed_stream(_events(reply, rewriter, endpoint, turn, deadline))
     return _relayed_reply(reply, rewriter)
 
 
@@ -211,25 +276,49 @@ def _cleaned(data: dict[str, Any]) -> bool:
 
 
 async def _events(reply: httpx.Response, rewriter: ReplyRewriter | None, endpoint: Endpoint,
-                  turn: int) -> AsyncGenerator[bytes, None]:
-    """The SSE loop: the upstream's stream, rewritten line by line (or its bytes as they come without a
-    rewriter); a stream that breaks ends with the endpoint's error event."""
+                  turn: int, deadline: Deadline) -> AsyncGenerator[bytes, None]:
+    """The SSE loop: the upstream's stream, rewritten line by line (or, without a rewriter, its bytes event by
+    whole event as they come); a stream that breaks ends with the endpoint's error event, one that reaches
+    ``deadline`` with its cut events (the upstream connection is then closed, and the model stops writing)."""
+    pieces: AsyncIterator[Any] = reply.aiter_lines() if rewriter is not None else reply.aiter_raw()
+    pending = b""
     try:
-        if rewriter is None:
-            async for raw in reply.aiter_raw():
-                yield raw
-            return
-        async for line in reply.aiter_lines():
-            for out in rewriter.line(line):
+        while True:
+            try:
+                piece = await asyncio.wait_for(anext(pieces), deadline.remaining)
+            except StopAsyncIteration:
+                break
+            except TimeoutError:
+                notice = f"The answer was cut at {deadline.describe()}; the upstream request was stopped."
+                log.warning("RAG turn %d: stream cut at %s; upstream request closed", turn, deadline.describe())
+                for out in rewriter.cut(notice) if rewriter is not None else [endpoint.cut(notice)]:
+                    yield out.encode()
+                return
+            if rewriter is not None:
+                for out in rewriter.line(piece):
+                    yield out.encode()
+                continue
+            ready, pending = _whole_events(pending + piece)
+            if ready:
+                yield ready
+        if rewriter is not None:
+            for out in rewriter.close():
                 yield out.encode()
-        for out in rewriter.close():
-            yield out.encode()
+        elif pending:
+            yield pending
     except httpx.HTTPError as exc:
         log.warning("RAG turn %d: upstream stream broke: %s", turn, exc)
         error = error_body("UPSTREAM_INTERRUPTED", f"the upstream stream broke: {type(exc).__name__}", openai=True)
         yield endpoint.broken(error).encode()
     finally:
         await reply.aclose()
+
+
+def _whole_events(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` split after its last whole SSE event (a blank line ends one): what may go out, what waits. A
+    stream cut at the deadline then ends between events, never inside one."""
+    end = max((data.rfind(mark) + len(mark) for mark in (b"\n\n", b"\r\n\r\n") if mark in data), default=0)
+    return data[:end], data[end:]
 
 
 # ---------------------------------------------------------------------------------------- secret masking

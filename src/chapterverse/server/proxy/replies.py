@@ -109,6 +109,19 @@ class CompletionRewriter:
         self._grounding.log_citations(self.citations)
         return out
 
+    def cut(self, notice: str) -> list[str]:
+        """The stream was cut at the deadline: what is held back, the citations of what was shown, and
+        ``finish_reason`` length with ``notice`` on the last chunk; then ``[DONE]``."""
+        if self._finished:
+            return ["data: [DONE]\n\n"]
+        tail = self._filter.flush()
+        chunk: dict[str, Any] = {"id": "chatcmpl-chapterverse", "object": "chat.completion.chunk", "created": 0,
+                                 "model": "", "choices": [{"index": 0, "delta": {"content": tail} if tail else {},
+                                                           "finish_reason": "length"}], "notice": notice}
+        self._finish(chunk)
+        self._grounding.log_citations(self.citations)
+        return [completion_event(chunk), "data: [DONE]\n\n"]
+
 
 # ----------------------------------------------------------------------------------------- Responses API
 
@@ -127,6 +140,8 @@ class ResponsesRewriter:
         self._lines: list[str] = []
         self._texts: dict[tuple[int, int], list[str]] = {}
         self._sequence = 0
+        self._response: dict[str, Any] = {}
+        """The response object as the stream's last event that carried one gave it (its id, its model)."""
         self.citations: list[dict[str, Any]] = []
 
     def whole(self, data: Any) -> bool:
@@ -164,6 +179,28 @@ class ResponsesRewriter:
         self._grounding.log_citations(self.citations)
         return out
 
+    def cut(self, notice: str) -> list[str]:
+        """The stream was cut at the deadline: the text held back, then ``response.incomplete`` with the text
+        shown, its citations and ``notice``."""
+        out: list[str] = []
+        tail = self._filter.flush()
+        key = max(self._texts, default=(0, 0))
+        if tail:
+            self._texts.setdefault(key, []).append(tail)
+            out.append(self._emit({"type": "response.output_text.delta", "output_index": key[0],
+                                   "content_index": key[1], "delta": tail, "logprobs": [], "sequence_number": 0}))
+        response = {**self._response, "object": "response", "status": "incomplete",
+                    "incomplete_details": {"reason": "max_output_tokens"}, "notice": notice,
+                    "output": [{"type": "message", "role": "assistant", "status": "incomplete",
+                                "content": [{"type": "output_text", "text": self._text(k), "annotations": []}
+                                            for k in sorted(self._texts)]}]}
+        response["output_text"] = "".join(self._text(k) for k in sorted(self._texts))
+        self.citations = self._filter.citations()
+        response["citations"] = self.citations
+        self._grounding.log_citations(self.citations)
+        out.append(self._emit({"type": "response.incomplete", "response": response, "sequence_number": 0}))
+        return out
+
     def _emit(self, event: dict[str, Any]) -> str:
         if "sequence_number" in event:
             event["sequence_number"] = self._sequence
@@ -172,6 +209,8 @@ class ResponsesRewriter:
 
     def _rewrite(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
+        if isinstance(event.get("response"), dict):
+            self._response = {k: v for k, v in event["response"].items() if k in ("id", "created_at", "model")}
         key = (_int(event.get("output_index")), _int(event.get("content_index")))
         if kind == "response.output_text.delta" and isinstance(event.get("delta"), str):
             shown = self._filter.feed(event["delta"])

@@ -21,6 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from .bounds import RESPONSES_TOKEN_FIELDS, turn_budget, turn_deadline
 from ..lone_surrogates import require_text_body
 from ..errors import ApiError
 from .grounding import ground, next_turn
@@ -49,17 +50,20 @@ def _items(given: str | list[Any]) -> list[Any]:
 @router.post("/v1/responses", summary="OpenAI Responses API, with knowledge-base context injected")
 async def responses(request: Request) -> Response:
     state = server_state(request)
+    deadline = turn_deadline(state)
     body = await _body(request)
     upstream = require_upstream(state)
     turn = next_turn()
     if state.kb is not None and state.settings.rag_mode == "tools":
         raise ApiError(400, "BAD_INPUT", "rag_mode tools answers on /v1/chat/completions only; /v1/responses "
                                          "injects context (rag_mode inject)")
-    grounding = await ground(state, _items(body["input"]), body.get("model"), upstream, turn,
-                             part_type="input_text")
+    budget = await turn_budget(state, upstream, body, RESPONSES_TOKEN_FIELDS, deadline)
+    items = _items(body["input"])
+    grounding = await ground(state, items, body.get("model"), upstream, turn, part_type="input_text",
+                             room=budget.passage_room(body, items))
     if grounding is None:
-        return await relay(state, upstream, RESPONSES, body, None, turn)
-    response = await relay(state, upstream, RESPONSES, grounding.forwarded(body, "input"),
-                           ResponsesRewriter(grounding), turn)
+        return await relay(state, upstream, RESPONSES, budget.fit(body, "input"), None, turn, deadline)
+    response = await relay(state, upstream, RESPONSES, budget.fit(grounding.forwarded(body, "input"), "input"),
+                           ResponsesRewriter(grounding), turn, deadline)
     grounding.mark(response)
     return response

@@ -4,6 +4,10 @@
 The answer's verified citations ride out of band as in inject mode: a ``citations`` field on the last chunk (or
 on the completion). With ``--rag_tags strip`` the answer's text loses its tags; every event is masked of the
 configured secrets (``relay.relayed_events``).
+
+The turn keeps to ``--llm_deadline_s`` and the client's ``max_tokens`` (capped by ``--llm_max_tokens``): an answer
+cut at the deadline ends with ``finish_reason`` length, and the answer's notice (cut, or answered extractively
+because the model could not) rides on the last chunk (or the completion) as ``notice``.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -37,8 +42,10 @@ __all__ = ["tools_turn"]
 log = logging.getLogger(__name__)
 
 
-async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstream, turn: int) -> Response:
-    """Answer with the tool loop on the upstream model, shaped as a chat completion."""
+async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstream, turn: int,
+                     max_tokens: int) -> Response:
+    """Answer with the tool loop on the upstream model, shaped as a chat completion; each of its requests may
+    write ``max_tokens``."""
     assert state.kb is not None
     found = last_user_text(body["messages"])
     if found is None:
@@ -46,6 +53,7 @@ async def tools_turn(state: ServerState, body: dict[str, Any], upstream: Upstrea
     provider = upstream.provider(model=str(body.get("model") or "") or None)
     if provider is None:
         raise ApiError(503, "NO_UPSTREAM", "rag_mode tools needs an upstream model (--llm_model)")
+    provider = replace(provider, max_tokens=max_tokens)
     index, question = found
     check_length("the question", question, state.settings.max_question_chars, "--max_question_chars")
     answer = _ToolAnswer(state.kb.library, question, _history(body["messages"][:index]), provider,
@@ -119,7 +127,7 @@ class _ToolAnswer:
                 if kind == "text":
                     yield self._chunk({"content": value})
                 else:
-                    yield self._chunk({}, "stop", citations=self._citations(value))
+                    yield self._chunk({}, _finish(value), citations=self._citations(value), **_notice(value))
         except ChapterverseError as exc:
             log.warning("RAG turn %d: tool loop failed: %s", self._turn, exc)
             yield f"data: {json.dumps(error_body('ANSWER_FAILED', str(exc), openai=True))}\n\n"
@@ -136,8 +144,19 @@ class _ToolAnswer:
         usage = result.usage if result is not None else {}
         return {"id": self._id, "object": "chat.completion", "created": self._created, "model": self._provider.model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(parts)},
-                             "finish_reason": "stop"}],
+                             "finish_reason": _finish(result) if result is not None else "stop"}],
                 "usage": {"prompt_tokens": usage.get("prompt_tokens", 0),
                           "completion_tokens": usage.get("completion_tokens", 0),
                           "total_tokens": usage.get("prompt_tokens", 0) + usage.get("completion_tokens", 0)},
-                "citations": self._citations(result) if result is not None else []}
+                "citations": self._citations(result) if result is not None else [],
+                **(_notice(result) if result is not None else {})}
+
+
+def _finish(result: AnswerResult) -> str:
+    """``length`` for an answer cut at the deadline, else ``stop``."""
+    return "length" if result.metadata.get("stopped") == "deadline" else "stop"
+
+
+def _notice(result: AnswerResult) -> dict[str, str]:
+    """The answer's notice as a ``notice`` field, when it has one."""
+    return {"notice": result.notice} if result.notice else {}

@@ -308,7 +308,8 @@ export function renderResult(box, result, { docId, streaming = false, meta = {} 
     const [label, explain] = MODE_LABELS[mode] || [mode, ""];
     children.push(h("div", { class: "cv-msg-meta" },
       mode ? h("span", { class: `cv-badge cv-mode-${mode}`, "data-cv-mode-badge": mode, title: explain }, label) : null,
-      streaming ? h("span", { class: "cv-typing", "aria-hidden": "true" }, "answering…") : null,
+      streaming ? h("span", { class: "cv-typing", "data-cv-step": meta.step || "",
+                              "aria-live": "polite" }, meta.step ? `${meta.step}…` : "answering…") : null,
       streaming ? null : stateBadge(result)));
     if (notice) children.push(h("p", { class: "cv-notice", role: "note", "data-cv-notice": true }, notice));
   }

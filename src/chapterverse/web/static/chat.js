@@ -168,7 +168,7 @@ export class Chat {
     this.controller = new AbortController();
     this.send.disabled = true;
     this.stop.hidden = false;
-    const meta = { mode: null, notice: null };
+    const meta = { mode: null, notice: null, step: null };
     let text = "";
     let finished = false;
     const newChat = this.chatId === null;
@@ -180,7 +180,11 @@ export class Chat {
           meta.notice = data.notice || null;
           if (data.chat_id !== undefined && data.chat_id !== null) this.setChatId(Number(data.chat_id));
           this.showResult(box, { answer: text }, { streaming: true, meta });
+        } else if (event === "status") {
+          meta.step = data.text || null;
+          if (!text) this.showResult(box, { answer: text }, { streaming: true, meta });
         } else if (event === "delta") {
+          meta.step = null;
           text += data.text || "";
           this.showResult(box, { answer: text }, { streaming: true, meta });
           this.follow();
