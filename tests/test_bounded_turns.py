@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -64,6 +65,17 @@ def _result(events: list[AnswerEvent]) -> Any:
 
 def _search_then(answer: Reply) -> list[Reply]:
     return [Reply.tool_call("search_passages", {"query": "cat"}), answer]
+
+
+def _cited_cat_answer(request: dict[str, Any]) -> Reply:
+    """Search for the cat, then name it citing the paragraph that does (an answer the verifier lets stand)."""
+    tools = [str(m["content"]) for m in request["messages"] if m.get("role") == "tool"]
+    if not tools:
+        return Reply.tool_call("search_passages", {"query": "cat"})
+    after = tools[-1][tools[-1].index("cat called Admiral"):]
+    tag = re.search(r"\[f\d+-\d+-\d+\]", after)
+    assert tag is not None
+    return Reply.text(f"The keeper's cat was called Admiral {tag.group()}.")
 
 
 # ------------------------------------------------------------------------------------------ the client
@@ -132,7 +144,8 @@ def test_status_events_come_while_the_first_round_is_held_back(library: Library)
 def test_a_small_window_sends_no_tools_and_fits_every_request(library: Library) -> None:
     with fake_llm(default=Reply.text("Admiral.")) as fake:
         events, _ = _events(library, _config(fake, context_tokens=1024, max_tokens=512))
-    assert _result(events).mode == "llm"
+    assert fake.chat_requests and _result(events).metadata.get("model_answer") == "Admiral."  # asked; its
+    # uncited answer then gives way to the extractive one
     for request in fake.chat_requests:
         assert "tools" not in request.json
         assert estimate_messages(request.json["messages"]) + request.json["max_tokens"] <= 1024
@@ -337,7 +350,7 @@ def test_the_reader_streams_its_steps_before_the_answer(tmp_path: Path) -> None:
 def test_ask_shows_its_steps_on_a_terminal_and_keeps_json_on_stdout(library: Library) -> None:
     """Its status line goes to stderr where that is a terminal, erased when the answer is printed; a piped
     stderr gets none (the notices and errors scripts keep stay alone there)."""
-    with fake_llm(*_search_then(Reply.text("Admiral.")), *_search_then(Reply.text("Admiral."))) as fake:
+    with fake_llm(handler=_cited_cat_answer) as fake:
         command = [sys.executable, "-m", "chapterverse", "ask", "What is the cat called?", "--json", "--library",
                    str(library.location), "--llm-base-url", fake.base_url, "--llm-model", "m",
                    "--llm-max-tokens", "50"]

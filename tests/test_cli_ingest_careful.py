@@ -81,7 +81,8 @@ def test_one_bad_file_does_not_stop_a_folder(mixed: Path, tmp_path: Path) -> Non
     assert result.exit_code == 2
     assert result.stdout.splitlines() == ["1 Bay Notes — 1 file, 1 chunk, 1 segment (ingested)"]
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert errors == [f"error: {mixed / 'a.epub'}: not a readable ZIP archive, so not an EPUB (File is not a zip file)",
+    assert errors == [f"error: {mixed / 'a.epub'}: not a readable ZIP archive, so not an EPUB (no end-of-archive "
+                      "record in its last 65557 bytes)",
                       f"error: {mixed / 'c.txt'}: binary data, not text: 2 of its first 7 characters are NUL or "
                       "other control characters (UTF-16 or UTF-32 text needs its byte-order mark)"]
     assert "nothing to ingest" not in result.stderr
@@ -116,7 +117,8 @@ def test_a_bad_file_named_directly_is_one_error_line_and_exit_2(tmp_path: Path) 
     result = cli("ingest", str(corrupt), "--library", str(tmp_path / "lib"))
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr.splitlines() == [
-        f"error: {corrupt}: not a readable ZIP archive, so not an EPUB (File is not a zip file)"]
+        f"error: {corrupt}: not a readable ZIP archive, so not an EPUB (no end-of-archive record in its last "
+        "65557 bytes)"]
 
 
 def test_named_files_after_a_bad_one_are_still_ingested(tmp_path: Path) -> None:

@@ -112,7 +112,8 @@ def _unverified(library: Library, question: str, doc_id: int | None, model: Answ
     claims = supported + len(model.unsupported_sentences)
     log.info("model answer not verified (%d of %d sentences supported), answering extractively", supported, claims)
     which = f"only {supported} of its {claims} sentences" if supported else "none of its sentences"
-    result = _extractive(library, question, doc_id, notice=UNVERIFIED_NOTICE.format(which=which))
+    notice = UNVERIFIED_NOTICE.format(which=which)
+    result = _extractive(library, question, doc_id, notice=f"{model.notice} {notice}" if model.notice else notice)
     result.metadata = {**result.metadata, **model.metadata, "model_answer": model.answer,
                        "model_supported_sentences": model.supported_sentences,
                        "model_unsupported_sentences": model.unsupported_sentences,
