@@ -169,3 +169,77 @@ def test_the_key_never_reaches_the_client_in_any_encoding(server_for: Callable[[
     leaks = [text for text in [answer.text, *decoded] if KEY in text]
     assert not leaks, f"the key reached the client: {leaks[:3]}"
     assert "key=***" in answer.text, "the reply is relayed, its key masked"
+
+
+def _arguments_pieces(encoded: str, count: int) -> list[str]:
+    """A tool call's ``arguments`` ``{"key": "<encoded>"}`` (as the client decodes them) cut into ``count`` pieces,
+    every cut inside the key, so that no piece holds it whole."""
+    head, key_start = '{"key": "', len('{"key": "')
+    arguments = head + encoded + '"}'
+    cuts = [key_start + len(encoded) * n // count + n for n in range(1, count)]
+    return [arguments[start:end] for start, end in zip([0, *cuts], [*cuts, len(arguments)])]
+
+
+def _chat_argument_chunks(pieces: list[str]) -> list[str]:
+    head = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+    first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": ""}}
+    calls = [[first], *([{"index": 0, "function": {"arguments": piece}}] for piece in pieces)]
+    return [json.dumps({**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "key=" + KEY},
+                                              "finish_reason": None}]}),
+            *(json.dumps({**head, "choices": [{"index": 0, "delta": {"tool_calls": call}, "finish_reason": None}]})
+              for call in calls),
+            json.dumps({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})]
+
+
+def _response_argument_events(pieces: list[str]) -> list[str]:
+    call = {"item_id": "fc1", "output_index": 0}
+    events: list[dict[str, Any]] = [
+        {"type": "response.created", "response": json.loads(_response("", "in_progress"))},
+        {"type": "response.output_item.added", "output_index": 0, "item": {
+            "type": "function_call", "id": "fc1", "call_id": "call_1", "name": "lookup", "arguments": "",
+            "status": "in_progress"}},
+        *({"type": "response.function_call_arguments.delta", **call, "delta": piece} for piece in pieces),
+        {"type": "response.function_call_arguments.done", **call, "arguments": "".join(pieces)},
+        {"type": "response.completed", "response": json.loads(_response(KEY))}]
+    return [json.dumps({**event, "sequence_number": number}) for number, event in enumerate(events)]
+
+
+SPLIT_ROUTES: dict[str, tuple[str, Callable[[list[str]], Reply]]] = {
+    "chat-stream": ("/v1/chat/completions", lambda pieces: Reply.sse(_chat_argument_chunks(pieces))),
+    "responses-stream": ("/v1/responses", lambda pieces: Reply.sse(_response_argument_events(pieces), done=False)),
+}
+
+
+def _streamed_arguments(payloads: list[Any]) -> str:
+    """A stream's tool-call arguments as a client joins them: chat ``tool_calls`` deltas, Responses
+    ``function_call_arguments`` deltas."""
+    joined = ""
+    for event in payloads:
+        for choice in event.get("choices") or []:
+            joined += "".join((call.get("function") or {}).get("arguments") or ""
+                              for call in (choice.get("delta") or {}).get("tool_calls") or [])
+        if event.get("type") == "response.function_call_arguments.delta":
+            joined += event["delta"]
+    return joined
+
+
+@pytest.mark.parametrize("count", [2, 3, 4], ids=lambda n: f"{n}-deltas")
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("route", SPLIT_ROUTES)
+@pytest.mark.parametrize("rag", [False, True], ids=["kb-off", "kb-on"])
+def test_a_key_cut_across_tool_call_argument_deltas_never_reaches_the_client(
+        server_for: Callable[[bool], Server], fake: FakeLLM, rag: bool, route: str, encoding: str,
+        count: int) -> None:
+    path, reply = SPLIT_ROUTES[route]
+    pieces = _arguments_pieces(ENCODINGS[encoding], count)
+    assert all(ENCODINGS[encoding] not in piece for piece in pieces)
+    fake.push(reply(pieces))
+    with server_for(rag).client() as client:
+        answer: httpx.Response = client.post(path, json={**BODIES[path], "stream": True})
+    assert answer.status_code == 200, answer.text
+    payloads = _payloads(answer.text, True)
+    arguments = _streamed_arguments(payloads)
+    decoded = [text for payload in payloads for text in _strings(payload)] + list(_strings(arguments))
+    leaks = [text for text in [answer.text, *decoded] if KEY in text]
+    assert not leaks, f"the key reached the client: {leaks[:3]}"
+    assert json.loads(arguments) == {"key": "***"}, "the arguments are relayed whole, their key masked"

@@ -32,7 +32,7 @@ import functools
 import logging
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -133,35 +133,50 @@ def _known() -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=8)
 def _encoded_pattern(secrets: tuple[str, ...]) -> re.Pattern[bytes] | None:
-    """A bytes pattern of ``secrets`` in every form :func:`mask_secrets` masks; None when there are none.
+    """A bytes pattern of ``secrets`` in every form :func:`mask_secrets` masks; None when there are none."""
+    return re.compile(_encoded_source(secrets).encode()) if secrets else None
+
+
+@functools.lru_cache(maxsize=8)
+def _encoded_text_pattern(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """:func:`_encoded_pattern` for text (a model's text, a tool call's decoded ``arguments``)."""
+    return re.compile(_encoded_source(secrets))
+
+
+def _encoded_source(secrets: tuple[str, ...]) -> str:
+    """The pattern of ``secrets`` in every encoded form.
 
     Each character is itself, or a run of backslashes (one for JSON, more for JSON inside JSON) before its
     ``u`` escape or short escape. A match starts at the first backslash of such a run, so what is left around
     the mask stays valid JSON at every level."""
-    if not secrets:
-        return None
-    return re.compile(b"|".join(b"".join(_encoded_char(char) for char in secret) for secret in secrets))
+    return "|".join("".join(_encoded_char(char) for char in secret) for secret in secrets)
 
 
-def _encoded_char(char: str) -> bytes:
+def _units(char: str) -> list[int]:
+    """The UTF-16 code units of ``char``, as a ``\\u`` escape writes it."""
     code = ord(char)
-    units = [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
-    escaped = b"".join(rb"\\+u" + b"".join(_any_case(digit) for digit in f"{unit:04x}") for unit in units)
-    forms = [re.escape(char.encode()), escaped]
+    return [code] if code < 0x10000 else [0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)]
+
+
+def _encoded_char(char: str) -> str:
+    escaped = "".join(r"\\+u" + "".join(_any_case(digit) for digit in f"{unit:04x}") for unit in _units(char))
+    forms = [re.escape(char), escaped]
     if char in _SHORT_ESCAPES:
-        forms.append(rb"\\+" + re.escape(_SHORT_ESCAPES[char].encode()))
-    return b"(?:" + b"|".join(forms) + b")"
+        forms.append(r"\\+" + re.escape(_SHORT_ESCAPES[char]))
+    return "(?:" + "|".join(forms) + ")"
 
 
-def _any_case(digit: str) -> bytes:
-    return f"[{digit.lower()}{digit.upper()}]".encode() if digit.isalpha() else digit.encode()
+def _any_case(digit: str) -> str:
+    return f"[{digit.lower()}{digit.upper()}]" if digit.isalpha() else digit
 
 
 class TextMasker:
-    """The registered secrets masked in one text that arrives in pieces cut anywhere (a model's streamed deltas).
+    """The registered secrets masked in one text that arrives in pieces cut anywhere (a model's streamed deltas, a
+    tool call's streamed ``arguments``), in every form :func:`mask_secrets` masks: as written and JSON-escaped.
 
     :meth:`feed` masks every whole secret in what it was still holding plus the new piece, and holds back the
-    longest end of that text which could begin a secret (a proper prefix of one), so that no secret leaves in
+    longest end of that text which could begin a secret in one of those forms (a ``\\`` that may start an
+    escape, ``\\u00`` of a key's first character, ``sk-\\u00`` of a later one), so that no secret leaves in
     two halves; nothing else is held, and with no secret registered nothing is. :meth:`flush` gives what is held
     when the text ends: it begins no secret any more. Pieces put together in order give the text, masked.
     """
@@ -171,13 +186,15 @@ class TextMasker:
 
     def feed(self, piece: str) -> str:
         text = self._held + piece
-        pattern, secrets = _secret_pattern()
-        if pattern is None:
+        secrets = _known()
+        if not secrets:
             self._held = ""
             return text
-        found = list(pattern.finditer(text))
-        tail = found[-1].end() if found else 0  # a secret that began before here is masked already
-        cut = len(text) - _begun_length(text[tail:], secrets)
+        pattern = _encoded_text_pattern(secrets)
+        tail = 0  # a secret that began before here is masked already
+        for tail_match in pattern.finditer(text):
+            tail = tail_match.end()
+        cut = _begun_at(text, tail, secrets)
         self._held = text[cut:]
         return pattern.sub(MASK, text[:cut])
 
@@ -186,27 +203,68 @@ class TextMasker:
         return held
 
 
-def _secret_pattern() -> tuple[re.Pattern[str] | None, tuple[str, ...]]:
-    """A pattern of the registered secrets, longest first (one that contains another is masked whole), and the
-    secrets; no pattern when none is registered."""
-    known = _known()
-    return (_compiled(known) if known else None), known
+def _begun_at(text: str, start: int, secrets: tuple[str, ...]) -> int:
+    """Where the longest end of ``text`` after ``start`` begins that is the beginning, not the whole, of one of
+    ``secrets`` in an encoded form; ``len(text)`` when no end is."""
+    for at in range(start, len(text)):
+        char = text[at]
+        if char == "\\" and at > start and text[at - 1] == "\\":
+            continue  # an escape starts at the first backslash of its run
+        if any((char == secret[0] or char == "\\") and _begins(text, at, secret, 0) for secret in secrets):
+            return at
+    return len(text)
 
 
-@functools.lru_cache(maxsize=8)
-def _compiled(secrets: tuple[str, ...]) -> re.Pattern[str]:
-    return re.compile("|".join(re.escape(secret) for secret in secrets))
+def _begins(text: str, at: int, secret: str, done: int) -> bool:
+    """Whether ``text[at:]`` (not empty) is the rest of an encoded ``secret`` after its first ``done`` characters,
+    cut before the secret's end."""
+    more = done + 1 < len(secret)
+    for end in _char_ends(text, at, secret[done]):
+        if end < 0 or (end == len(text) and more) or (more and end < len(text) and _begins(text, end, secret,
+                                                                                           done + 1)):
+            return True
+    return False
 
 
-def _begun_length(text: str, secrets: tuple[str, ...]) -> int:
-    """The length of the longest end of ``text`` that is the beginning, not the whole, of one of ``secrets``."""
-    longest = 0
-    for secret in secrets:
-        for size in range(min(len(text), len(secret) - 1), longest, -1):
-            if text.endswith(secret[:size]):
-                longest = size
-                break
-    return longest
+def _char_ends(text: str, at: int, char: str) -> Iterator[int]:
+    """Where each encoded form of ``char`` that starts at ``text[at]`` ends; -1 for one that ``text`` cuts."""
+    if text[at] == char:
+        yield at + 1
+    if text[at] != "\\":
+        return
+    escape = _escape_end(text, at, _units(char))
+    if escape is not None:
+        yield escape
+    if char in _SHORT_ESCAPES:
+        after = _after_backslashes(text, at)
+        if after == len(text):
+            yield -1
+        elif text[after] == _SHORT_ESCAPES[char]:
+            yield after + 1
+
+
+def _escape_end(text: str, at: int, units: list[int]) -> int | None:
+    """Where the ``\\uXXXX`` escapes of ``units`` that start at ``text[at]`` end; -1 when ``text`` cuts them,
+    None when they are not there."""
+    for unit in units:
+        if at == len(text):
+            return -1
+        if text[at] != "\\":
+            return None
+        at = _after_backslashes(text, at)
+        for expected in f"u{unit:04x}":
+            if at == len(text):
+                return -1
+            if text[at].lower() != expected:
+                return None
+            at += 1
+    return at
+
+
+def _after_backslashes(text: str, at: int) -> int:
+    while at < len(text) and text[at] == "\\":
+        at += 1
+    return at
 
 
 def install_log_scrubber() -> None:

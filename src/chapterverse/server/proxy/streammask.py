@@ -25,8 +25,13 @@ came, masked whole by ``redaction.mask_secrets``. Responses events keep a gaples
 put in front of a ``.done`` takes the next one, and every later event's number moves up by one (down by one for
 an event left out).
 
-Tool-call arguments (``tool_calls[].function.arguments``, ``response.function_call_arguments.delta``) are
-masked per event only.
+A tool call's ``arguments`` are a text of the stream too, masked (not cleaned: they are the model's JSON, not its
+words) across their deltas the same way: a chat chunk's ``tool_calls[].function.arguments`` (by the choice's
+``index`` and the call's), a Responses ``response.function_call_arguments.delta`` (by its item and output index).
+What they hold goes out with the choice's ``finish_reason``, just before the Responses
+``response.function_call_arguments.done`` (which carries the whole arguments), or before the stream's end. The
+arguments are JSON text, so a key in them may be JSON-escaped, and escaped again where they are decoded once more;
+``redaction.TextMasker`` holds back and masks every such form.
 """
 
 from __future__ import annotations
@@ -46,10 +51,15 @@ Ollama."""
 _RESPONSES_TEXTS = frozenset({"response.output_text", "response.refusal", "response.reasoning_text",
                               "response.reasoning_summary_text", "response.audio.transcript"})
 """The Responses API events whose ``.delta`` carries a piece of text (``response.audio.delta`` carries sound)."""
+_RESPONSES_ARGUMENTS = frozenset({"response.function_call_arguments", "response.custom_tool_call_input"})
+"""The Responses API events whose ``.delta`` carries a piece of a tool call's input: masked, never cleaned."""
+_RESPONSES_DELTAS = _RESPONSES_TEXTS | _RESPONSES_ARGUMENTS
 _PART = ("item_id", "output_index", "content_index", "summary_index")
 """What tells a Responses text part from another."""
 _Key = tuple[str | int, ...]
-"""A text of the stream: ``("chat", choice index, field)``, or a Responses text's kind and ``_PART``."""
+"""A text of the stream: ``("chat", choice index, field)``, ``("tool_call", choice index, call index)``, or a
+Responses text's kind and ``_PART``."""
+_TOOL_CALL = "tool_call"
 _Outcome = Literal["same", "changed", "held"]
 """What became of an event: sent as it came, sent changed, or left out (all its text held back)."""
 _ENDS = frozenset({"error", "response.completed", "response.incomplete", "response.failed"})
@@ -57,17 +67,18 @@ _ENDS = frozenset({"error", "response.completed", "response.incomplete", "respon
 
 
 class _TextPipe:
-    """One text of the model's, cleaned then masked as its pieces come."""
+    """One text of the model's, cleaned (unless it is a tool call's arguments) then masked as its pieces come."""
 
-    def __init__(self) -> None:
-        self._cleaner = TextCleaner()
+    def __init__(self, clean: bool) -> None:
+        self._cleaner = TextCleaner() if clean else None
         self._masker = TextMasker()
 
     def feed(self, piece: str) -> str:
-        return self._masker.feed(self._cleaner.feed(piece))
+        return self._masker.feed(self._cleaner.feed(piece) if self._cleaner else piece)
 
     def flush(self) -> str:
-        return self._masker.feed(self._cleaner.flush()) + self._masker.flush()
+        rest = self._masker.feed(self._cleaner.flush()) if self._cleaner else ""
+        return rest + self._masker.flush()
 
 
 @dataclass(slots=True)
@@ -137,11 +148,13 @@ class StreamMasker:
         if isinstance(event.get("choices"), list):
             return [], self._chat(event, others)
         kind = event.get("type")
-        if isinstance(kind, str) and kind.endswith(".delta") and kind[:-6] in _RESPONSES_TEXTS \
+        if isinstance(kind, str) and kind.endswith(".delta") and kind[:-6] in _RESPONSES_DELTAS \
                 and isinstance(event.get("delta"), str):
             given = event["delta"]
             event["delta"] = self._text(_part(kind[:-6], event), others, event).masker.feed(given)
             return [], "same" if event["delta"] == given else "changed" if event["delta"] else "held"
+        if isinstance(kind, str) and kind.endswith(".done") and kind[:-5] in _RESPONSES_ARGUMENTS:
+            return self._flush(_part(kind[:-5], event)), "same"
         if isinstance(kind, str) and kind.endswith(".done") and kind[:-5] in _RESPONSES_TEXTS:
             return self._flush(_part(kind[:-5], event)), _same_or_changed(_clean_fields(event))
         if kind in _ENDS or "error" in event:
@@ -180,6 +193,30 @@ class StreamMasker:
                 delta[name] = shown
                 choice["delta"] = delta
                 changed = True
+        return self._tool_calls(choice, delta, chunk, others) or changed
+
+    def _tool_calls(self, choice: dict[str, Any], delta: dict[str, Any], chunk: dict[str, Any],
+                    others: list[str]) -> bool:
+        """Mask one choice's tool-call arguments in place, what each held put in the chunk that finishes the
+        choice; whether one changed."""
+        index = _int(choice.get("index"))
+        calls = delta.get("tool_calls")
+        changed = False
+        for call in calls if isinstance(calls, list) else []:
+            function = call.get("function") if isinstance(call, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+                key: _Key = (_TOOL_CALL, index, _int(call.get("index")))
+                given = function["arguments"]
+                function["arguments"] = self._text(key, others, chunk).masker.feed(given)
+                changed |= function["arguments"] != given
+        if choice.get("finish_reason") is None:
+            return changed
+        for key in [key for key in self._texts if key[0] == _TOOL_CALL and key[1] == index]:
+            held = self._texts.pop(key).masker.flush()
+            if held:
+                _add_arguments(delta, int(key[2]), held)
+                choice["delta"] = delta
+                changed = True
         return changed
 
     # --------------------------------------------------------------------------------------------- texts
@@ -188,7 +225,8 @@ class StreamMasker:
         """The text ``key``, its last delta now ``event``."""
         text = self._texts.get(key)
         if text is None:
-            text = self._texts[key] = _Text(_TextPipe(), others, event)
+            clean = key[0] != _TOOL_CALL and key[0] not in _RESPONSES_ARGUMENTS
+            text = self._texts[key] = _Text(_TextPipe(clean), others, event)
         text.lines, text.event = others, event
         return text
 
@@ -198,9 +236,11 @@ class StreamMasker:
         held = text.masker.flush() if text else ""
         if text is None or not held:
             return []
-        if key[0] == "chat":
+        if key[0] in ("chat", _TOOL_CALL):
             head = {k: v for k, v in text.event.items() if k not in ("choices", "usage", "citations")}
-            return [_written(text.lines, {**head, "choices": [{"index": key[1], "delta": {str(key[2]): held},
+            delta = {str(key[2]): held} if key[0] == "chat" else \
+                {"tool_calls": [{"index": key[2], "function": {"arguments": held}}]}
+            return [_written(text.lines, {**head, "choices": [{"index": key[1], "delta": delta,
                                                                 "finish_reason": None}]})]
         event = {**text.event, "delta": held}
         if "logprobs" in event:
@@ -279,6 +319,21 @@ def clean_completion(completion: dict[str, Any]) -> bool:
                 message[name] = clean_text(given)
                 changed |= message[name] != given
     return changed
+
+
+def _add_arguments(delta: dict[str, Any], call: int, arguments: str) -> None:
+    """Put ``arguments`` at the end of tool call ``call``'s in a chat chunk's ``delta`` (a client joins a call's
+    arguments by its index)."""
+    calls = delta.get("tool_calls")
+    if not isinstance(calls, list):
+        calls = delta["tool_calls"] = []
+    for given in calls:
+        function = given.get("function") if isinstance(given, dict) else None
+        if _int(given.get("index") if isinstance(given, dict) else None) == call and isinstance(function, dict) \
+                and isinstance(function.get("arguments"), str):
+            function["arguments"] += arguments
+            return
+    calls.append({"index": call, "function": {"arguments": arguments}})
 
 
 def _carries_nothing(chunk: dict[str, Any]) -> bool:
