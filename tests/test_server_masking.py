@@ -19,7 +19,11 @@ from typing import Any
 import httpx
 import pytest
 from fakellm import FakeLLM, Reply
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from serverutil import Server, running_server, settings_for
+
+from chapterverse.redaction import TextMasker, mask_secrets, register_secret
 
 KEY = "sk-mask-0a1B2c3D4e5F6789"
 
@@ -243,3 +247,22 @@ def test_a_key_cut_across_tool_call_argument_deltas_never_reaches_the_client(
     leaks = [text for text in [answer.text, *decoded] if KEY in text]
     assert not leaks, f"the key reached the client: {leaks[:3]}"
     assert json.loads(arguments) == {"key": "***"}, "the arguments are relayed whole, their key masked"
+
+
+@settings(max_examples=300, deadline=None)
+@given(encoding=st.sampled_from(sorted(ENCODINGS)), twice=st.booleans(),
+       around=st.tuples(*[st.text(alphabet='\\u0a"{} sk-', max_size=8)] * 2),
+       cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=5))
+def test_the_text_masker_masks_every_escaped_form_however_the_text_is_cut(
+        encoding: str, twice: bool, around: tuple[str, str], cuts: list[int]) -> None:
+    """``redaction.TextMasker`` on a JSON text (a tool call's decoded arguments) that carries the key in any of
+    the encodings, escaped once more or not, amid backslashes and beginnings of escapes, cut anywhere: what it
+    gives, put together, is the text masked whole (``mask_secrets``), so no piece holds part of a key that
+    another completes."""
+    register_secret(KEY)
+    encoded = ENCODINGS[encoding].replace("\\", "\\\\") if twice else ENCODINGS[encoding]
+    text = around[0] + encoded + around[1]
+    places = sorted({min(cut, len(text)) for cut in cuts})
+    masker = TextMasker()
+    shown = [masker.feed(text[start:end]) for start, end in zip([0, *places], [*places, len(text)])]
+    assert "".join([*shown, masker.flush()]) == mask_secrets(text.encode()).decode()
