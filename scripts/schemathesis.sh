@@ -37,7 +37,7 @@ until [ -s "$scratch/upstream.url" ]; do sleep 0.2; done
   --rag_kb_path "$scratch/kb" --ingest_roots "$scratch" --llm_base_url "$(cat "$scratch/upstream.url")" \
   --llm_model fake-model > "$scratch/server.log" 2>&1 &
 server=$!
-trap 'kill "$server" "$upstream" 2>/dev/null; wait "$server" "$upstream" 2>/dev/null; rm -rf "$scratch"' EXIT
+trap 'kill "$server" "$upstream" 2>/dev/null; wait "$server" "$upstream" 2>/dev/null || true; rm -rf "$scratch"' EXIT
 status=0
 "$venv/bin/schemathesis" run "http://127.0.0.1:$port/openapi.json" --wait-for-schema 120 \
   --checks not_a_server_error --max-time "$seconds" --workers 1 --request-timeout 30 || status=$?
