@@ -206,13 +206,18 @@ class TextMasker:
 def _begun_at(text: str, start: int, secrets: tuple[str, ...]) -> int:
     """Where the longest end of ``text`` after ``start`` begins that is the beginning, not the whole, of one of
     ``secrets`` in an encoded form; ``len(text)`` when no end is."""
-    for at in range(start, len(text)):
-        char = text[at]
-        if char == "\\" and at > start and text[at - 1] == "\\":
-            continue  # an escape starts at the first backslash of its run
-        if any((char == secret[0] or char == "\\") and _begins(text, at, secret, 0) for secret in secrets):
+    for candidate in _starts(secrets).finditer(text, start):
+        at = candidate.start()
+        if any(_begins(text, at, secret, 0) for secret in secrets):
             return at
     return len(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _starts(secrets: tuple[str, ...]) -> re.Pattern[str]:
+    """Where an encoded secret may start: a secret's first character, or the first backslash of a run (an escape
+    starts there)."""
+    return re.compile("(?<!\\\\)\\\\|" + "|".join(sorted({re.escape(secret[0]) for secret in secrets})))
 
 
 def _begins(text: str, at: int, secret: str, done: int) -> bool:
