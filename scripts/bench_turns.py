@@ -58,7 +58,9 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--caps", default="-1,64", help="n_predict of each server in turn (-1: no cap)")
     parser.add_argument("--grace-s", type=float, default=3.0)
-    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--paths", default=",".join(PATHS),
+                        help="comma-separated; ask@SRC and chat@SRC run the CLI from another source tree (a "
+                             "baseline checkout's src), interleaved with this one's")
     options = parser.parse_args()
     paths = [p for p in options.paths.split(",") if p]
     for cap in (int(c) for c in options.caps.split(",")):

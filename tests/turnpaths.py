@@ -61,11 +61,16 @@ class ModelPaths:
         self.tools_url = tools_url
         self.deadline_s = deadline_s
         self.max_tokens = max_tokens
+        self._src = ""
 
     def run(self, path: str, question: str) -> Turn:
+        """One turn of ``path``; ``ask@SRC`` and ``chat@SRC`` run the CLI from source tree ``SRC`` (a baseline
+        checkout's ``src``) instead of this one."""
+        name, _, self._src = path.partition("@")
         runner = {"ask": self._ask, "chat": self._chat, "reader": self._reader, "proxy": self._proxy,
-                  "proxy-stream": self._proxy_stream, "responses": self._responses, "tools": self._tools}[path]
-        return runner(question)
+                  "proxy-stream": self._proxy_stream, "responses": self._responses, "tools": self._tools}[name]
+        turn = runner(question)
+        return Turn(path, turn.seconds, turn.first_s, turn.outcome, turn.text)
 
     # -- the CLI
 
@@ -76,7 +81,8 @@ class ModelPaths:
         terminal, stderr = pty.openpty()
         process = subprocess.Popen([sys.executable, "-m", "chapterverse", *args, *flags], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                   env={**os.environ, "COLUMNS": "200"})
+                                   env={**os.environ, "COLUMNS": "200",
+                                        **({"PYTHONPATH": self._src} if self._src else {})})
         os.close(stderr)
         started = time.monotonic()
         marks: dict[str, float] = {}

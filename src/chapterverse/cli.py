@@ -32,6 +32,7 @@ from typer.core import TyperCommand, TyperGroup
 from .errors import ChapterverseError, InputError, SourceError
 from .limits import MAX_QUERY_CHARS, MAX_QUESTION_CHARS
 from .cli_values import convert_plainly
+from .status_line import STATUS, draw_early
 
 if TYPE_CHECKING:
     import logging
@@ -113,7 +114,7 @@ class _LazyGroups(TyperGroup):
 
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
-        with _stdout_may_close():
+        with _stdout_may_close(), _status_cleared_on_error():
             return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -143,6 +144,21 @@ class _Command(TyperCommand):
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         return convert_plainly(super().get_params(ctx))
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        with _status_cleared_on_error():
+            return super().make_context(info_name, args, parent, **extra)
+
+
+@contextmanager
+def _status_cleared_on_error() -> Iterator[None]:
+    """Erase the early status line (:func:`.status_line.draw_early`) before click prints a usage error."""
+    try:
+        yield
+    except BaseException:
+        STATUS.clear()
+        raise
 
 
 def command(**settings: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -175,6 +191,8 @@ class _LazyConsole:
         return self._console
 
     def __getattr__(self, name: str) -> Any:
+        if name == "print":
+            STATUS.clear()  # a message never lands on the end of the status line
         return getattr(self.real(), name)
 
 
@@ -709,51 +727,57 @@ def _provider(lib: Library, base_url: str | None, model: str | None, api_key: st
                                   max_tokens=max_tokens, deadline_s=deadline_s, context_tokens=context_tokens)
 
 
-class _TurnStatus:
-    """The step a model's turn is on, until its answer shows: where stderr is a terminal, one line there, redrawn
-    in place and erased when the answer starts (a person waits for it). Where stderr is a file or a pipe, nothing:
-    what a script keeps of stderr is its notices and errors. Never on stdout, so ``--json`` stays JSON."""
+def process_started() -> float:
+    """When this process started, on ``time.monotonic()``'s clock: a command's deadline counts from there (the
+    moment its question was given), the interpreter's start and our imports included. Read from the kernel
+    (``/proc/self/stat``, to a clock tick); where that cannot be read, now."""
+    now = time.monotonic()
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0.0 <= age < 60.0 else now
 
-    def __init__(self) -> None:
-        self._terminal = sys.stderr.isatty()
-        self._drawn = False
-        self._last = ""
 
-    def show(self, text: str) -> None:
-        if text == self._last or not self._terminal:
-            return
-        self._last = text
-        sys.stderr.write(f"\r\x1b[2K… {text}")
-        sys.stderr.flush()
-        self._drawn = True
+def _warm_retrieval(lib: Library, text: str) -> None:
+    """Load the embedding model in the background as soon as the library is open: the model's searches and the
+    extractive answer that replaces a turn cut at its deadline then need not wait for it."""
+    import threading
 
-    def clear(self) -> None:
-        if self._drawn:
-            sys.stderr.write("\r\x1b[2K")
-            sys.stderr.flush()
-            self._drawn = False
+    def warm() -> None:
+        try:
+            lib.embedder.embed_query(text)
+        except Exception:  # the search that needs it raises this again, where it is reported
+            pass
+
+    threading.Thread(target=warm, name="warm-retrieval", daemon=True).start()
 
 
 def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConfig | None,
-            history: list[dict[str, str]], stream: bool) -> tuple[AnswerResult, str]:
+            history: list[dict[str, str]], stream: bool, started: float) -> tuple[AnswerResult, str]:
     """Run one turn; when ``stream`` print deltas as they arrive (model mode); the result and the text printed.
-    A model's turn shows its steps on stderr until the answer starts (:class:`_TurnStatus`).
+    A model's turn shows its steps on stderr until the answer starts (:data:`.status_line.STATUS`); its
+    deadline counts from ``started`` (``time.monotonic()``), when the question was given.
 
     Only the chat (``stream``) starts the document's background summary job: a one-shot ``ask`` ends with its
     answer and would cut the job off mid-way (``chapterverse summarize`` makes the summaries).
     """
-    status = _TurnStatus()
+    status = STATUS
     if provider is not None:
         status.show(f"asking {provider.model}")  # before the imports below, which take a while on a busy machine
     from .answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
+    from .answering.ask import extractive_ahead
     from .answering.model_turn import AgentSettings
+
+    ahead = extractive_ahead(lib, question, doc)  # ready, or nearly, if the model's turn is cut
 
     result: AnswerResult | None = None
     printed: list[str] = []
     settings = AgentSettings(auto_summarize=stream)
     try:
         for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history,
-                                   settings=settings):
+                                   settings=settings, started=started, ahead=ahead):
             if isinstance(event, AnswerMeta):
                 if event.notice and stream:
                     stderr.print(f"note: {event.notice}", markup=False, soft_wrap=True)
@@ -782,17 +806,19 @@ def ask(ctx: typer.Context, question: str, library: LibraryOpt = None, store: St
     """Answer a question with cited passages.
 
     With a model when one is configured, else extractively: sentences of the source itself, each with its tag."""
+    started = process_started()
     json_out = _wants_json(ctx, json_out)
     _require_text(question, "question", MAX_QUESTION_CHARS)
     _configure_logging(ctx, verbose)
     lib = _open(ctx, library, store, embedding_model)
+    _warm_retrieval(lib, question)
     with _errors():
         provider = _provider(lib, llm_base_url, llm_model, llm_api_key, llm_max_tokens, llm_deadline_s,
                              llm_context_tokens)
         _use_reranker(lib, reranker, rerank_top_n, provider)
         if doc is not None:
             lib.document(doc)
-        result, _ = _answer(lib, question, doc, provider, [], stream=False)
+        result, _ = _answer(lib, question, doc, provider, [], stream=False, started=started)
     if json_out:
         payload = result.to_json()
         keys = ["answer", "found", "state", "mode", "citations", "notice"]
@@ -829,11 +855,13 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
         title = lib.document(doc).title
     stderr.print(f"chat about “{title}” ({'model' if provider else 'extractive'} mode; Ctrl-D to end)",
                  markup=False, soft_wrap=True)
+    _warm_retrieval(lib, title)  # while the first question is typed
     chat_id: int | None = None
     history: list[dict[str, str]] = []
     while True:
         try:
             question = input("\n› ").strip()
+            asked = time.monotonic()
         except (EOFError, KeyboardInterrupt):
             stderr.print(f"\nsaved as chat {chat_id}; export with `chapterverse export {chat_id}`"
                          if chat_id is not None else "\nnothing asked, nothing saved")
@@ -845,7 +873,7 @@ def chat(ctx: typer.Context, doc: Annotated[int, typer.Option("--doc", help="Doc
                          "are read: ask it shorter", markup=False, soft_wrap=True)
             continue
         with _errors():
-            result, printed = _answer(lib, question, doc, provider, history, stream=True)
+            result, printed = _answer(lib, question, doc, provider, history, stream=True, started=asked)
         if provider is not None:
             stdout.print()
         if provider is None or (result.mode != "llm" and printed != result.answer):
@@ -1094,4 +1122,5 @@ command(context_settings={"allow_extra_args": True, "ignore_unknown_options": Tr
 
 
 def main() -> None:
+    draw_early(sys.argv[1:])
     app()

@@ -13,12 +13,15 @@ that supports it (:func:`verified_enough`): its text is never shown as the answe
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from ..errors import ProviderError
+from ..llm.limits import Deadline
 from .extractive import extractive_answer
-from .model_turn import AgentSettings, ModelTurn
+from .model_turn import AgentSettings, ModelTurn, too_late, turn_deadline
 from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResult
 
 if TYPE_CHECKING:
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from ..llm.provider_config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
-__all__ = ["ask", "answer_events", "verified_enough", "FALLBACK_NOTICE", "UNVERIFIED_NOTICE", "MIN_SUPPORTED_SHARE"]
+__all__ = ["ask", "answer_events", "extractive_ahead", "verified_enough", "FALLBACK_NOTICE", "UNVERIFIED_NOTICE", "MIN_SUPPORTED_SHARE"]
 
 log = logging.getLogger(__name__)
 
@@ -62,33 +65,57 @@ def ask(library: Library, question: str, *, doc_id: int | None = None, provider:
 def answer_events(library: Library, question: str, *, doc_id: int | None = None,
                   provider: ProviderConfig | None = None, selection: ProviderConfig | None = None,
                   history: Sequence[dict[str, str]] = (), settings: AgentSettings | None = None,
-                  summary_jobs: SummaryJobs | None = None) -> Iterator[AnswerEvent]:
+                  summary_jobs: SummaryJobs | None = None, started: float | None = None,
+                  ahead: Future[AnswerResult] | None = None) -> Iterator[AnswerEvent]:
     """Answer ``question`` about one document (or the whole library when ``doc_id`` is None).
 
     ``selection`` is the model that picks the segments worth reading (``provider`` when None), ``settings`` and
     ``summary_jobs`` the model agent's (:class:`.model_turn.AgentSettings`, the process's summary jobs when None).
+    The model's deadline counts from ``started`` (``time.monotonic()``: when the question was given; now when
+    None); an extractive answer that still ends past it says so in its notice. ``ahead`` is this question's
+    extractive answer begun beforehand (:func:`extractive_ahead`): every extractive answer here is that one.
     """
     if provider is None:
         yield AnswerMeta(mode="extractive")
-        result = _extractive(library, question, doc_id, notice=None)
+        result = _extractive(library, question, doc_id, notice=None, ahead=ahead)
         yield AnswerDelta(result.answer)
         yield AnswerDone(result)
         return
     yield AnswerMeta(mode="llm")
+    deadline = turn_deadline(provider, started)
+    if deadline.passed:  # a slow start took the model's time: not even its client is made
+        log.warning("the deadline passed before the model was asked, answering extractively")
+        result = _extractive(library, question, doc_id, ahead=ahead,
+                             notice=FALLBACK_NOTICE.format(error=too_late(deadline, provider.model)))
+        yield AnswerDelta(result.answer)
+        yield from _late(iter([AnswerDone(result)]), deadline)
+        return
     turn = ModelTurn(library, question, doc_id, provider, selection=selection, history=history, settings=settings,
-                     summary_jobs=summary_jobs)
+                     summary_jobs=summary_jobs, started=started)
     try:
         for event in turn.run():
             if isinstance(event, AnswerDone) and not verified_enough(event.result):
-                yield from _unverified(library, question, doc_id, event.result, shown=turn.shown)
+                yield from _late(_unverified(library, question, doc_id, event.result, shown=turn.shown,
+                                             ahead=ahead), turn.deadline)
                 return
             yield event
     except ProviderError as exc:
         log.warning("model failed, answering extractively: %s", exc)
-        result = _extractive(library, question, doc_id, notice=FALLBACK_NOTICE.format(error=exc))
+        result = _extractive(library, question, doc_id, notice=FALLBACK_NOTICE.format(error=exc), ahead=ahead)
         if not turn.shown:
             yield AnswerDelta(result.answer)
-        yield AnswerDone(result)
+        yield from _late(iter([AnswerDone(result)]), turn.deadline)
+
+
+def _late(events: Iterator[AnswerEvent], deadline: Deadline) -> Iterator[AnswerEvent]:
+    """``events``, their result's notice saying how far past ``deadline`` the extractive answer ended, if it
+    did: it is given all the same (it is the source's own text), never silently late."""
+    for event in events:
+        if isinstance(event, AnswerDone) and deadline.elapsed > deadline.seconds:
+            over = deadline.elapsed - deadline.seconds
+            note = f"It ended {over:.1f} s past {deadline.describe()}."
+            event.result.notice = f"{event.result.notice} {note}" if event.result.notice else note
+        yield event
 
 
 def verified_enough(result: AnswerResult) -> bool:
@@ -103,7 +130,7 @@ def verified_enough(result: AnswerResult) -> bool:
 
 
 def _unverified(library: Library, question: str, doc_id: int | None, model: AnswerResult, *,
-                shown: bool) -> Iterator[AnswerEvent]:
+                shown: bool, ahead: Future[AnswerResult] | None) -> Iterator[AnswerEvent]:
     """The extractive answer in place of a model's answer that could not be verified, saying so; the model's
     text and what the verifier found in it stay in ``metadata`` (``model_answer``, ``model_supported_sentences``,
     ``model_unsupported_sentences``, ``model_dropped_tags``).
@@ -113,7 +140,8 @@ def _unverified(library: Library, question: str, doc_id: int | None, model: Answ
     log.info("model answer not verified (%d of %d sentences supported), answering extractively", supported, claims)
     which = f"only {supported} of its {claims} sentences" if supported else "none of its sentences"
     notice = UNVERIFIED_NOTICE.format(which=which)
-    result = _extractive(library, question, doc_id, notice=f"{model.notice} {notice}" if model.notice else notice)
+    result = _extractive(library, question, doc_id, notice=f"{model.notice} {notice}" if model.notice else notice,
+                         ahead=ahead)
     result.metadata = {**result.metadata, **model.metadata, "model_answer": model.answer,
                        "model_supported_sentences": model.supported_sentences,
                        "model_unsupported_sentences": model.unsupported_sentences,
@@ -123,8 +151,30 @@ def _unverified(library: Library, question: str, doc_id: int | None, model: Answ
     yield AnswerDone(result)
 
 
-def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None) -> AnswerResult:
-    """The extractive reader's answer, scoped to the document (named in "Not found in ...") when there is one."""
+def extractive_ahead(library: Library, question: str, doc_id: int | None) -> Future[AnswerResult]:
+    """Begin the extractive answer to ``question`` in the background, for :func:`answer_events`'s ``ahead``:
+    a model's turn cut at its deadline then gives way to an answer that is ready (or nearly), and the embedding
+    model, the indexes and the imports it needs load while the model is asked, not after it was stopped."""
+    future: Future[AnswerResult] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(_extractive(library, question, doc_id, notice=None))
+        except BaseException as exc:  # handed to whoever takes the answer, where it is reported
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="extractive-ahead", daemon=True).start()
+    return future
+
+
+def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None,
+                ahead: Future[AnswerResult] | None = None) -> AnswerResult:
+    """The extractive reader's answer, scoped to the document (named in "Not found in ...") when there is one;
+    ``ahead``'s when it was begun beforehand."""
+    if ahead is not None:
+        result = ahead.result()
+        result.notice = notice
+        return result
     scope = library.document(doc_id).title if doc_id is not None else None
     result = extractive_answer(library, question, doc_ids=[doc_id] if doc_id is not None else None,
                                scope_title=scope)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -43,7 +44,7 @@ from ..llm.window import TOKEN_RATIO, answer_room, discover_window, estimate_mes
 from ..scaffolding import ANSWER_FROM_SOURCE, TextCleaner
 from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult, AnswerStatus
 
-__all__ = ["AgentSettings", "ModelTurn"]
+__all__ = ["AgentSettings", "ModelTurn", "too_late", "turn_deadline"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,9 +71,9 @@ class ModelTurn:
 
     def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig, *,
                  selection: ProviderConfig | None = None, history: Sequence[dict[str, str]] = (),
-                 settings: AgentSettings | None = None, summary_jobs: SummaryJobs | None = None) -> None:
-        self.deadline = Deadline(provider.deadline_s, provider.deadline_setting,
-                                 reserve_s=min(FALLBACK_RESERVE_S, provider.deadline_s / 4))
+                 settings: AgentSettings | None = None, summary_jobs: SummaryJobs | None = None,
+                 started: float | None = None) -> None:
+        self.deadline = turn_deadline(provider, started)
         selection = selection or provider
         settings = settings or AgentSettings()
         jobs = summary_jobs or _JOBS
@@ -139,6 +140,8 @@ class ModelTurn:
 
     def _rounds(self, model: str) -> Iterator[AnswerEvent]:
         """The tool rounds and the answer's; forced retrieval first when the tools' schemas leave no room."""
+        if self.deadline.passed:  # what came before the turn (a slow start) took its time: the model is not asked
+            raise DeadlineError(too_late(self.deadline, model))
         self._learn_window()
         forced = not self._fits(TOOL_SCHEMAS)
         if forced:
@@ -278,6 +281,19 @@ class ModelTurn:
             metadata={"summaries": self.summaries, "prompt_version": self.system.version,
                       "model": self.chat.config.model, "window": self.window, "stopped": self.stopped},
         )
+
+
+def turn_deadline(provider: ProviderConfig, started: float | None = None) -> Deadline:
+    """The deadline of a turn with ``provider``'s model, counted from ``started`` (``time.monotonic()``; now when
+    None), its last seconds kept for the extractive answer that replaces an answer cut before it began."""
+    return Deadline(provider.deadline_s, provider.deadline_setting,
+                    reserve_s=min(FALLBACK_RESERVE_S, provider.deadline_s / 4),
+                    started=time.monotonic() if started is None else started)
+
+
+def too_late(deadline: Deadline, model: str) -> str:
+    """Why ``model`` was not asked: what came before its turn took the time the deadline left it."""
+    return f"{deadline.describe()} had passed before {model} could be asked"
 
 
 def _auth_headers(config: ProviderConfig) -> dict[str, str]:

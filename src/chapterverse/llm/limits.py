@@ -20,7 +20,9 @@ DEFAULT_DEADLINE_S = 60.0
 """Seconds one turn may take, every round included."""
 FALLBACK_RESERVE_S = 3.0
 """At most this much of a model's turn (and at most a quarter of it) is kept for the extractive answer that
-replaces an answer cut before it began: reading the passages takes a second or two on a busy CPU."""
+replaces an answer cut before it began: begun beside the turn it is ready or nearly by then, but begun cold (its
+imports, the embedding model, the indexes) it takes up to a second on a busy CPU, and a command still has to
+print it and exit."""
 
 
 @dataclass(frozen=True, slots=True)
