@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
@@ -70,6 +71,21 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if started.isdigit():
         took = int(time.time()) - int(started)
         terminalreporter.write_line(f"scripts/test.sh: {took // 60} min {took % 60} s (setup, mypy and pytest)")
+
+
+@pytest.fixture(autouse=True)
+def _package_logging_restored() -> Iterator[None]:
+    """A command run in-process (``cliutil.cli``) configures the ``chapterverse`` logger as the process would
+    (``--verbose`` sets it to DEBUG, with a handler of its own); put it back after each test, so that no later
+    test runs with a level it did not ask for (every DEBUG record is then kept by pytest's log capture)."""
+    import logging
+
+    package = logging.getLogger("chapterverse")
+    level, handlers, propagate = package.level, list(package.handlers), package.propagate
+    yield
+    package.setLevel(level)
+    package.handlers = handlers
+    package.propagate = propagate
 
 
 @pytest.fixture(autouse=True)

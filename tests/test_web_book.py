@@ -372,8 +372,8 @@ def test_adding_by_path_is_offered_only_where_the_server_takes_paths(browser_pag
                                                                      tmp_path: Path) -> None:
     """A server without a key and without --ingest_roots does not take paths: the reader offered "add a file or
     folder that is on the server" all the same, to answer with a 403. It is hidden there, shown on a server
-    with --ingest_roots; a server that has a key and was not given it (its settings unreadable) shows it, and
-    asks for the key when it is used."""
+    with --ingest_roots; on one that also has a key, a browser not given the key is asked for it when it adds a
+    path."""
     page = browser_page.page
     jobs = page.locator("[data-cv-jobs]")
     with running_server(settings_for(tmp_path / "open", library=tmp_path / "open" / "library")) as server:
@@ -387,7 +387,7 @@ def test_adding_by_path_is_offered_only_where_the_server_takes_paths(browser_pag
         page.goto(f"{server.url}/")
         expect(page.locator("[data-cv-path-form]")).to_be_visible()
     with running_server(settings_for(tmp_path / "keyed", library=tmp_path / "keyed" / "library",
-                                     api_key="sesame-0123456789")) as server:
+                                     ingest_roots=[tmp_path], api_key="sesame-0123456789")) as server:
         page.goto(f"{server.url}/")
         page.fill("[data-cv-path-input]", str(tmp_path))
         page.locator("[data-cv-path-form] button[type=submit]").click()
@@ -476,9 +476,12 @@ def test_settings_cannot_be_typed_over_before_the_servers_values_arrive(browser_
                                      llm_base_url="http://127.0.0.1:9/v1", llm_model="m"),
                         headers={"Authorization": f"Bearer {key}"}) as server:
         page = browser_page.page
-        page.route("**/api/settings", lambda route: held.append(route) if route.request.method == "GET"
+        opened: list[bool] = []  # the library's own look at the settings (is path ingest on?) goes through
+        page.route("**/api/settings", lambda route: held.append(route) if route.request.method == "GET" and opened
                    else route.continue_())
         page.goto(f"{server.url}/")
+        expect(page.locator("[data-cv-upload-form]")).to_be_visible()
+        opened.append(True)
         page.locator("[data-cv-settings-open]").click()
         base = page.locator("[data-cv-settings] #cv-llm-base")
         for _ in range(100):
