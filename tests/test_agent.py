@@ -14,7 +14,7 @@ import pytest
 from fakellm import Call, FakeLLM, Reply, fake_llm
 
 from chapterverse.answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.provider_config import ProviderConfig

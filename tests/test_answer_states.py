@@ -22,7 +22,7 @@ from serverutil import Server, running_server, settings_for, shared_embedder, wa
 
 from chapterverse.answering import UNSURE_PREFIX, extractive_answer
 from chapterverse.answering.model import load_reader_model
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 DEMO_BOOK = DEMO / "the-keeper-of-gull-rock.md"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from chapterverse.cli import app
 from chapterverse.errors import InputError, SourceError
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import Span
 from chapterverse.sources.book import natural_key, pretty_name, read_book
 

@@ -21,7 +21,7 @@ from hashembed import HashingEmbedder
 from test_sources_hostile import build_epub, xhtml
 
 from chapterverse.chunking import chunk_document
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.summaries import document_summaries, segment_inputs, summarize_document

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from chapterverse.chunking import chunk_document
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources import ParsedDocument, open_source, read_source
 
 SHAPES = Path(__file__).parent / "data" / "shapes"

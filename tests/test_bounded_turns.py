@@ -27,7 +27,7 @@ from serverutil import running_server, settings_for
 
 from chapterverse.answering import AnswerDelta, AnswerDone, AnswerEvent, AnswerStatus, answer_events
 from chapterverse.errors import DeadlineError
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.provider_config import ProviderConfig

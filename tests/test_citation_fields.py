@@ -22,7 +22,7 @@ from serverutil import Server, running_server, settings_for, shared_embedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 
 FAQ = """# FAQ
 

@@ -20,7 +20,7 @@ from realllm import RealLLM, real_llm
 from serverutil import Server, kb_servers
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.scaffolding import CITE_LINES, CONTEXT_HEADERS

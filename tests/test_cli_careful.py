@@ -21,7 +21,7 @@ from cliutil import cli
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 

@@ -15,7 +15,7 @@ from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 
 LONG = "A Considerably Longer Title For A Document About The Sea And Its Many Moods"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from chapterverse.cli import app
 from chapterverse.errors import SourceError
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources import read_source
 from conftest import shared_path
 

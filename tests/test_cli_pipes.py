@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hashembed import HashingEmbedder
 
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 COMMAND = [sys.executable, "-m", "chapterverse"]

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from chapterverse.bench.commands import bench_app
 from chapterverse.cli import LAZY_GROUPS, app
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 

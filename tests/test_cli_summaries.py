@@ -13,7 +13,7 @@ from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import find_tags
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

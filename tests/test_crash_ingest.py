@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chapterverse.library import Library
+from chapterverse import Library
 
 WORDS = ("lantern harbour keeper storm gull rock ledger tide rope brass bell ship reef fog cat oar salt "
          "island winter signal cliff wave lamp stair window rain").split()

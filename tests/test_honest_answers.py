@@ -20,7 +20,7 @@ from chapterverse.answering.ask import UNVERIFIED_NOTICE
 from chapterverse.answering.marks import UNSUPPORTED_MARK
 from chapterverse.citations import Evidence, ResolvedSpan, verify_answer
 from chapterverse.export import chat_markdown
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.positions import Span

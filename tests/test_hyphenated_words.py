@@ -14,7 +14,7 @@ from hashembed import HashingEmbedder
 from pgfixture import pg_schema_url, pg_url  # noqa: F401  (fixtures, found by name)
 
 import chapterverse
-from chapterverse.library import Library
+from chapterverse import Library
 
 BOOK = """\
 # The League

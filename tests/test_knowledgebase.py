@@ -15,7 +15,7 @@ from hashembed import HashingEmbedder
 
 from chapterverse.errors import EmbeddingMismatchError, StoppingError
 from chapterverse.knowledgebase import KnowledgeBase
-from chapterverse.library import Library
+from chapterverse import Library
 
 
 class OtherEmbedder(HashingEmbedder):

@@ -13,7 +13,7 @@ import pytest
 from conftest import shared_path
 from hashembed import HashingEmbedder
 
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import Span
 
 pytestmark = pytest.mark.slow  # every shared book ingested: half a minute and more

@@ -16,7 +16,7 @@ from serverutil import shared_embedder
 
 from chapterverse.answering import extractive_answer
 from chapterverse.answering.question import named_part
-from chapterverse.library import Library
+from chapterverse import Library
 
 SHAPES = Path(__file__).parent / "data" / "shapes"
 

@@ -31,7 +31,7 @@ import pytest
 from hashembed import HashingEmbedder
 from serverutil import free_port
 
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 
 SEARCHES = 2_000

@@ -17,7 +17,7 @@ import pytest
 from conftest import shared_path
 
 from chapterverse.bench.answers import SHARED_PREFIX, AnswerSet, holds_gold, load_question_file
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources import read_source
 
 QUESTIONS = Path(__file__).with_name("data") / "longbooks" / "questions.jsonl"

@@ -13,7 +13,7 @@ mcp = pytest.importorskip("mcp")
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 
-from chapterverse.library import Library  # noqa: E402
+from chapterverse import Library  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 

@@ -10,7 +10,7 @@ from conftest import shared_path
 from hashembed import HashingEmbedder
 
 from chapterverse.chunking import chunk_document
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources.base import ParsedDocument, ParsedFile
 from chapterverse.sources.pdf import read_pdf
 from chapterverse.sources.pdf_running_lines import mark_running_lines

@@ -25,7 +25,7 @@ from serverutil import Server, running_server, settings_for, shared_embedder, wa
 
 from chapterverse.answering import extractive_answer
 from chapterverse.export import chat_markdown
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.llm.summaries import EXTRACTIVE_MODEL, document_summaries, summarize_document
 from chapterverse.search.passages import search_results
 from chapterverse.positions import find_tags

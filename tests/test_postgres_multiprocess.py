@@ -31,7 +31,7 @@ import json, sys, zlib
 import numpy as np
 from chapterverse.analysis import word_tokens
 from chapterverse.embeddings import Embedder
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.store import open_store
 
 class HashEmbedder(Embedder):

@@ -19,7 +19,7 @@ from chapterverse.answering.model import load_reader_model
 from chapterverse.answering.question import read_question
 from chapterverse.answering.sentences import is_answer_prose
 from chapterverse.bench.answers import holds_gold
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 LANGS = ["english", "spanish", "italian"]

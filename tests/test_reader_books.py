@@ -19,7 +19,7 @@ from conftest import shared_path
 
 from chapterverse.answering import AnswerResult, extractive_answer
 from chapterverse.bench.answers import holds_gold
-from chapterverse.library import Library
+from chapterverse import Library
 
 QUESTIONS = Path(__file__).with_name("data") / "book_questions.jsonl"
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ from chapterverse.answering.extractive import read_evidence
 from chapterverse.answering.question import read_question
 from chapterverse.answering.sentences import Candidate, gather_candidates
 from chapterverse.chunking import sentence_spans
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import paragraph_spans
 from chapterverse.search.retrieval import Hit
 

@@ -14,7 +14,7 @@ from hashembed import HashingEmbedder
 
 from chapterverse.answering import extractive_answer
 from chapterverse.embeddings import Embedder
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import ResolvedSpan, Span
 from chapterverse.search.retrieval import Hit
 from chapterverse.store import FileRecord, Store, TocRecord

@@ -14,7 +14,7 @@ from chapterverse.answering.extractive import read_evidence
 from chapterverse.answering.features import FEATURES
 from chapterverse.answering.model import WEIGHTS_PATH, load_reader_model, meaning_inputs, model_from_json
 from chapterverse_dev.fit_answers import fit_meaning_model
-from chapterverse.library import Library
+from chapterverse import Library
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 

@@ -13,7 +13,7 @@ import pytest
 from realllm import RealLLM, real_llm
 
 from chapterverse.answering import AnswerDone, answer_events
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.positions import find_tags

@@ -15,7 +15,7 @@ from conftest import shared_path
 from chapterverse.analysis import index_terms, query_terms
 from chapterverse.bench.relevance import Judged, collect_judged, cross_validate, evaluate, fit_relevance, model_source
 from chapterverse.embeddings import Embedder, load_embedder
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.search.relevance import ANCHORS, RELEVANCE_FEATURES, RELEVANCE_MODELS, RelevanceModel
 from chapterverse.search.retrieval import Retriever
 from chapterverse.sources.base import ParsedDocument, ParsedFile

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from chapterverse.cli import app
 from chapterverse.errors import InputError
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.llm.client import ChatProvider
 from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.reranking import LlmReranker, library_reranker, load_reranker

@@ -16,7 +16,7 @@ from chapterverse.store import SQLiteStore
 from conftest import shared_path
 
 from chapterverse.embeddings import Embedder, load_embedder
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.search.relevance import RELEVANCE_FEATURES
 from chapterverse.search.retrieval import FEATURES, FusionWeights, Retriever
 from chapterverse.sources.base import ParsedDocument, ParsedFile

@@ -17,7 +17,7 @@ from serverutil import Server, running_server, settings_for, shared_embedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.positions import parse_tag
 
 QUERIES = ("Rocinante", "el nombre de su rocín", "libros de caballerías", "la sobrina y el ama")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from hashembed import HashingEmbedder
 
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.index.lexical import LexicalIndex
 from chapterverse.store import SQLiteStore
 from chapterverse.store.sqlite import _M001_INITIAL

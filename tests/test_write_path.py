@@ -14,7 +14,7 @@ import pytest
 from hashembed import HashingEmbedder
 from pgfixture import location, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
-from chapterverse.library import Library
+from chapterverse import Library
 from chapterverse.sources import ParsedDocument, ParsedFile
 from chapterverse.sources.base import TocEntry
 from chapterverse.store import SQLiteStore, open_store

@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from chapterverse.library import Library
+from chapterverse import Library
 
 __all__ = ["PATHS", "DEMO", "ModelPaths", "Turn", "model_paths"]
 
