@@ -40,7 +40,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -60,7 +60,7 @@ from .relevance import (
     word_coverage,
 )
 from ..stopwatch import Stopwatch
-from ..store import ChunkRecord, Store
+from ..store import ChunkRecord, ChunkStore, DocumentStore, MetaStore
 
 if TYPE_CHECKING:
     from .rerank import RerankReport
@@ -204,10 +204,15 @@ class _Candidates:
     """Each candidate's :data:`~chapterverse.search.relevance.RELEVANCE_FEATURES` (rows in ``ids`` order)."""
 
 
+class SearchStore(DocumentStore, ChunkStore, MetaStore, Protocol):
+    """What a search reads: chunks and their lexical and vector search, the library's languages, and the meta
+    values the vector index follows."""
+
+
 class Retriever:
     """Searches one store with one embedder; thread-safe for concurrent readers."""
 
-    def __init__(self, store: Store, embedder: Embedder, weights: FusionWeights | None = None,
+    def __init__(self, store: SearchStore, embedder: Embedder, weights: FusionWeights | None = None,
                  relevance: RelevanceModel | None = None) -> None:
         self.store = store
         self.embedder = embedder
