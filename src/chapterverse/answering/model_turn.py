@@ -121,8 +121,9 @@ class ModelTurn:
             if not self.shown:
                 raise
             self.stopped = "deadline"
-            self.notices.append(f"The answer was cut at {self.deadline.describe()}: what the model wrote by then "
-                                "is shown, verified.")
+            # true whether its text stands (shown as far as it came, verified) or gives way to the extractive
+            # answer, whose notice this one then leads
+            self.notices.append(f"The model's answer was cut at {self.deadline.describe()}.")
         yield from self._shown(self.cleaner.flush())
         tail = self.filter.flush()
         if tail:
