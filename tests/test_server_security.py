@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -449,6 +451,36 @@ def test_cors_wildcard_needs_the_server_key(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- 7. stopping
+
+
+HELD_CTRL_C = """
+import os, signal, socket
+from chapterverse.server import stopping
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+listening = socket.socket()
+listening.bind(("127.0.0.1", 0))
+server = stopping.StoppingServer(stopping.config(app, host="127.0.0.1", port=0, log_level="info"), abandon=lambda: None)
+server.hold_signals()
+os.kill(os.getpid(), signal.SIGINT)  # between the start-up line and uvicorn's handlers
+try:
+    server.run(sockets=[listening])
+except KeyboardInterrupt:
+    print("stopped after serving:", server.started)
+"""
+
+
+def test_a_ctrl_c_before_uvicorn_takes_the_signals_over_still_stops_the_server() -> None:
+    """``serve`` writes its start-up line before uvicorn installs its signal handlers; a Ctrl-C sent right after
+    the line is held and handed to uvicorn, which starts and then stops cleanly, rather than being lost (asyncio's
+    handler cancelled a task uvicorn's start-up could swallow: a server serving on, deaf to Ctrl-C)."""
+    done = subprocess.run([sys.executable, "-c", HELD_CTRL_C], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "stopped after serving: True\n"), done.stderr
 
 
 class SlowEmbedder(GatedEmbedder):

@@ -112,8 +112,10 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, InputError) else 1
     config = stopping.config(app, host=settings.host, port=settings.port, log_level=settings.log_level)
-    # Ctrl-C while serving: uvicorn shuts down cleanly, then raises it again on its way out (or, in the moment
-    # before uvicorn takes the signal over, it comes here itself). The server stopped as asked: 0.
+    # Ctrl-C while serving: uvicorn shuts down cleanly, then raises it again on its way out; one sent before
+    # uvicorn takes the signals over is held for it (hold_signals). The server stopped as asked: 0.
+    server = stopping.StoppingServer(config, abandon=app.state.cv.abandon_work)
+    server.hold_signals()
     with contextlib.suppress(KeyboardInterrupt):
         log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it",
                  settings.host, listening.getsockname()[1],
@@ -121,7 +123,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
                  f"; knowledge base {settings.rag_kb_path}, its index written inside it in "
                  f"{settings.kb_library_dir} (skipped by the folder scan)" if settings.rag_enabled
                  else "; knowledge base disabled (--rag_enabled to turn it on)")
-        stopping.StoppingServer(config, abandon=app.state.cv.abandon_work).run(sockets=[listening])
+        server.run(sockets=[listening])
     return 0
 
 
