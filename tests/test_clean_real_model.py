@@ -89,7 +89,8 @@ def test_the_proxy_relays_no_scaffolding_and_logs_no_content(server_for: Callabl
 
 
 def test_the_agents_answers_show_no_scaffolding(tmp_path: Path) -> None:
-    """The agent (``ask``, ``chat``, the reader) on a server that caps generation: it sends no ``max_tokens``."""
+    """The agent (``ask``, ``chat``, the reader) on a server that caps generation at 96 tokens; two rounds a turn
+    (a tool call, then an answer) are every kind of text the agent shows."""
     library = Library(tmp_path / "lib")
     (tmp_path / "docs").mkdir()
     for name, text in KB.items():
@@ -105,7 +106,7 @@ def test_the_agents_answers_show_no_scaffolding(tmp_path: Path) -> None:
 
 def _answer(library: Library, question: str, provider: ProviderConfig) -> tuple[list[str], Any]:
     deltas, result = [], None
-    for event in answer_events(library, question, provider=provider, settings=AgentSettings(auto_summarize=False)):
+    for event in answer_events(library, question, provider=provider, settings=AgentSettings(max_rounds=2, auto_summarize=False)):
         if isinstance(event, AnswerDelta):
             deltas.append(event.text)
         elif isinstance(event, AnswerDone):

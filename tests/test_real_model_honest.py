@@ -21,16 +21,16 @@ from chapterverse.positions import find_tags
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
 QUESTIONS = [
     "What was the name of the keeper's cat?",
-    "What happened to the clockwork during the storm of 1911?",
-    "Where did the three fishermen in the lifeboat come from?",
     "What did Marta find wedged between two boulders?",
 ]
+"""Two turns of two rounds each (about a minute on one thread): the mechanics, not the model's wisdom, are the
+subject, and each round is the same code whatever the question."""
 
 
 @pytest.fixture(scope="module")
 def capped_llm() -> Iterator[RealLLM]:
     """The real model with a server-side cap on each reply, so each turn ends in seconds whatever it writes."""
-    with real_llm(n_predict=200) as llm:
+    with real_llm(n_predict=96) as llm:
         yield llm
 
 
@@ -49,7 +49,7 @@ def test_no_real_answer_with_all_sentences_unsupported_is_shown_as_answered(capp
     config = ProviderConfig(base_url=capped_llm.base_url, model=capped_llm.model, max_retries=0, timeout_s=120)
     for question in QUESTIONS:
         done = list(answer_events(library, question, doc_id=doc_id, provider=config,
-                                  settings=AgentSettings(auto_summarize=False)))[-1]
+                                  settings=AgentSettings(max_rounds=2, auto_summarize=False)))[-1]
         assert isinstance(done, AnswerDone)
         result = done.result
         if result.mode == "llm" and result.state == "answered":
