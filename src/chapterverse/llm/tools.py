@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis import query_terms
+from ..analysis import AnalysedQuery, query_terms
 from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
@@ -83,6 +83,9 @@ class ToolBox:
     """What the model's window leaves for one call's result (cl100k tokens); None: only the settings limit it."""
     deadline: Deadline | None = None
     """The turn's deadline, which the selector's requests keep to."""
+    asked: AnalysedQuery | None = None
+    """The turn's question, read once: a search for its very words (the forced search's, or the model's when it
+    searches with the question as asked) takes this reading instead of reading them again."""
 
     @property
     def budget(self) -> int:
@@ -153,7 +156,8 @@ class ToolBox:
         return [self.doc_id] if self.doc_id is not None else [d.id for d in self.library.documents()]
 
     def _search(self, query: str, k: int) -> list[Hit]:
-        return self.library.search(query, k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
+        read = self.asked if self.asked is not None and self.asked.text == query else query
+        return self.library.search(read, k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
 
     def _format_hits(self, hits: Sequence[Hit]) -> str:
         """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it; as
