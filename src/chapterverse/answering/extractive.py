@@ -88,11 +88,8 @@ class Reading:
 
     def describe(self) -> None:
         """Compute the features of the candidates and the question's coverage from the evidence."""
-        def weight_of(term: str) -> float:
-            return self.rarity.get(term, 1.0)
-
-        self.features = sentence_features(self.question, self.candidates, self.cosines, weight_of, self.languages)
-        self.coverage, self.missing = question_coverage(self.question, self.candidates, weight_of, self.languages)
+        self.features = sentence_features(self.question, self.candidates, self.cosines, self.rarity, self.languages)
+        self.coverage, self.missing = question_coverage(self.question, self.candidates, self.rarity, self.languages)
 
     def ranking_scores(self, model: ReaderModel) -> np.ndarray:
         """The order to show candidates in: the meaning model's scores of the embedded ones (the others,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -132,10 +132,11 @@ def _word_pairs(tokens: Sequence[str], content: Sequence[str]) -> frozenset[tupl
 
 
 def sentence_features(question: Question, candidates: Sequence[Candidate], cosines: np.ndarray,
-                      weight_of: Callable[[str], float], languages: Sequence[str]) -> np.ndarray:
-    """One row of :data:`FEATURES` per candidate (float64)."""
+                      rarity: Mapping[str, float], languages: Sequence[str]) -> np.ndarray:
+    """One row of :data:`FEATURES` per candidate (float64); ``rarity``: each question term's weight (1.0 for a
+    term it lacks)."""
     terms = list(question.terms)
-    weights = {t: weight_of(t) for t in terms}
+    weights = {t: rarity.get(t, 1.0) for t in terms}
     total = sum(weights.values()) or 1.0
     prefix_weights: dict[str, float] = {}
     for t, w in weights.items():
@@ -206,13 +207,13 @@ def _evidence_stems(candidates: Sequence[Candidate], languages: tuple[str, ...])
     return found
 
 
-def question_coverage(question: Question, candidates: Sequence[Candidate], weight_of: Callable[[str], float],
+def question_coverage(question: Question, candidates: Sequence[Candidate], rarity: Mapping[str, float],
                       languages: Sequence[str]) -> tuple[float, float]:
     """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
     candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
     found = _whole_words(frozenset(_evidence_stems(candidates, tuple(languages))),
                          _compounds(question.query.hyphenated, tuple(languages)))
-    weights = {t: weight_of(t) for t in question.terms}
+    weights = {t: rarity.get(t, 1.0) for t in question.terms}
     total = sum(weights.values()) or 1.0
     missing = [w for t, w in weights.items() if t not in found]
     return sum(w for t, w in weights.items() if t in found) / total, max(missing, default=0.0)
