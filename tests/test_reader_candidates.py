@@ -20,9 +20,8 @@ from chapterverse.answering.extractive import read_evidence
 from chapterverse.answering.question import as_question
 from chapterverse.answering.sentences import Candidate, gather_candidates
 from chapterverse.chunking import sentence_spans
-from chapterverse import Library
+from chapterverse import Hit, Library
 from chapterverse.positions import paragraph_spans
-from chapterverse.search.retrieval import Hit
 
 SANSON = (
     "-Una de las cosas -dijo a esta sazón don Quijote- que más debe de dar contento a un hombre virtuoso y "

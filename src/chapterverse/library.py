@@ -182,10 +182,9 @@ class Library:
     def search(self, query: str | AnalysedQuery, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
                query_vector: np.ndarray | None = None) -> list[Hit]:
-        """The best ``k`` passages for ``query``: a text, read in the library's languages, or one already read
-        (``analysis.analyse_query``, which the answerers hand on so that a question is read once);
-        ``query_vector`` (``embedder.embed_query(text)``) saves embedding the query again when the caller needs
-        the vector too (the extractive reader does)."""
+        """The best ``k`` passages for ``query``, a text (the answerers hand on their question analysed already,
+        so that it is read once); ``query_vector`` (``embedder.embed_query(text)``) saves embedding the query
+        again when the caller needs the vector too (the extractive reader does)."""
         return self.search_report(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr,
                                   query_vector=query_vector).hits
 

@@ -48,7 +48,7 @@ must be supported for its text to stand as the answer; below it, and always when
 extractive reader's (:func:`verified_enough`)."""
 
 
-def ask(library: Library, question: str | Question, *, doc_id: int | None = None, provider: ProviderConfig | None = None,
+def ask(library: Library, question: str, *, doc_id: int | None = None, provider: ProviderConfig | None = None,
         history: Sequence[dict[str, str]] = ()) -> AnswerResult:
     """The answer to ``question`` about document ``doc_id`` (the whole library when None), with its citations.
 
