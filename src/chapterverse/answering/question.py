@@ -128,7 +128,7 @@ def read_question(query: AnalysedQuery) -> Question:
     text, tokens = query.text, query.tokens
     flat = " ".join(tokens)
     subject = _subject(flat, query.languages)
-    spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject] if subject else []
+    spelled = [w for w in re.findall(r"\w+", text) if subject and word_tokens(w) and word_tokens(w)[0] in subject]
     pattern = r"\W+".join(re.escape(w) for w in spelled)
     return Question(query=query, kind=_kind(flat), terms=_question_terms(query), words=frozenset(tokens),
                     subject=subject, subject_pattern=pattern, part=_named_part(flat))

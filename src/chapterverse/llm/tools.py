@@ -155,9 +155,12 @@ class ToolBox:
     def _doc_ids(self) -> list[int]:
         return [self.doc_id] if self.doc_id is not None else [d.id for d in self.library.documents()]
 
+    def _read(self, text: str) -> str | AnalysedQuery:
+        """:attr:`asked` when ``text`` is the question's very words, else ``text`` (read where it is searched)."""
+        return self.asked if self.asked is not None and self.asked.text == text else text
+
     def _search(self, query: str, k: int) -> list[Hit]:
-        read = self.asked if self.asked is not None and self.asked.text == query else query
-        return self.library.search(read, k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
+        return self.library.search(self._read(query), k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
 
     def _format_hits(self, hits: Sequence[Hit]) -> str:
         """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it; as
@@ -235,7 +238,8 @@ class ToolBox:
         if count_tokens(whole) <= self.budget:
             return f"{SOURCE_TEXT_HEADER}\n\n{whole}" if whole else ""
         languages = self.library.store.languages()
-        terms = set(query_terms(question, languages))
+        asked = self._read(question)
+        terms = set(asked.terms if isinstance(asked, AnalysedQuery) else query_terms(question, languages))
         paragraphs = [p for text in tagged_texts for p in text.split("\n\n") if find_tags(p)]
         ranked = sorted(range(len(paragraphs)),
                         key=lambda i: -len(terms & set(query_terms(paragraphs[i], languages))))

@@ -233,7 +233,7 @@ class Retriever:
                     self._index = VectorIndex.open(self.store)
         return self._index
 
-    def analysed(self, query: str | AnalysedQuery) -> AnalysedQuery:
+    def _analysed(self, query: str | AnalysedQuery) -> AnalysedQuery:
         """``query`` read in the library's languages; one already read is handed on as it is, so that a question
         is read once whichever stages search with it (:func:`analysis.analyse_query`)."""
         return query if isinstance(query, AnalysedQuery) else analyse_query(query, self.store.languages())
@@ -246,7 +246,7 @@ class Retriever:
     def lexical(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None
                 ) -> list[tuple[int, float]]:
         """BM25 over stems: (chunk id, score), best first."""
-        terms = list(self.analysed(query).terms)
+        terms = list(self._analysed(query).terms)
         index = self._memory_index()
         if index is None:
             return self.store.lexical_search(terms, k=k, doc_ids=doc_ids, heading_weight=self.weights.heading)
@@ -322,7 +322,7 @@ class Retriever:
                    doc_ids: Sequence[int] | None = None, stopwatch: Stopwatch | None = None) -> _Candidates | None:
         """The union of the top ``n`` of each ranking, with the features the fusion scores them by."""
         watch = stopwatch or Stopwatch()
-        query = self.analysed(query)
+        query = self._analysed(query)
         terms = list(query.terms)
         index = self._memory_index()
         if index is not None:
