@@ -19,7 +19,7 @@ import re
 import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import Stemmer
@@ -307,8 +307,9 @@ class AnalysedQuery:
     """:func:`hyphenated_words` of the text."""
     terms: tuple[str, ...]
     """:func:`query_terms` of the text in :attr:`languages`: what BM25 looks for."""
-    stopwords: dict[str, int]
-    """:func:`stopword_counts` of the text: which language it is written in."""
+    stopwords: dict[str, int] = field(compare=False)
+    """:func:`stopword_counts` of the text: which language it is written in (left out of equality and hashing:
+    it follows from the text)."""
 
     def language(self, default: str = "english") -> str:
         """:func:`detect_language` of the text."""
