@@ -117,7 +117,8 @@ def _model(request: dict[str, Any]) -> Reply:
 
 INDEX_HOOKS = "chapterverse.index."
 """The one package whose modules call back into each other: ``index.files.FollowedIndex`` runs the store-following
-steps and calls the hooks its subclasses (``index.lexical``, ``index.vectors``) override, by design."""
+steps and calls the hooks its subclasses (``index.lexical``, ``index.vectors``) override, and ``index.int8codes``
+calls back for the vector index's current segments, by design."""
 
 
 def _climbs(command: Callable[[], object]) -> list[str]:
