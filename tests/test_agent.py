@@ -14,10 +14,9 @@ import pytest
 from fakellm import Call, FakeLLM, Reply, fake_llm
 
 from chapterverse.answering import AnswerDelta, AnswerDone, AnswerMeta, answer_events
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.summaries import summarize_document, summary_status
 from chapterverse.positions import find_tags
 

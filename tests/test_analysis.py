@@ -13,8 +13,9 @@ import pytest
 import Stemmer
 
 from chapterverse import analysis
-from chapterverse.analysis import (LANGUAGES, compound_words, detect_language, in_another_language, index_terms,
-                                   normalize, query_terms, word_tokens)
+from chapterverse.analysis import (LANGUAGES, analyse_query, compound_words, content_words, detect_language,
+                                   hyphenated_words, in_another_language, index_terms, normalize, query_terms,
+                                   stopword_counts, word_tokens)
 
 ASCII = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_ \t\n.,;:!?'\"()[]-/\\*&%$#@~`^|<>=+{}"
 WIDE = (
@@ -142,3 +143,18 @@ def test_either_spelling_of_a_compound_finds_the_other(book: str, question: str)
     held = set(index_terms(f"He wrote of it {book}.", "english").split())
     asked = query_terms(f"What of it {question}?", ["english", "spanish"])
     assert held & set(asked) - set(query_terms("What of it?", ["english", "spanish"]))
+
+
+def test_a_query_read_once_holds_what_each_reading_of_it_gives() -> None:
+    """``analyse_query`` is the one reading of a question every stage takes: its tokens, content words, hyphenated
+    words, stems, stopword counts and language are what the separate functions give for the same text."""
+    rng = random.Random(5)
+    texts = [*_random_texts(300, seed=11), *SENTENCES.values(), "Who is the red-headed man?", "the of", ""]
+    for text in texts:
+        languages = rng.sample(LANGUAGES, rng.randint(0, 3))
+        query = analyse_query(text, languages)
+        assert query.tokens == tuple(word_tokens(text)), repr(text)
+        assert query.content == tuple(content_words(text, languages)), repr(text)
+        assert query.hyphenated == tuple(hyphenated_words(text)), repr(text)
+        assert query.terms == tuple(query_terms(text, languages)), repr(text)
+        assert query.stopwords == stopword_counts(text) and query.language("") == detect_language(text, ""), repr(text)

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from chapterverse.answering.phrases import answer_phrase
-from chapterverse.answering.question import read_question
+from chapterverse.answering.question import as_question
 
 ENGLISH = ["english"]
 SPANISH = ["spanish"]
@@ -28,7 +28,7 @@ DOLORIDA = (
 
 
 def phrase(question: str, sentence: str, languages: list[str]) -> str | None:
-    span = answer_phrase(sentence, read_question(question, languages), languages)
+    span = answer_phrase(sentence, as_question(question, languages), languages)
     return sentence[span[0]:span[1]] if span else None
 
 
@@ -88,7 +88,7 @@ def test_who_did_it_is_the_noun_phrase_before_the_relative_who() -> None:
 def test_a_question_of_kind_name_is_answered_by_a_name() -> None:
     """A question :mod:`.question` reads as asking a name (kind "name") is answered as "who" is, whatever
     its words."""
-    question = read_question("¿Cuál es el escudero de don Quijote?", SPANISH)
+    question = as_question("¿Cuál es el escudero de don Quijote?", SPANISH)
     sentence = "Yo soy Sancho Panza, su escudero, y él es el asendereado caballero don Quijote de la Mancha."
     span = answer_phrase(sentence, replace(question, kind="name"), SPANISH)
     assert span is not None and sentence[span[0]:span[1]] == "Sancho Panza"

@@ -30,7 +30,7 @@ from chapterverse.bench.answers import (
 )
 from chapterverse.bench.retrieval import BenchDocument
 from chapterverse.cli import app
-from chapterverse.errors import InputError
+from chapterverse import InputError
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo" / "the-keeper-of-gull-rock.md"
 METRICS = {"questions", "absent", "answered", "answer_holds_gold", "cited_holds_gold", "gold_in_document",

@@ -11,9 +11,7 @@ from hashembed import HashingEmbedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.errors import InputError, SourceError
-from chapterverse import Library
-from chapterverse.positions import Span
+from chapterverse import InputError, Library, SourceError, Span
 from chapterverse.sources.book import natural_key, pretty_name, read_book
 
 

@@ -21,11 +21,9 @@ from hashembed import HashingEmbedder
 from test_sources_hostile import build_epub, xhtml
 
 from chapterverse.chunking import chunk_document
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig, Span
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.summaries import document_summaries, segment_inputs, summarize_document
-from chapterverse.positions import Span
 from chapterverse.sources import ParsedDocument, ParsedFile, TocEntry, read_source
 from chapterverse.sources.book import read_book
 

@@ -27,10 +27,9 @@ from serverutil import running_server, settings_for
 
 from chapterverse.answering import AnswerDelta, AnswerDone, AnswerEvent, AnswerStatus, answer_events
 from chapterverse.errors import DeadlineError
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.window import discover_window, estimate_messages, forget_windows
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

@@ -26,7 +26,8 @@ from chapterverse.chunking import (
     tagged_text,
 )
 from chapterverse.chunking.boundaries import CLOSERS
-from chapterverse.positions import Span, find_tags
+from chapterverse import Span
+from chapterverse.positions import find_tags
 from chapterverse.sources.base import ParsedDocument, ParsedFile, PreChunk, TocEntry
 
 WORDS = ("whale ship sea Ahab captain harpoon the of and a to in deck sail wind storm boat crew white "

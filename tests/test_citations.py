@@ -8,18 +8,17 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from chapterverse import ResolvedSpan, Span, TagError
 from chapterverse.citations import (
     MAX_TAG_LENGTH,
     CitationForms,
     DroppedTag,
     Evidence,
-    ResolvedSpan,
     StreamingTagFilter,
     strip_tags,
     verify_answer,
 )
-from chapterverse.errors import TagError
-from chapterverse.positions import TAG_PATTERN, Span, find_tags, parse_tag
+from chapterverse.positions import TAG_PATTERN, find_tags, parse_tag
 
 MOBY = (
     "Call me Ishmael. Some years ago—never mind how long precisely—having little or no money in my purse, "

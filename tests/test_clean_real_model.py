@@ -20,9 +20,8 @@ from realllm import RealLLM, real_llm
 from serverutil import Server, kb_servers
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.scaffolding import CITE_LINES, CONTEXT_HEADERS
 
 NAME = "Zorbalina Quixlemeyer"

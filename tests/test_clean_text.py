@@ -23,9 +23,8 @@ from hypothesis import strategies as st
 from serverutil import Server, kb_servers
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.scaffolding import CITE_LINES, CONTEXT_HEADERS, SOURCE_TEXT_HEADER, TextCleaner, clean_text
 
 FAMILIES = {

@@ -23,8 +23,7 @@ from cliutil import cli
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.errors import SourceError
-from chapterverse import Library
+from chapterverse import Library, SourceError
 from chapterverse.sources import read_source
 from conftest import shared_path
 

@@ -21,7 +21,7 @@ from chapterverse.embeddings import (
     USEEmbedder,
     load_embedder,
 )
-from chapterverse.errors import EmbeddingError
+from chapterverse import EmbeddingError
 
 
 @pytest.fixture(autouse=True)

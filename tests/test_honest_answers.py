@@ -18,12 +18,10 @@ from fakellm import Call, Reply, fake_llm
 from chapterverse.answering import AnswerDone, answer_events
 from chapterverse.answering.ask import UNVERIFIED_NOTICE
 from chapterverse.answering.marks import UNSUPPORTED_MARK
-from chapterverse.citations import Evidence, ResolvedSpan, verify_answer
+from chapterverse import Library, ProviderConfig, ResolvedSpan, Span
+from chapterverse.citations import Evidence, verify_answer
 from chapterverse.export import chat_markdown
-from chapterverse import Library
 from chapterverse.answering.model_turn import AgentSettings
-from chapterverse.llm.provider_config import ProviderConfig
-from chapterverse.positions import Span
 from chapterverse.support import supports
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

@@ -14,9 +14,8 @@ import pytest
 from fakellm import Reply, fake_llm
 
 from chapterverse.answering import AnswerDelta, AnswerDone, answer_events
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.tools import TOOL_SCHEMAS
 
 HOSTILE = """# The Orchard

@@ -71,7 +71,8 @@ def test_only_a_knowledge_bases_records_are_described_by_their_source_path(tmp_p
     its chunks are indexed and embedded as before (the dev sets' libraries read the same chunks)."""
     from hashembed import HashingEmbedder
 
-    from chapterverse.library import ORIGIN_KEY, Library
+    from chapterverse import Library
+    from chapterverse.library import ORIGIN_KEY
 
     note = tmp_path / "customer_812" / "order.md"
     note.parent.mkdir()

@@ -13,8 +13,7 @@ import pytest
 from conftest import shared_path
 from hashembed import HashingEmbedder
 
-from chapterverse import Library
-from chapterverse.positions import Span
+from chapterverse import Library, Span
 
 pytestmark = pytest.mark.slow  # every shared book ingested: half a minute and more
 

@@ -15,7 +15,7 @@ import pytest
 from serverutil import shared_embedder
 
 from chapterverse.answering import extractive_answer
-from chapterverse.answering.question import named_part
+from chapterverse.answering.question import as_question
 from chapterverse import Library
 
 SHAPES = Path(__file__).parent / "data" / "shapes"
@@ -63,4 +63,4 @@ def test_a_question_in_english_about_a_named_part_of_a_latin_book_gets_that_part
     ("What happens in chapter 12?", 12), ("Who speaks in canto V?", 5), ("¿Qué pasa en el capítulo segundo?", 2),
     ("Who is Queequeg?", None), ("What did the first mate say?", None), ("Which book I read was long?", None)])
 def test_the_part_a_question_names(question: str, number: int | None) -> None:
-    assert named_part(question) == number
+    assert as_question(question, ["english", "spanish"]).part == number

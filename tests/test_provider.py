@@ -15,14 +15,10 @@ import openai
 import pytest
 from fakellm import Call, FakeLLM, Reply, fake_embedding, fake_llm
 
-from chapterverse.errors import (
-    InputError,
-    ProviderAuthError,
-    ProviderError,
-    ProviderUnreachableError,
-)
+from chapterverse import InputError, ProviderConfig, ProviderError
+from chapterverse.errors import ProviderAuthError, ProviderUnreachableError
 from chapterverse.llm.client import ChatProvider, StreamEnd, TextDelta, ToolCall
-from chapterverse.llm.provider_config import OPENAI_BASE_URL, ProviderConfig, mask_key, selection_config
+from chapterverse.llm.provider_config import OPENAI_BASE_URL, mask_key, selection_config
 
 USER = [{"role": "user", "content": "Who is Ishmael?"}]
 KEY = "sk-test-SECRET-0123456789abcd"

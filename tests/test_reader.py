@@ -16,7 +16,7 @@ import pytest
 from chapterverse.answering import extractive_answer
 from chapterverse.answering.extractive import read_evidence
 from chapterverse.answering.model import load_reader_model
-from chapterverse.answering.question import read_question
+from chapterverse.answering.question import as_question
 from chapterverse.answering.sentences import is_answer_prose
 from chapterverse.bench.answers import holds_gold
 from chapterverse import Library
@@ -42,7 +42,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Library:
     ("Did the lens come from Paris?", "yesno"),
 ])
 def test_question_kinds_in_three_languages(question: str, kind: str) -> None:
-    assert read_question(question, LANGS).kind == kind
+    assert as_question(question, LANGS).kind == kind
 
 
 @pytest.mark.parametrize(("question", "kind"), [
@@ -57,13 +57,13 @@ def test_question_kinds_in_three_languages(question: str, kind: str) -> None:
 def test_name_questions_and_french_and_german_question_words(question: str, kind: str) -> None:
     """A question asking for a name wants a name it does not hold, as "who" does; French and German
     question words are read like the other languages' (they were read as "what" before)."""
-    assert read_question(question, [*LANGS, "french", "german"]).kind == kind
+    assert as_question(question, [*LANGS, "french", "german"]).kind == kind
 
 
 def test_the_subject_of_a_definitional_question_keeps_its_spelling() -> None:
-    question = read_question("Who is Queequeg?", LANGS)
+    question = as_question("Who is Queequeg?", LANGS)
     assert question.subject == ("queequeg",) and question.subject_pattern == "Queequeg"
-    assert read_question("What did Queequeg carry?", LANGS).subject == ()
+    assert as_question("What did Queequeg carry?", LANGS).subject == ()
 
 
 @pytest.mark.parametrize("sentence", [
@@ -77,13 +77,13 @@ def test_the_subject_of_a_definitional_question_keeps_its_spelling() -> None:
     "The Adventures of Sherlock Holmes",  # a title page: no closing punctuation, capitalised words
 ])
 def test_headings_arguments_notes_front_matter_and_echoes_are_never_answers(sentence: str) -> None:
-    question = read_question("Who is the keeper of the lighthouse on Gull Rock?", LANGS)
+    question = as_question("Who is the keeper of the lighthouse on Gull Rock?", LANGS)
     titles = frozenset({"chapter 13 wheelbarrow"})
     assert not is_answer_prose(sentence, question, LANGS, titles)
 
 
 def test_plain_prose_is_an_answer_candidate() -> None:
-    question = read_question("Who kept the light?", LANGS)
+    question = as_question("Who kept the light?", LANGS)
     assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years.", question, LANGS, frozenset())
     assert is_answer_prose("Marta Olsen kept the light on Gull Rock for eleven years", question, LANGS, frozenset())
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from conftest import shared_path
 
-from chapterverse.answering import AnswerResult, extractive_answer
+from chapterverse import AnswerResult, Library
+from chapterverse.answering import extractive_answer
 from chapterverse.bench.answers import holds_gold
-from chapterverse import Library
 
 QUESTIONS = Path(__file__).with_name("data") / "book_questions.jsonl"
 pytestmark = pytest.mark.slow

@@ -17,12 +17,11 @@ import pytest
 from conftest import shared_path
 
 from chapterverse.answering.extractive import read_evidence
-from chapterverse.answering.question import read_question
+from chapterverse.answering.question import as_question
 from chapterverse.answering.sentences import Candidate, gather_candidates
 from chapterverse.chunking import sentence_spans
-from chapterverse import Library
+from chapterverse import Hit, Library
 from chapterverse.positions import paragraph_spans
-from chapterverse.search.retrieval import Hit
 
 SANSON = (
     "-Una de las cosas -dijo a esta sazón don Quijote- que más debe de dar contento a un hombre virtuoso y "
@@ -58,7 +57,7 @@ def test_a_passage_that_starts_mid_sentence_yields_the_whole_sentence(tmp_path: 
     start = text.index("bachiller") + 1 + 400
     passage = replace(found, chunk=replace(found.chunk, start=start, end=sentence_end, text=text[start:sentence_end]))
 
-    candidates = gather_candidates(library, [passage], read_question("¿Quién es Dulcinea del Toboso?", LANGS), LANGS)
+    candidates = gather_candidates(library, [passage], as_question("¿Quién es Dulcinea del Toboso?", LANGS), LANGS)
 
     assert [c.text for c in candidates] == [text[sentence_start:sentence_end]]
     assert (candidates[0].span.start, candidates[0].span.end) == (sentence_start, sentence_end)

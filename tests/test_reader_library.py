@@ -14,9 +14,7 @@ from hashembed import HashingEmbedder
 
 from chapterverse.answering import extractive_answer
 from chapterverse.embeddings import Embedder
-from chapterverse import Library
-from chapterverse.positions import ResolvedSpan, Span
-from chapterverse.search.retrieval import Hit
+from chapterverse import Hit, Library, ResolvedSpan, Span
 from chapterverse.store import FileRecord, Store, TocRecord
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

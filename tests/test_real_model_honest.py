@@ -13,9 +13,8 @@ import pytest
 from realllm import RealLLM, real_llm
 
 from chapterverse.answering import AnswerDone, answer_events
-from chapterverse import Library
+from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.positions import find_tags
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"

@@ -19,10 +19,8 @@ from serverutil import running_server, settings_for, shared_embedder
 from typer.testing import CliRunner
 
 from chapterverse.cli import app
-from chapterverse.errors import InputError
-from chapterverse import Library
+from chapterverse import InputError, Library, ProviderConfig
 from chapterverse.llm.client import ChatProvider
-from chapterverse.llm.provider_config import ProviderConfig
 from chapterverse.llm.reranking import LlmReranker, library_reranker, load_reranker
 from chapterverse.search.rerank import CrossEncoderReranker, HttpReranker, RerankSettings
 

@@ -19,7 +19,7 @@ import pytest
 from cliutil import cli
 from serverutil import Server, free_port, ok, running_server, settings_for
 
-from chapterverse.errors import InputError
+from chapterverse import InputError
 from chapterverse.server.serve_command import main as serve_main
 from chapterverse.server.serve_settings import ServeSettings, parse_serve_args
 

@@ -26,7 +26,7 @@ from hashembed import HashingEmbedder
 from serverutil import Server, running_server, settings_for, wait_for_job
 from typer.testing import CliRunner
 
-from chapterverse.errors import InputError
+from chapterverse import InputError
 from chapterverse.server.serve_settings import settings_from_mapping
 
 UPSTREAM_KEY = "sk-upstream-SECRET-0123456789"

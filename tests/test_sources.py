@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import shared_path
 
-from chapterverse.errors import SourceError, UnsupportedFormatError
+from chapterverse import SourceError
+from chapterverse.errors import UnsupportedFormatError
 from chapterverse.sources import SUPPORTED_SUFFIXES, ParsedDocument, iter_folder, read_source
 
 EPUBS = ["accessible_epub_3", "childrens-literature", "don-quixote-en", "epub30-spec", "linear-algebra",

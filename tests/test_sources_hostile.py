@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pypdf.generic import NameObject
 
-from chapterverse.errors import BadLinesError, SourceError, SourceTooLargeError
+from chapterverse import SourceError
+from chapterverse.errors import BadLinesError, SourceTooLargeError
 from chapterverse.positions import paragraph_spans
 from chapterverse.sources import read_source
 from chapterverse.sources.jsonl import MAX_CHUNK_INDEX, read_jsonl

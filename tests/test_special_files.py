@@ -27,7 +27,8 @@ from conftest import shared_path
 from serverutil import free_port, running_server, serve_process, settings_for, wait_for_job
 from textpdf import text_pdf
 
-from chapterverse.errors import SourceError, SourceTooLargeError
+from chapterverse import SourceError
+from chapterverse.errors import SourceTooLargeError
 from chapterverse.sources import files
 from chapterverse.sources import read_source
 from chapterverse.sources.files import Root, open_file

@@ -26,8 +26,8 @@ from pgfixture import location, pg_schema_url, pg_url  # noqa: F401  (fixtures)
 
 from chapterverse.analysis import index_terms, query_terms, word_tokens
 from chapterverse.embeddings import Embedder
-from chapterverse.errors import EmbeddingMismatchError, NotFoundError, StoreError
-from chapterverse import Library
+from chapterverse import Library, NotFoundError, StoreError
+from chapterverse.errors import EmbeddingMismatchError
 from chapterverse.search.retrieval import Retriever
 from chapterverse.store import (
     NewChunk,

@@ -17,8 +17,7 @@ from conftest import shared_path
 from hashembed import HashingEmbedder
 
 from chapterverse.chunking import chunk_document
-from chapterverse import Library
-from chapterverse.positions import Span
+from chapterverse import Library, Span
 from chapterverse.sources import ParsedDocument, read_source
 from chapterverse.sources.book import read_book
 from chapterverse.sources.text import decode_text, txt_headings

@@ -157,7 +157,7 @@ def test_processes_writing_at_once_each_find_their_own_vectors(store: SQLiteStor
 def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tmp_path: Path) -> None:
     import shutil
 
-    from chapterverse.errors import StoreError
+    from chapterverse import StoreError
 
     store.add_document(passages_document("a", np.ones((3, DIM), np.float32)))  # journaled: opening must not "repair" it
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from chapterverse.errors import StoreError
+from chapterverse import StoreError
 from chapterverse.store import SQLiteStore
 from chapterverse.index.vectors import IndexSettings, VectorIndex
 from storeutil import DelegatingStore, NoFeedStore, passages_document, random_model_store

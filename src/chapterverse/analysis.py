@@ -18,13 +18,15 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import Stemmer
 
-__all__ = ["LANGUAGES", "compound_words", "content_words", "language_for_code", "detect_language",
-           "hyphenated_words", "index_terms", "joined_form", "query_terms", "normalize", "word_tokens"]
+__all__ = ["LANGUAGES", "AnalysedQuery", "analyse_query", "compound_words", "content_words", "language_for_code",
+           "detect_language", "hyphenated_words", "index_terms", "joined_form", "query_terms", "normalize",
+           "word_tokens"]
 
 _STOPWORDS: dict[str, frozenset[str]] = {
     "english": frozenset(
@@ -171,9 +173,16 @@ def language_for_code(code: str | None) -> str | None:
     return _ISO.get((code or "")[:2].lower())
 
 
+_LANGUAGE_SAMPLE = 200_000
+"""Characters of a text whose stopwords say which language it is in."""
+
+
 def detect_language(text: str, default: str = "english") -> str:
     """The Snowball language whose stopwords are most frequent in ``text`` (a cheap, robust guess)."""
-    scores = stopword_counts(text)
+    return _most_frequent(stopword_counts(text), default)
+
+
+def _most_frequent(scores: dict[str, int], default: str) -> str:
     best = max(scores, key=scores.__getitem__)
     return best if scores[best] > 0 else default
 
@@ -181,20 +190,24 @@ def detect_language(text: str, default: str = "english") -> str:
 def stopword_counts(text: str) -> dict[str, int]:
     """How many of ``text``'s words are stopwords of each language (a word counts for every language it is a
     stopword of: "de" for Spanish, French and Italian alike)."""
+    return _stopword_counts(word_tokens(text[:_LANGUAGE_SAMPLE]))
+
+
+def _stopword_counts(tokens: Iterable[str]) -> dict[str, int]:
     scores = dict.fromkeys(_STOPWORDS, 0)
-    counts = Counter(filter(_STOPWORD_LANGUAGES.__contains__, word_tokens(text[:200_000])))
+    counts = Counter(filter(_STOPWORD_LANGUAGES.__contains__, tokens))
     for word, count in counts.items():  # each distinct stopword once, not each stopword list
         for language in _STOPWORD_LANGUAGES[word]:
             scores[language] += count
     return scores
 
 
-def in_another_language(question: str, evidence: str) -> bool:
+def in_another_language(question: str | AnalysedQuery, evidence: str) -> bool:
     """Whether ``question`` is written in another language than ``evidence``: the evidence's language has at
     most half as many stopwords in the question as the question's own language. A question in English about
     an Italian book shares none of its words, which says nothing about whether the book answers it."""
     evidence_language = detect_language(evidence, default="")
-    asked = stopword_counts(question)
+    asked = question.stopwords if isinstance(question, AnalysedQuery) else stopword_counts(question)
     own = max(asked, key=asked.__getitem__)
     return (bool(evidence_language) and asked[own] > 0 and own != evidence_language
             and asked[evidence_language] * 2 <= asked[own])
@@ -254,16 +267,61 @@ def index_terms(text: str, language: str) -> str:
 
 def content_words(text: str, languages: Iterable[str]) -> list[str]:
     """Distinct normalized words of ``text`` that are not stopwords in any of ``languages``."""
+    return _content(word_tokens(text), languages)
+
+
+def _content(tokens: Iterable[str], languages: Iterable[str]) -> list[str]:
     stop = frozenset().union(*(_STOPWORDS.get(lang, frozenset()) for lang in languages))
-    return [t for t in dict.fromkeys(word_tokens(text)) if t not in stop]
+    return [t for t in dict.fromkeys(tokens) if t not in stop]
 
 
 def query_terms(query: str, languages: Iterable[str]) -> list[str]:
     """Distinct stems of the query's content words in each of ``languages`` (all words if all are stopwords),
     and of the joined forms of its hyphenated words (``compound_words``)."""
+    return _query_terms(word_tokens(query), compound_words(query), languages)
+
+
+def _query_terms(tokens: list[str], joined: list[str], languages: Iterable[str]) -> list[str]:
     langs = list(dict.fromkeys(languages)) or ["english"]
-    tokens = list(dict.fromkeys((content_words(query, langs) or word_tokens(query)) + compound_words(query)))
+    words = list(dict.fromkeys((_content(tokens, langs) or tokens) + joined))
     terms: list[str] = []
     for lang in langs:
-        terms.extend(_stems(tokens, lang))
+        terms.extend(_stems(words, lang))
     return list(dict.fromkeys(terms))
+
+
+@dataclass(frozen=True, slots=True)
+class AnalysedQuery:
+    """A question or search text read once, for every stage that reads it: the search's rankings and relevance,
+    the extractive reader and the language checks. Made by :func:`analyse_query`; a stage given one never reads
+    the text again."""
+
+    text: str
+    languages: tuple[str, ...]
+    """The languages it was read in (the library's): its content words and stems are theirs."""
+    tokens: tuple[str, ...]
+    """:func:`word_tokens` of the text."""
+    content: tuple[str, ...]
+    """:func:`content_words` of the text in :attr:`languages`."""
+    hyphenated: tuple[str, ...]
+    """:func:`hyphenated_words` of the text."""
+    terms: tuple[str, ...]
+    """:func:`query_terms` of the text in :attr:`languages`: what BM25 looks for."""
+    stopwords: dict[str, int] = field(compare=False)
+    """:func:`stopword_counts` of the text: which language it is written in (left out of equality and hashing:
+    it follows from the text)."""
+
+    def language(self, default: str = "english") -> str:
+        """:func:`detect_language` of the text."""
+        return _most_frequent(self.stopwords, default)
+
+
+def analyse_query(text: str, languages: Sequence[str]) -> AnalysedQuery:
+    """``text`` tokenized, stemmed in each of ``languages`` and its language counted, once."""
+    tokens = word_tokens(text)
+    hyphenated = hyphenated_words(text)
+    sample = tokens if len(text) <= _LANGUAGE_SAMPLE else word_tokens(text[:_LANGUAGE_SAMPLE])
+    return AnalysedQuery(text=text, languages=tuple(languages), tokens=tuple(tokens),
+                         content=tuple(_content(tokens, languages)), hyphenated=tuple(hyphenated),
+                         terms=tuple(_query_terms(tokens, [joined_form(w) for w in hyphenated], languages)),
+                         stopwords=_stopword_counts(sample))

@@ -769,14 +769,16 @@ def _answer(lib: Library, question: str, doc: int | None, provider: ProviderConf
     from .answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
     from .answering.ask import extractive_ahead
     from .answering.model_turn import AgentSettings
+    from .answering.question import as_question
 
-    ahead = extractive_ahead(lib, question, doc)  # ready, or nearly, if the model's turn is cut
+    asked = as_question(question, lib.store.languages())  # read once, for the answer ahead and the turn alike
+    ahead = extractive_ahead(lib, asked, doc)  # ready, or nearly, if the model's turn is cut
 
     result: AnswerResult | None = None
     printed: list[str] = []
     settings = AgentSettings(auto_summarize=stream)
     try:
-        for event in answer_events(lib, question, doc_id=doc, provider=provider, history=history,
+        for event in answer_events(lib, asked, doc_id=doc, provider=provider, history=history,
                                    settings=settings, started=started, ahead=ahead):
             if isinstance(event, AnswerMeta):
                 if event.notice and stream:

@@ -27,6 +27,7 @@ from .store import DocumentRecord, Store, TocRecord, open_store, sqlite_file
 if TYPE_CHECKING:
     import numpy as np
 
+    from .analysis import AnalysedQuery
     from .embeddings import Embedder
     from .search.rerank import Reranker
     from .search.retrieval import FusionWeights, Hit, Retriever, ScoredChunk, SearchResult
@@ -178,15 +179,16 @@ class Library:
                         end=span.end, text=text, toc_path=self._toc_path(doc.id, file.id, span.start),
                         file_title=file.title, label=file.label, source=doc.source)
 
-    def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
+    def search(self, query: str | AnalysedQuery, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
                query_vector: np.ndarray | None = None) -> list[Hit]:
-        """The best ``k`` passages; ``query_vector`` (``embedder.embed_query(query)``) saves embedding the
-        query again when the caller needs the vector too (the extractive reader does)."""
+        """The best ``k`` passages for ``query``, a text (the answerers hand on their question analysed already,
+        so that it is read once); ``query_vector`` (``embedder.embed_query(text)``) saves embedding the query
+        again when the caller needs the vector too (the extractive reader does)."""
         return self.search_report(query, k=k, doc_ids=doc_ids, threshold=threshold, mmr=mmr,
                                   query_vector=query_vector).hits
 
-    def search_report(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
+    def search_report(self, query: str | AnalysedQuery, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                       threshold: float | None = None, mmr: float | None = None,
                       query_vector: np.ndarray | None = None) -> SearchResult:
         """``search`` with what the reranker did. With a reranker, the first stage's best ``rerank_top_n`` (at
@@ -208,7 +210,8 @@ class Library:
             return SearchResult(hits)
         from .search.rerank import rerank_order
 
-        order, report = rerank_order(self.reranker, query, [h.text for h in hits])
+        text = query if isinstance(query, str) else query.text
+        order, report = rerank_order(self.reranker, text, [h.text for h in hits])
         watch.lap("rerank")
         watch.log(logger, f"search for {min(k, len(hits))} hits, reranked")
         return SearchResult([hits[i] for i in order][:k], report)

@@ -22,11 +22,11 @@ from ..errors import ProviderError
 from ..llm.limits import Deadline
 from .extractive import extractive_answer
 from .model_turn import AgentSettings, ModelTurn, too_late, turn_deadline
+from .question import Question, as_question
 from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerMeta, AnswerResult
 
 if TYPE_CHECKING:
     from ..library import Library
-    from .model_turn import AgentSettings
     from ..llm.provider_config import ProviderConfig
     from ..llm.summaries import SummaryJobs
 
@@ -62,19 +62,22 @@ def ask(library: Library, question: str, *, doc_id: int | None = None, provider:
     raise AssertionError("answer_events always ends with AnswerDone")
 
 
-def answer_events(library: Library, question: str, *, doc_id: int | None = None,
+def answer_events(library: Library, question: str | Question, *, doc_id: int | None = None,
                   provider: ProviderConfig | None = None, selection: ProviderConfig | None = None,
                   history: Sequence[dict[str, str]] = (), settings: AgentSettings | None = None,
                   summary_jobs: SummaryJobs | None = None, started: float | None = None,
                   ahead: Future[AnswerResult] | None = None) -> Iterator[AnswerEvent]:
     """Answer ``question`` about one document (or the whole library when ``doc_id`` is None).
 
+    ``question``: a text, or one read already (:func:`.question.as_question`); it is read once here and every
+    path below (the reader, the model's turn, the extractive answer that replaces it) takes that reading.
     ``selection`` is the model that picks the segments worth reading (``provider`` when None), ``settings`` and
     ``summary_jobs`` the model agent's (:class:`.model_turn.AgentSettings`, the process's summary jobs when None).
     The model's deadline counts from ``started`` (``time.monotonic()``: when the question was given; now when
     None); an extractive answer that still ends past it says so in its notice. ``ahead`` is this question's
     extractive answer begun beforehand (:func:`extractive_ahead`): every extractive answer here is that one.
     """
+    question = as_question(question, library.store.languages())
     if provider is None:
         yield AnswerMeta(mode="extractive")
         result = _extractive(library, question, doc_id, notice=None, ahead=ahead)
@@ -129,7 +132,7 @@ def verified_enough(result: AnswerResult) -> bool:
     return supported > 0 and supported >= MIN_SUPPORTED_SHARE * claims
 
 
-def _unverified(library: Library, question: str, doc_id: int | None, model: AnswerResult, *,
+def _unverified(library: Library, question: Question, doc_id: int | None, model: AnswerResult, *,
                 shown: bool, ahead: Future[AnswerResult] | None) -> Iterator[AnswerEvent]:
     """The extractive answer in place of a model's answer that could not be verified, saying so; the model's
     text and what the verifier found in it stay in ``metadata`` (``model_answer``, ``model_supported_sentences``,
@@ -151,7 +154,7 @@ def _unverified(library: Library, question: str, doc_id: int | None, model: Answ
     yield AnswerDone(result)
 
 
-def extractive_ahead(library: Library, question: str, doc_id: int | None) -> Future[AnswerResult]:
+def extractive_ahead(library: Library, question: str | Question, doc_id: int | None) -> Future[AnswerResult]:
     """Begin the extractive answer to ``question`` in the background, for :func:`answer_events`'s ``ahead``:
     a model's turn cut at its deadline then gives way to an answer that is ready (or nearly), and the embedding
     model, the indexes and the imports it needs load while the model is asked, not after it was stopped."""
@@ -167,7 +170,7 @@ def extractive_ahead(library: Library, question: str, doc_id: int | None) -> Fut
     return future
 
 
-def _extractive(library: Library, question: str, doc_id: int | None, notice: str | None,
+def _extractive(library: Library, question: str | Question, doc_id: int | None, notice: str | None,
                 ahead: Future[AnswerResult] | None = None) -> AnswerResult:
     """The extractive reader's answer, scoped to the document (named in "Not found in ...") when there is one;
     ``ahead``'s when it was begun beforehand."""

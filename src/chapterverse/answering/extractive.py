@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..analysis import detect_language, in_another_language
+from ..analysis import in_another_language
 from ..citations import Citation
 from ..embeddings import Embedder
 from ..positions import Span, defang_tags
@@ -31,7 +31,7 @@ from .features import (FEATURES, evidence_words, missing_names, missing_words, q
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
-from .question import Question, named_part, read_question
+from .question import Question, as_question
 from .reader_library import ReaderLibrary
 from .result import NOT_FOUND_PREFIX, UNSURE_PREFIX, AnswerResult, AnswerSpanOut
 from .sentences import Candidate, gather_candidates
@@ -88,11 +88,8 @@ class Reading:
 
     def describe(self) -> None:
         """Compute the features of the candidates and the question's coverage from the evidence."""
-        def weight_of(term: str) -> float:
-            return self.rarity.get(term, 1.0)
-
-        self.features = sentence_features(self.question, self.candidates, self.cosines, weight_of, self.languages)
-        self.coverage, self.missing = question_coverage(self.question, self.candidates, weight_of, self.languages)
+        self.features = sentence_features(self.question, self.candidates, self.cosines, self.rarity, self.languages)
+        self.coverage, self.missing = question_coverage(self.question, self.candidates, self.rarity, self.languages)
 
     def ranking_scores(self, model: ReaderModel) -> np.ndarray:
         """The order to show candidates in: the meaning model's scores of the embedded ones (the others,
@@ -108,21 +105,22 @@ class Reading:
         return ranked
 
 
-def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequence[int] | None = None,
+def read_evidence(library: ReaderLibrary, asked: str | Question, *, doc_ids: Sequence[int] | None = None,
                   k: int = PASSAGES, hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                   embedded: int | None = EMBEDDED_SENTENCES) -> Reading:
     """Retrieve (unless ``hits`` are given), gather candidate sentences and compute their features.
 
-    Only the ``embedded`` candidates ``model`` ranks best with each sentence's cosine estimated by its
-    passage's are embedded, since embedding the sentences is most of the cost of an answer; ``None`` embeds
-    them all (what the model is fit on, so a refit never depends on the model it replaces).
+    ``asked``: the question, as a text or read already (:func:`.question.as_question`); the search and the
+    reader both use that one reading. Only the ``embedded`` candidates ``model`` ranks best with each sentence's
+    cosine estimated by its passage's are embedded, since embedding the sentences is most of the cost of an
+    answer; ``None`` embeds them all (what the model is fit on, so a refit never depends on the model it replaces).
     """
-    languages = library.store.languages()
-    question = read_question(question_text, languages)
-    query_vector = library.embedder.embed_query(question_text)
-    found = list(hits) if hits is not None else library.search(question_text, k=k, doc_ids=doc_ids,
+    question = as_question(asked, library.store.languages())
+    languages = question.query.languages
+    query_vector = library.embedder.embed_query(question.text)
+    found = list(hits) if hits is not None else library.search(question.query, k=k, doc_ids=doc_ids,
                                                                 query_vector=query_vector)
-    part = part_hits(library, question_text, doc_ids, query_vector, k) if hits is None else None
+    part = part_hits(library, question, doc_ids, query_vector, k) if hits is None else None
     if part:
         found = part
     candidates = gather_candidates(library, found, question, languages)
@@ -144,9 +142,9 @@ def read_evidence(library: ReaderLibrary, question_text: str, *, doc_ids: Sequen
     reading.stand_in = stand_in_similarity(library.embedder, reading)
     evidence = (" ".join(c.text for c in candidates[:EVIDENCE_SAMPLE])
                 or " ".join(h.chunk.text for h in found[:UNSURE_PASSAGES]))
-    asked_in = detect_language(question_text, default="")
+    asked_in = question.query.language(default="")
     reading.searchable_in_own_language = doc_ids is None and len(languages) > 1 and asked_in in languages
-    reading.cross_language = in_another_language(question_text, evidence) and not reading.searchable_in_own_language
+    reading.cross_language = in_another_language(question.query, evidence) and not reading.searchable_in_own_language
     return reading
 
 
@@ -154,13 +152,13 @@ PART_SEARCH = 64
 """Passages of the book searched for those inside the part a question names."""
 
 
-def part_hits(library: ReaderLibrary, question_text: str, doc_ids: Sequence[int] | None, query_vector: np.ndarray,
+def part_hits(library: ReaderLibrary, question: Question, doc_ids: Sequence[int] | None, query_vector: np.ndarray,
               k: int) -> list[Hit]:
     """For a question that names a part of the one book it is asked of ("Who lies under the beech tree in the
     first eclogue?"), the book's best passages inside that part (its ``n``-th contents entry at the level with
     the most entries), best first: what a reader would turn to. Empty when the question names no part, the
     book has no such entry, or none of its best passages lies there."""
-    number = named_part(question_text)
+    number = question.part
     if number is None or doc_ids is None or len(doc_ids) != 1:
         return []
     entries = library.store.toc(doc_ids[0])
@@ -181,7 +179,7 @@ def part_hits(library: ReaderLibrary, question_text: str, doc_ids: Sequence[int]
         end = following.offset if following is not None and following.file_id == part.file_id else None
         return chunk.end > part.offset and (end is None or chunk.start < end)
 
-    found = library.search(question_text, k=PART_SEARCH, doc_ids=doc_ids, query_vector=query_vector)
+    found = library.search(question.query, k=PART_SEARCH, doc_ids=doc_ids, query_vector=query_vector)
     return [hit for hit in found if inside(hit)][:k]
 
 
@@ -246,12 +244,12 @@ def first_introduction(reading: Reading) -> int | None:
     return min(introducing, key=lambda i: reading.candidates[i].span) if introducing else None
 
 
-def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequence[int] | None = None,
+def extractive_answer(library: ReaderLibrary, question: str | Question, *, doc_ids: Sequence[int] | None = None,
                       k: int = PASSAGES, scope_title: str | None = None,
                       hits: Sequence[Hit] | None = None, model: ReaderModel | None = None,
                       embedded: int | None = EMBEDDED_SENTENCES) -> AnswerResult:
-    """The sentences of the library that best answer ``question``, in reading order, each tagged
-    (``embedded``: see :func:`read_evidence`)."""
+    """The sentences of the library that best answer ``question`` (a text, or read already), in reading order,
+    each tagged (``embedded``: see :func:`read_evidence`)."""
     model = model or load_reader_model()
     reading = read_evidence(library, question, doc_ids=doc_ids, k=k, hits=hits, model=model,
                            embedded=embedded)
@@ -272,7 +270,7 @@ def extractive_answer(library: ReaderLibrary, question: str, *, doc_ids: Sequenc
     shown = sorted(chosen, key=lambda i: reading.candidates[i].span)
     citations = [_citation(library, n, reading.candidates[i]) for n, i in enumerate(shown, start=1)]
     answer = " ".join(_tagged(citations))
-    spans = _answer_spans(reading, best, shown.index(best) + 1, library.store.languages())
+    spans = _answer_spans(reading, best, shown.index(best) + 1, reading.languages)
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
                         answer_spans=spans, state="answered")
 
@@ -326,14 +324,9 @@ def _part_passages(library: ReaderLibrary, reading: Reading) -> AnswerResult:
     """Unsure, with the best passages of the part the question names, whole: a question in another language
     about verse that has no sentence short enough to show alone (Latin hexameters run a page without a full
     stop) still gets the lines it asks about."""
-    citations = []
-    for n, hit in enumerate(reading.hits[:UNSURE_PASSAGES], start=1):
-        chunk = hit.chunk
-        resolved = library.resolve(Span(chunk.file_id, chunk.start, chunk.end))
-        citations.append(Citation(n=n, tag=Span(chunk.file_id, chunk.start, chunk.end).key, doc_id=chunk.doc_id,
-                                  doc_title=hit.doc_title, text=resolved.text, toc_path=resolved.toc_path,
-                                  file=chunk.file_id, start=chunk.start, end=chunk.end
-                                  ).retrieved(chunk.source, chunk.chunk_index, hit.score))
+    citations = [Citation.of(n, hit.span, library.resolve(hit.span)).retrieved(hit.chunk.source, hit.chunk.chunk_index,
+                                                                               hit.score)
+                 for n, hit in enumerate(reading.hits[:UNSURE_PASSAGES], start=1)]
     return AnswerResult(answer="\n".join([UNSURE_PREFIX, *_tagged(citations)]), found=False, mode="extractive",
                         citations=citations, confidence=0.0, state="unsure")
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 
 import numpy as np
 
-from ..analysis import content_words, hyphenated_words, joined_form, word_tokens
+from ..analysis import content_words, joined_form, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
@@ -89,11 +89,10 @@ _Compounds = tuple[tuple[frozenset[str], frozenset[str]], ...]
 
 
 @lru_cache(maxsize=1024)
-def _compounds(text: str, languages: tuple[str, ...]) -> _Compounds:
-    """Per hyphenated word of a question, the stems of its joined form and those of the whole word (parts and
-    joined form): see :func:`_whole_words`."""
-    return tuple((text_stems(joined_form(word), languages), text_stems(word, languages))
-                 for word in hyphenated_words(text))
+def _compounds(hyphenated: tuple[str, ...], languages: tuple[str, ...]) -> _Compounds:
+    """Per hyphenated word of a question (``AnalysedQuery.hyphenated``), the stems of its joined form and those
+    of the whole word (parts and joined form): see :func:`_whole_words`."""
+    return tuple((text_stems(joined_form(word), languages), text_stems(word, languages)) for word in hyphenated)
 
 
 def _whole_words(stems: frozenset[str], compounds: _Compounds) -> frozenset[str]:
@@ -122,16 +121,22 @@ def _content(text: str, languages: tuple[str, ...]) -> tuple[str, ...]:
 def _pairs(text: str, languages: tuple[str, ...]) -> frozenset[tuple[str, str]]:
     """Consecutive content words of ``text``, each cut to its first five letters (a stemmer for any
     language): "rekindled the fire" and "rekindle a fire" share the pair ("rekin", "fire")."""
-    content = set(_content(text, languages))
-    words = [w[:_PREFIX] for w in _tokens(text) if w in content]
+    return _word_pairs(_tokens(text), _content(text, languages))
+
+
+def _word_pairs(tokens: Sequence[str], content: Sequence[str]) -> frozenset[tuple[str, str]]:
+    """:func:`_pairs` of a text read already: its tokens and its content words."""
+    kept = set(content)
+    words = [w[:_PREFIX] for w in tokens if w in kept]
     return frozenset(zip(words, words[1:]))
 
 
 def sentence_features(question: Question, candidates: Sequence[Candidate], cosines: np.ndarray,
-                      weight_of: Callable[[str], float], languages: Sequence[str]) -> np.ndarray:
-    """One row of :data:`FEATURES` per candidate (float64)."""
+                      rarity: Mapping[str, float], languages: Sequence[str]) -> np.ndarray:
+    """One row of :data:`FEATURES` per candidate (float64); ``rarity``: each question term's weight (1.0 for a
+    term it lacks)."""
     terms = list(question.terms)
-    weights = {t: weight_of(t) for t in terms}
+    weights = {t: rarity.get(t, 1.0) for t in terms}
     total = sum(weights.values()) or 1.0
     prefix_weights: dict[str, float] = {}
     for t, w in weights.items():
@@ -139,8 +144,8 @@ def sentence_features(question: Question, candidates: Sequence[Candidate], cosin
     prefix_total = sum(prefix_weights.values()) or 1.0
     rows = []
     langs = tuple(languages)
-    question_pairs = _pairs(question.text, langs)
-    compounds = _compounds(question.text, langs)
+    question_pairs = _word_pairs(question.query.tokens, question.query.content)
+    compounds = _compounds(question.query.hyphenated, langs)
     for cand, cos in zip(candidates, cosines.tolist()):
         stems, before, after = (_whole_words(text_stems(t, langs), compounds)
                                 for t in (cand.text, cand.before, cand.after))
@@ -202,13 +207,13 @@ def _evidence_stems(candidates: Sequence[Candidate], languages: tuple[str, ...])
     return found
 
 
-def question_coverage(question: Question, candidates: Sequence[Candidate], weight_of: Callable[[str], float],
+def question_coverage(question: Question, candidates: Sequence[Candidate], rarity: Mapping[str, float],
                       languages: Sequence[str]) -> tuple[float, float]:
     """How much of the question the evidence knows: the rarity-weighted share of its terms found in any
     candidate sentence, and the weight of the rarest term found nowhere (0 when all are found)."""
     found = _whole_words(frozenset(_evidence_stems(candidates, tuple(languages))),
-                         _compounds(question.text, tuple(languages)))
-    weights = {t: weight_of(t) for t in question.terms}
+                         _compounds(question.query.hyphenated, tuple(languages)))
+    weights = {t: rarity.get(t, 1.0) for t in question.terms}
     total = sum(weights.values()) or 1.0
     missing = [w for t, w in weights.items() if t not in found]
     return sum(w for t, w in weights.items() if t in found) / total, max(missing, default=0.0)
@@ -218,9 +223,9 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
     """The question's content words whose stems occur nowhere in the evidence ("lighthouse" in a book that
     only says "kept the light")."""
     langs = tuple(languages)
-    found = _whole_words(frozenset(_evidence_stems(candidates, langs)), _compounds(question.text, langs))
+    found = _whole_words(frozenset(_evidence_stems(candidates, langs)), _compounds(question.query.hyphenated, langs))
     asked = set(question.terms)
-    return [w for w in content_words(question.text, languages)
+    return [w for w in question.query.content
             if text_stems(w, langs) & asked and not text_stems(w, langs) <= found]
 
 

@@ -42,6 +42,7 @@ from ..llm.summaries import EXTRACTIVE_MODEL, SummaryJobs
 from ..llm.tools import TOOL_SCHEMAS, ToolBox, ToolSettings
 from ..llm.window import TOKEN_RATIO, answer_room, discover_window, estimate_messages
 from ..scaffolding import ANSWER_FROM_SOURCE, TextCleaner
+from .question import Question, as_question
 from .result import AnswerDelta, AnswerDone, AnswerEvent, AnswerResult, AnswerStatus
 
 __all__ = ["AgentSettings", "ModelTurn", "too_late", "turn_deadline"]
@@ -69,7 +70,7 @@ model that ignores the tools and writes an answer is not waited for longer than 
 class ModelTurn:
     """One question answered by the model (:meth:`run`); :attr:`shown` tells whether any of its text was shown."""
 
-    def __init__(self, library: Library, question: str, doc_id: int | None, provider: ProviderConfig, *,
+    def __init__(self, library: Library, question: str | Question, doc_id: int | None, provider: ProviderConfig, *,
                  selection: ProviderConfig | None = None, history: Sequence[dict[str, str]] = (),
                  settings: AgentSettings | None = None, summary_jobs: SummaryJobs | None = None,
                  started: float | None = None) -> None:
@@ -78,7 +79,8 @@ class ModelTurn:
         settings = settings or AgentSettings()
         jobs = summary_jobs or _JOBS
         self.library = library
-        self.question = question
+        self.question = as_question(question, library.store.languages())
+        """The question, read once: the forced search hands this reading on to ``Library.search``."""
         self.doc_id = doc_id
         self.chat = ChatProvider(provider)
         self.settings = settings
@@ -90,11 +92,11 @@ class ModelTurn:
         self.tools = ToolBox(library, doc_id, self.evidence,
                              selector=ChatProvider(selection) if summaries_ready else None,
                              summary_model=provider.model if summaries_ready else EXTRACTIVE_MODEL,
-                             settings=settings.tools, deadline=self.deadline)
+                             settings=settings.tools, deadline=self.deadline, asked=self.question.query)
         title = library.document(doc_id).title if doc_id is not None else "the whole library"
         self.system = load_prompt("answer_system")
         self.messages: list[dict[str, Any]] = [{"role": "system", "content": self.system.render(doc_title=title)},
-                                               *history, {"role": "user", "content": question}]
+                                               *history, {"role": "user", "content": self.question.text}]
         self.history_left = len(history)
         """History messages still in :attr:`messages` (after the system message); the oldest go when over."""
         self.window: int | None = None
@@ -135,7 +137,7 @@ class ModelTurn:
         """Load the embedding model while the model reads its first prompt: the search it asks for, or the
         extractive answer that replaces a turn cut at its deadline, then need not wait for it."""
         try:
-            self.library.embedder.embed_query(self.question)
+            self.library.embedder.embed_query(self.question.text)
         except Exception as exc:  # the search that needs it raises this again, where it is reported
             log.debug("warming retrieval failed: %s", exc)
 
@@ -265,7 +267,7 @@ class ModelTurn:
     def _force_retrieval(self) -> None:
         """The model answered without looking: look for it, and let it answer again from the source."""
         call = ToolCall(id="forced_retrieval", name="search_passages",
-                        arguments=json.dumps({"query": self.question}, ensure_ascii=False))
+                        arguments=json.dumps({"query": self.question.text}, ensure_ascii=False))
         self._run_tools([call], "")
         self.messages.append({"role": "user", "content": ANSWER_FROM_SOURCE})
 

@@ -167,7 +167,7 @@ def _own_names(question: Question) -> frozenset[str]:
 
 def _asked_verb(question: Question, languages: Sequence[str]) -> str:
     """The term of the word after the question's "who", when it is one of its terms ("" otherwise)."""
-    tokens = word_tokens(question.text)
+    tokens = question.query.tokens
     who = next((i for i, t in enumerate(tokens[:2]) if t in _ASKS_WHO), None)
     if who is None or who + 1 >= len(tokens):
         return ""

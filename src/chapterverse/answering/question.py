@@ -3,6 +3,9 @@
 The kind decides which sentences can answer at all: a "who" question wants a sentence that names someone
 the question does not, a "when" question a date or a time, "how many" a number. Question words are read in
 English, Spanish, Italian, French, German and Portuguese, on accent-stripped text (``analysis.normalize``).
+
+A :class:`Question` is read from the question's :class:`~chapterverse.analysis.AnalysedQuery` (its tokens, content
+words and stems), which it carries on to the search: the question is analysed once for every stage of an answer.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..analysis import content_words, query_terms, word_tokens
+from ..analysis import AnalysedQuery, analyse_query, content_words, query_terms, word_tokens
 
-__all__ = ["Question", "read_question", "reader_terms", "named_part"]
+__all__ = ["Question", "read_question", "as_question", "reader_terms"]
 
 _KIND_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(pattern)) for kind, pattern in (
     ("number", r"\bhow (many|much|old|long|far|big|tall)\b|\bwhat (percentage|number|amount)\b"
@@ -79,20 +82,30 @@ by "a grey cat called Admiral", which never says "name"."""
 
 def reader_terms(text: str, languages: Sequence[str]) -> list[str]:
     """The stems the reader compares: :func:`analysis.query_terms` with irregular verb forms made regular."""
+    return query_terms(_regular_verbs(text, languages), languages)
+
+
+def _regular_verbs(text: str, languages: Sequence[str]) -> str:
     if "english" in languages:
-        text = _WORD_RUN.sub(lambda m: _IRREGULAR.get(m.group(0).lower(), m.group(0)), text)
-    return query_terms(text, languages)
+        return _WORD_RUN.sub(lambda m: _IRREGULAR.get(m.group(0).lower(), m.group(0)), text)
+    return text
 
 
-def _question_terms(text: str, languages: Sequence[str]) -> tuple[str, ...]:
-    """The reader's terms of a question, less its frame words (unless nothing else is left)."""
+def _question_terms(query: AnalysedQuery) -> tuple[str, ...]:
+    """The reader's terms of a question, less its frame words (unless nothing else is left); the query's own
+    terms where neither a frame word nor an irregular verb form changes what is stemmed."""
+    text, languages = query.text, query.languages
     framed = _WORD_RUN.sub(lambda m: "" if m.group(0).lower() in _FRAME_WORDS else m.group(0), text)
-    return tuple(reader_terms(framed, languages) if content_words(framed, languages) else reader_terms(text, languages))
+    if framed != text and content_words(framed, languages):
+        return tuple(reader_terms(framed, languages))
+    regular = _regular_verbs(text, languages)
+    return query.terms if regular == text else tuple(query_terms(regular, languages))
 
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    text: str
+    query: AnalysedQuery
+    """The question as the search reads it: what the reader hands to ``Library.search``."""
     kind: str
     terms: tuple[str, ...]
     """Stems of the content words in every language of the library (what BM25 matches)."""
@@ -102,17 +115,30 @@ class Question:
     """The content words X of "Who/What is X?" (empty for other questions)."""
     subject_pattern: str = ""
     """A case-insensitive regex for X as the question spells it ("" for other questions)."""
+    part: int | None = None
+    """The number of the part of the book the question names ("in the first eclogue": 1), or None."""
+
+    @property
+    def text(self) -> str:
+        return self.query.text
 
 
-def read_question(text: str, languages: Sequence[str]) -> Question:
-    """The kind, terms, words and definitional subject of ``text``."""
-    tokens = word_tokens(text)
+def read_question(query: AnalysedQuery) -> Question:
+    """The kind, terms, words, definitional subject and named part of the question ``query`` holds."""
+    text, tokens = query.text, query.tokens
     flat = " ".join(tokens)
-    subject = _subject(flat, languages)
-    spelled = [w for w in re.findall(r"\w+", text) if word_tokens(w) and word_tokens(w)[0] in subject]
+    subject = _subject(flat, query.languages)
+    spelled = [w for w in re.findall(r"\w+", text) if subject and word_tokens(w) and word_tokens(w)[0] in subject]
     pattern = r"\W+".join(re.escape(w) for w in spelled)
-    return Question(text=text, kind=_kind(flat), terms=_question_terms(text, languages),
-                    words=frozenset(tokens), subject=subject, subject_pattern=pattern)
+    return Question(query=query, kind=_kind(flat), terms=_question_terms(query), words=frozenset(tokens),
+                    subject=subject, subject_pattern=pattern, part=_named_part(flat))
+
+
+def as_question(question: str | Question, languages: Sequence[str]) -> Question:
+    """``question`` read in ``languages`` (the library's) when it is a text; a Question is handed on as it was
+    read. Every entry point of an answer takes either, so a question is analysed once however many stages
+    (the search, the reader, the model's forced search, the extractive answer begun ahead) use it."""
+    return question if isinstance(question, Question) else read_question(analyse_query(question, languages))
 
 
 def _kind(flat: str) -> str:
@@ -148,10 +174,10 @@ _PART_BY_NUMBER = re.compile(rf"\b(?:{_PARTS})\s+(?P<n>\d{{1,3}}|[ivxlc]{{1,7}}|
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10, "l": 50, "c": 100}
 
 
-def named_part(text: str) -> int | None:
+def _named_part(flat: str) -> int | None:
     """The number of the part of the book a question names ("in the first eclogue", "the third ode",
-    "chapter 12", "canto V", "el capítulo segundo" read as 1, 3, 12, 5, 2), or None."""
-    flat = " ".join(word_tokens(text))
+    "chapter 12", "canto V", "el capítulo segundo" read as 1, 3, 12, 5, 2), or None; ``flat``: the question's
+    tokens joined by spaces."""
     for match in _PART_BY_ORDINAL.finditer(flat):
         word = match.group("n")
         if word in _ORDINALS:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     import numpy as np
 
+    from ..analysis import AnalysedQuery
     from ..embeddings import Embedder
     from ..positions import ResolvedSpan, Span
     from ..search.retrieval import Hit
@@ -48,6 +49,6 @@ class ReaderLibrary(Protocol):
     @property
     def retriever(self) -> TermRarity: ...
 
-    def search(self, query: str, *, k: int = ..., doc_ids: Sequence[int] | None = ...,
+    def search(self, query: str | AnalysedQuery, *, k: int = ..., doc_ids: Sequence[int] | None = ...,
                query_vector: np.ndarray | None = ...) -> list[Hit]: ...
     def resolve(self, tag: str | Span) -> ResolvedSpan: ...

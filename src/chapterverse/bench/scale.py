@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import index_terms, query_terms
+from ..analysis import AnalysedQuery, index_terms, query_terms
 from ..embeddings import Embedder, load_embedder
 from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
@@ -281,9 +281,9 @@ class IndexedRetriever(Retriever):
         self._index = index  # what the Retriever's ``index`` property returns
         self._lexical = lexical  # likewise ``lexical_index``: one opened index shared by the retrievers of a run
 
-    def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
+    def dense(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None,
               query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
-        vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        vector = query_vector if query_vector is not None else self.embed(query)
         return self.vector_index.search(vector, k, doc_ids)
 
     def _vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ChatProvider",
-    "ChatResult",
     "StreamEnd",
     "StreamEvent",
     "TextDelta",
@@ -72,15 +71,6 @@ class Usage:
     completion_tokens: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ChatResult:
-    content: str
-    tool_calls: list[ToolCall]
-    usage: Usage | None
-    """None when the server does not report token counts."""
-    finish_reason: str
-
-
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """A piece of the answer as it arrives; pieces may split words and citation tags."""
@@ -90,10 +80,12 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StreamEnd:
-    """The last event of every successful stream, with the assembled tool calls."""
+    """A whole reply: the last event of every successful stream, with the assembled tool calls, and what
+    :meth:`ChatProvider.complete` returns."""
 
     tool_calls: list[ToolCall]
     usage: Usage | None
+    """None when the server does not report token counts."""
     finish_reason: str
     content: str = ""
     """All text deltas joined, for callers that want the whole answer too."""
@@ -152,7 +144,7 @@ class ChatProvider:
         max_tokens: int | None = None,
         response_format: Mapping[str, Any] | None = None,
         deadline: Deadline | None = None,
-    ) -> ChatResult:
+    ) -> StreamEnd:
         """One whole answer; retried on 429/5xx/connection errors, then mapped to ProviderError.
 
         ``max_tokens`` defaults to the config's; past ``deadline`` the request is given up (DeadlineError)."""
@@ -199,7 +191,7 @@ class ChatProvider:
         params.update({k: v for k, v in optional.items() if v is not None})
         return params
 
-    def _result(self, completion: Any) -> ChatResult:
+    def _result(self, completion: Any) -> StreamEnd:
         if not completion.choices:
             raise ProviderError(f"{self.config.shown_url} returned no choices for model {self.config.model}")
         choice = completion.choices[0]
@@ -209,8 +201,8 @@ class ChatProvider:
             for i, call in enumerate(message.tool_calls or [])
             if getattr(call, "function", None) is not None
         ]
-        return ChatResult(content=message.content or "", tool_calls=calls, usage=_usage(completion.usage),
-                          finish_reason=choice.finish_reason or "")
+        return StreamEnd(content=message.content or "", tool_calls=calls, usage=_usage(completion.usage),
+                         finish_reason=choice.finish_reason or "")
 
     def _timeout(self, deadline: Deadline | None) -> Any:
         """The request's timeout: the configured wait, never past ``deadline`` (DeadlineError when it passed)."""

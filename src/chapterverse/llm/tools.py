@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..analysis import query_terms
+from ..analysis import AnalysedQuery, query_terms
 from ..citations import Evidence
 from ..library import Library
 from ..chunking import tagged_text
@@ -83,6 +83,9 @@ class ToolBox:
     """What the model's window leaves for one call's result (cl100k tokens); None: only the settings limit it."""
     deadline: Deadline | None = None
     """The turn's deadline, which the selector's requests keep to."""
+    asked: AnalysedQuery | None = None
+    """The turn's question, read once: a search for its very words (the forced search's, or the model's when it
+    searches with the question as asked) takes this reading instead of reading them again."""
 
     @property
     def budget(self) -> int:
@@ -152,8 +155,12 @@ class ToolBox:
     def _doc_ids(self) -> list[int]:
         return [self.doc_id] if self.doc_id is not None else [d.id for d in self.library.documents()]
 
+    def _read(self, text: str) -> str | AnalysedQuery:
+        """:attr:`asked` when ``text`` is the question's very words, else ``text`` (read where it is searched)."""
+        return self.asked if self.asked is not None and self.asked.text == text else text
+
     def _search(self, query: str, k: int) -> list[Hit]:
-        return self.library.search(query, k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
+        return self.library.search(self._read(query), k=k, doc_ids=[self.doc_id] if self.doc_id is not None else None)
 
     def _format_hits(self, hits: Sequence[Hit]) -> str:
         """Each passage with a tag after every paragraph, so a citation can name the paragraph that says it; as
@@ -231,7 +238,8 @@ class ToolBox:
         if count_tokens(whole) <= self.budget:
             return f"{SOURCE_TEXT_HEADER}\n\n{whole}" if whole else ""
         languages = self.library.store.languages()
-        terms = set(query_terms(question, languages))
+        asked = self._read(question)
+        terms = set(asked.terms if isinstance(asked, AnalysedQuery) else query_terms(question, languages))
         paragraphs = [p for text in tagged_texts for p in text.split("\n\n") if find_tags(p)]
         ranked = sorted(range(len(paragraphs)),
                         key=lambda i: -len(terms & set(query_terms(paragraphs[i], languages))))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis import content_words, hyphenated_words, index_terms, joined_form, word_tokens
+from ..analysis import AnalysedQuery, index_terms, joined_form, word_tokens
 from ..index.lexical import TermMatches
 
 __all__ = ["RELEVANCE_FEATURES", "ANCHORS", "RelevanceModel", "RELEVANCE_MODELS", "QueryWords",
@@ -103,18 +103,17 @@ class QueryWords:
     """Per word: does it hold a digit."""
 
     @classmethod
-    def of(cls, query: str, languages: Sequence[str], prefix: int) -> QueryWords:
+    def of(cls, query: AnalysedQuery, prefix: int) -> QueryWords:
         """The words the lexical rankings search for (every word when all are stopwords), stemmed in every
-        language of the library, as :func:`~chapterverse.analysis.query_terms` stems them. The joined form of a
-        hyphenated word is one more stem of each of its parts ("red-headed": "red" or "redhead", "headed" or
+        language the query was read in, as :func:`~chapterverse.analysis.query_terms` stems them. The joined form
+        of a hyphenated word is one more stem of each of its parts ("red-headed": "red" or "redhead", "headed" or
         "redhead"), not a word of its own: a passage that writes "redheaded" holds both parts, and the parts of
         French "sort-elle" are not short of a "sortelle" no book writes."""
-        words = [w for w in content_words(query, languages) if len(w) > 1] or \
-            [w for w in dict.fromkeys(word_tokens(query)) if len(w) > 1]
-        languages = list(dict.fromkeys(languages or ["english"]))
+        words = [w for w in query.content if len(w) > 1] or [w for w in dict.fromkeys(query.tokens) if len(w) > 1]
+        languages = list(dict.fromkeys(query.languages or ["english"]))
         # one stemmer call per language; the words are tokens already, so the stems come back aligned
         stemmed = [index_terms(" ".join(words), lang).split() for lang in languages]
-        joined = _joined_stems(query, words, languages)
+        joined = _joined_stems(query.hyphenated, words, languages)
         stems: dict[str, int] = {}
         prefixes: dict[str, int] = {}
         word_stems, word_prefixes = [], []
@@ -126,11 +125,12 @@ class QueryWords:
         return cls(list(stems), list(prefixes), word_stems, word_prefixes, numeric)
 
 
-def _joined_stems(query: str, words: Sequence[str], languages: Sequence[str]) -> dict[str, set[str]]:
-    """Per word of ``words`` that is a part of a hyphenated word of ``query``, the stems of that word's joined
-    form (``analysis.joined_form``) in every language."""
+def _joined_stems(hyphenated_words: Sequence[str], words: Sequence[str], languages: Sequence[str]
+                  ) -> dict[str, set[str]]:
+    """Per word of ``words`` that is a part of one of the query's ``hyphenated_words``, the stems of that word's
+    joined form (``analysis.joined_form``) in every language."""
     joined: dict[str, set[str]] = {}
-    for hyphenated in hyphenated_words(query):
+    for hyphenated in hyphenated_words:
         compound_stems = {index_terms(joined_form(hyphenated), lang) for lang in languages} - {""}
         for part in set(word_tokens(hyphenated)) & set(words):
             joined.setdefault(part, set()).update(compound_stems)

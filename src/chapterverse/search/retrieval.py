@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from ..analysis import query_terms
+from ..analysis import AnalysedQuery, analyse_query
 from ..embeddings import Embedder
 from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
 from ..index.topk import top_k
@@ -233,33 +233,43 @@ class Retriever:
                     self._index = VectorIndex.open(self.store)
         return self._index
 
+    def _analysed(self, query: str | AnalysedQuery) -> AnalysedQuery:
+        """``query`` read in the library's languages; one already read is handed on as it is, so that a question
+        is read once whichever stages search with it (:func:`analysis.analyse_query`)."""
+        return query if isinstance(query, AnalysedQuery) else analyse_query(query, self.store.languages())
+
+    def embed(self, query: str | AnalysedQuery) -> np.ndarray:
+        """The query's vector."""
+        return self.embedder.embed_query(query.text if isinstance(query, AnalysedQuery) else query)
+
     # -- single methods -----------------------------------------------------------------------
-    def lexical(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def lexical(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None
+                ) -> list[tuple[int, float]]:
         """BM25 over stems: (chunk id, score), best first."""
-        terms = query_terms(query, self.store.languages())
+        terms = list(self._analysed(query).terms)
         index = self._memory_index()
         if index is None:
             return self.store.lexical_search(terms, k=k, doc_ids=doc_ids, heading_weight=self.weights.heading)
         return self._top(index, index.scores(terms, prefix=False), k, doc_ids)
 
-    def dense(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
+    def dense(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None,
               query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
         """Cosine similarity: (chunk id, cosine), best first."""
-        vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        vector = query_vector if query_vector is not None else self.embed(query)
         in_database = self.store.vector_search
         if in_database is not None:
             return in_database.dense_search(vector, k=k, doc_ids=doc_ids)
         return self.index.search(vector, k, doc_ids)
 
     # -- fusion -------------------------------------------------------------------------------
-    def search(self, query: str, *, k: int = 5, doc_ids: Sequence[int] | None = None,
+    def search(self, query: str | AnalysedQuery, *, k: int = 5, doc_ids: Sequence[int] | None = None,
                threshold: float | None = None, mmr: float | None = None,
                query_vector: np.ndarray | None = None, stopwatch: Stopwatch | None = None) -> list[ScoredChunk]:
         """The best ``k`` chunks by the ranking model; ``threshold`` (0..1) drops those whose relevance is
         below it before the ``k`` are taken; ``mmr`` (0..1, e.g. 0.7) trades relevance for diversity.
         ``stopwatch``: where the stages' times go (else they are logged at DEBUG)."""
         watch = stopwatch or Stopwatch()
-        vector = query_vector if query_vector is not None else self.embedder.embed_query(query)
+        vector = query_vector if query_vector is not None else self.embed(query)
         watch.lap("query embedding")
         found = self.candidates(query, vector, n=max(self.weights.candidates, k), doc_ids=doc_ids, stopwatch=watch)
         if found is None:
@@ -285,11 +295,11 @@ class Retriever:
             watch.log(logger, f"search of {len(found.ids)} candidates for {len(out)} hits")
         return out
 
-    def ranking(self, query: str, *, k: int, doc_ids: Sequence[int] | None = None,
+    def ranking(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None,
                 threshold: float | None = None) -> list[tuple[int, float]]:
         """(chunk id, relevance) of the best ``k``, in ``search``'s order, without reading a chunk: for a caller
         that shows a page of a deep ranking (a ranked ``/v1/rag/chunks/list`` reads only its page's chunks)."""
-        found = self.candidates(query, self.embedder.embed_query(query), n=max(self.weights.candidates, k),
+        found = self.candidates(query, self.embed(query), n=max(self.weights.candidates, k),
                                 doc_ids=doc_ids)
         if found is None:
             return []
@@ -308,12 +318,12 @@ class Retriever:
             order = [i for i in order if relevance[i] >= threshold]
         return order, ranked, relevance
 
-    def candidates(self, query: str, vector: np.ndarray, *, n: int, doc_ids: Sequence[int] | None = None,
-                   stopwatch: Stopwatch | None = None) -> _Candidates | None:
+    def candidates(self, query: str | AnalysedQuery, vector: np.ndarray, *, n: int,
+                   doc_ids: Sequence[int] | None = None, stopwatch: Stopwatch | None = None) -> _Candidates | None:
         """The union of the top ``n`` of each ranking, with the features the fusion scores them by."""
         watch = stopwatch or Stopwatch()
-        languages = self.store.languages()
-        terms = query_terms(query, languages)
+        query = self._analysed(query)
+        terms = list(query.terms)
         index = self._memory_index()
         if index is not None:
             stems = index.scores(terms, prefix=False)
@@ -344,8 +354,8 @@ class Retriever:
         pre = _relative(prefixed, row)
         doc_best = _best_by(doc_of, cos)
         watch.lap("candidate features")
-        words = QueryWords.of(query, languages, self.weights.prefix)
-        stem_matches, prefix_matches = self._word_matches(words, ids, languages, index)
+        words = QueryWords.of(query, self.weights.prefix)
+        stem_matches, prefix_matches = self._word_matches(words, ids, query.languages, index)
         coverage = word_coverage(words, stem_matches)
         watch.lap("word matches")
         miss = 1.0 / (1 + n)

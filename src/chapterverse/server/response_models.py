@@ -11,13 +11,16 @@ An answer and its citations are not declared here: a chat's messages hold ``answ
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, get_type_hints
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..answering.result import AnswerResult
+from ..foldersync import SyncReport
 from ..positions import ResolvedSpan
-from ..store import FileRecord
+from ..search.rerank import RerankReport
+from ..store import ChatRecord, FileRecord
+from .jobs import Job
 
 __all__ = [
     "KbStatus", "KbLimits", "KbSources", "KbChunkPage", "KbRankedChunkPage", "KbChunkUpdated", "KbUpserted", "KbSearch",
@@ -36,19 +39,26 @@ class _Shape(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-# -- knowledge base (/v1/rag) -----------------------------------------------------------------------------------
-class SyncReportShape(_Shape):
-    """What one folder sync did."""
+def _shape_of(name: str, record: type[Any], described: dict[str, str], *, leave_out: frozenset[str] = frozenset(),
+              doc: str | None = None, **more: Any) -> type[_Shape]:
+    """The shape of a route that sends a dataclass record (less ``leave_out``, plus ``more`` fields), made from
+    the record itself so that the two cannot drift apart."""
+    hints = get_type_hints(record)
+    fields: dict[str, Any] = {f.name: (hints[f.name], Field(description=described.get(f.name)))
+                              for f in dataclasses.fields(record) if f.name not in leave_out}
+    return create_model(name, __base__=_Shape, __doc__=doc, **fields, **more)
 
-    indexed: list[str] = Field(description="Sources (re)indexed.")
-    unchanged: int = Field(description="Files whose content hash was unchanged (not re-read).")
-    removed: list[str] = Field(description="Sources whose file is gone.")
-    duplicates: dict[str, str] = Field(default_factory=dict,
-                                       description="Source -> the source already indexed with the same content "
-                                                   "(the copy is not indexed twice).")
-    errors: dict[str, str] = Field(description="Source -> why it could not be read.")
-    seconds: float
-    force_rebuild: bool
+
+# -- knowledge base (/v1/rag) -----------------------------------------------------------------------------------
+if TYPE_CHECKING:  # to mypy, a shape made from its record is a _Shape
+    class SyncReportShape(_Shape): ...
+else:
+    SyncReportShape = _shape_of("SyncReportShape", SyncReport, {
+        "indexed": "Sources (re)indexed.", "unchanged": "Files whose content hash was unchanged (not re-read).",
+        "removed": "Sources whose file is gone.",
+        "duplicates": "Source -> the source already indexed with the same content (the copy is not indexed twice).",
+        "errors": "Source -> why it could not be read."}, doc="What one folder sync did.")
+"""``foldersync.SyncReport``."""
 
 
 class KbLimits(_Shape):
@@ -181,14 +191,12 @@ class KbHit(_Shape):
     doc_title: str
 
 
-class RerankShape(_Shape):
-    """What the second-stage reranker did (``search.rerank.RerankReport``)."""
-
-    reranker: str
-    candidates: int
-    applied: bool = Field(description="false: it failed and the first stage's order was kept.")
-    error: str | None
-    ms: float
+if TYPE_CHECKING:  # to mypy, a shape made from its record is a _Shape
+    class RerankShape(_Shape): ...
+else:
+    RerankShape = _shape_of("RerankShape", RerankReport,
+                            {"applied": "false: it failed and the first stage's order was kept."},
+                            doc="What the second-stage reranker did (``search.rerank.RerankReport``).")
 
 
 class KbSearch(_Shape):
@@ -323,32 +331,19 @@ class ReaderRemoved(_Shape):
     removed: int = Field(description="The id of the removed document.")
 
 
-class JobShape(_Shape):
-    """An ingest job; poll ``/api/jobs/{id}`` until ``state`` is done or failed."""
-
-    id: int
-    state: Literal["queued", "running", "done", "failed"]
-    done: int
-    total: int
-    message: str = Field(description="The current stage.")
-    document_ids: list[int] = Field(description="Documents written so far.")
-    error: str | None
-    notice: str | None = Field(None, description="Set on a job that succeeded with something to say, e.g. that "
-                                                 "the library already held the book (its id is in document_ids).")
+if TYPE_CHECKING:  # to mypy, a shape made from its record is a _Shape
+    class JobShape(_Shape): ...
+else:
+    JobShape = _shape_of("JobShape", Job, {
+        "message": "The current stage.", "document_ids": "Documents written so far.",
+        "notice": "Set on a job that succeeded with something to say, e.g. that the library already held the book (its "
+                  "id is in document_ids)."}, leave_out=frozenset({"label", "cancel"}),
+        doc="An ingest job; poll ``/api/jobs/{id}`` until ``state`` is done or failed.")
+"""``server.jobs.Job`` less its label and cancel token."""
 
 
 class JobAccepted(_Shape):
     job: JobShape
-
-
-def _shape_of(name: str, record: type[Any], described: dict[str, str], *, leave_out: frozenset[str] = frozenset(),
-              **more: Any) -> type[_Shape]:
-    """The shape of a route that sends a dataclass record (less ``leave_out``, plus ``more`` fields), made from
-    the record itself so that the two cannot drift apart."""
-    hints = get_type_hints(record)
-    fields: dict[str, Any] = {f.name: (hints[f.name], Field(description=described.get(f.name)))
-                              for f in dataclasses.fields(record) if f.name not in leave_out}
-    return create_model(name, __base__=_Shape, **fields, **more)
 
 
 ReaderFile = _shape_of(
@@ -362,11 +357,11 @@ ReaderResolved = _shape_of("ReaderResolved", ResolvedSpan, {"text": "Exactly the
 """``positions.ResolvedSpan`` less the document's source (the reader knows its documents)."""
 
 
-class ReaderChatInfo(_Shape):
-    id: int
-    doc_id: int | None
-    title: str
-    created_at: str
+if TYPE_CHECKING:  # to mypy, a shape made from its record is a _Shape
+    class ReaderChatInfo(_Shape): ...
+else:
+    ReaderChatInfo = _shape_of("ReaderChatInfo", ChatRecord, {})
+"""``store.ChatRecord``."""
 
 
 class ReaderChats(_Shape):
@@ -379,12 +374,11 @@ class ReaderMessage(_Shape):
     result: AnswerResult | None = Field(description="The answer (null for a question), sent as it was stored.")
 
 
-class ReaderChat(_Shape):
-    id: int
-    doc_id: int | None
-    title: str
-    created_at: str
-    messages: list[ReaderMessage]
+if TYPE_CHECKING:  # to mypy, a shape made from its record is a _Shape
+    class ReaderChat(_Shape): ...
+else:
+    ReaderChat = _shape_of("ReaderChat", ChatRecord, {}, messages=(list[ReaderMessage], ...))
+"""``store.ChatRecord`` with its messages."""
 
 
 class LlmSettings(_Shape):
