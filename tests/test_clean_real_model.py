@@ -24,6 +24,8 @@ from chapterverse import Library, ProviderConfig
 from chapterverse.answering.model_turn import AgentSettings
 from chapterverse.scaffolding import CITE_LINES, CONTEXT_HEADERS
 
+pytestmark = pytest.mark.slow  # the real model's runs (a minute or more on one thread): the whole suite's
+
 NAME = "Zorbalina Quixlemeyer"
 ORDER = "ORD-77341"
 KB = {"order-17.md": f"# Order {ORDER}\n\nCustomer {NAME} ordered two brass lamps. The order ships on Friday "

@@ -18,6 +18,8 @@ from turnpaths import PATHS, ModelPaths, model_paths
 
 from chapterverse.llm.window import discover_window, forget_windows
 
+pytestmark = pytest.mark.slow  # the real model's runs (a minute or more on one thread): the whole suite's
+
 DEADLINE_S = 6.0
 GRACE_S = 4.0
 """Past the deadline a turn may take this much: a turn cut before its answer began answers extractively (most of

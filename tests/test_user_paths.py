@@ -54,6 +54,7 @@ path_texts = st.one_of(st.text(max_size=40), st.builds(lambda user, rest: f"~{us
                                                        st.text(max_size=12)))
 
 
+@pytest.mark.slow  # a 150-example sweep over HTTP: the whole suite's
 def test_no_path_or_path_parameter_is_a_500(tmp_path: Path) -> None:
     """A sweep of the fields that take a path or a name: the body of ``POST /api/documents/path`` and the reader's
     path parameters, with ``~user`` forms, NULs, surrogates and separators; every answer is below 500."""
