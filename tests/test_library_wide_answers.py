@@ -58,6 +58,16 @@ def test_a_question_in_english_about_a_named_part_of_a_latin_book_gets_that_part
     assert any("Vergilium" in c.text for c in result.citations)
 
 
+def test_a_question_in_english_about_a_latin_book_gets_passages_never_an_answer(library: Library) -> None:
+    """Naming no part: the embedder does not relate English to Latin (no passage is relevant even at the recall
+    level), so a sentence of the odes is no answer to it (it was answered at 0.67 with the ode to Pyrrha), but
+    the passages are still shown, as for any question in another language than its book."""
+    odes = next(d.id for d in library.documents() if d.source == "horace-odes-la.txt")
+    result = extractive_answer(library, "Whom is the ship carrying?", doc_ids=[odes])
+    assert result.state == "unsure" and not result.found, result.answer
+    assert result.citations and all(c.doc_id == odes for c in result.citations)
+
+
 @pytest.mark.parametrize(("question", "number"), [
     ("Who lies under the beech tree in the first eclogue?", 1), ("Whom is the ship carrying in the third ode?", 3),
     ("What happens in chapter 12?", 12), ("Who speaks in canto V?", 5), ("¿Qué pasa en el capítulo segundo?", 2),

@@ -263,7 +263,7 @@ def extractive_answer(library: ReaderLibrary, question: str | Question, *, doc_i
     if confidence < model.unsure_threshold and not _related_across_languages(reading):
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence,
                             state="not_found")
-    if confidence < model.answer_threshold:
+    if confidence < model.answer_threshold or _unjudged_across_languages(reading):
         return _unsure(library, reading, model, confidence)
     chosen = shown_sentences(reading, model)
     best = chosen[0]
@@ -290,6 +290,15 @@ def _related_across_languages(reading: Reading) -> bool:
     recall_level = ANCHORS[0][1]
     return (reading.cross_language and not missing_names(reading.question, reading.candidates, reading.languages)
             and (reading.in_named_part or max((h.score for h in reading.hits), default=0.0) >= recall_level))
+
+
+def _unjudged_across_languages(reading: Reading) -> bool:
+    """A question in another language than its evidence whose best passage is not relevant even at the
+    recall-oriented level (:func:`_related_across_languages`): the embedder does not relate the two languages
+    (English to Latin), so the confidence, which across languages rests on meaning alone, has nothing to rest
+    on. Its sentences are passages that may help, never an answer ("Whom is the ship carrying?" of Latin odes
+    was answered at 0.67 with a sentence about Pyrrha)."""
+    return reading.cross_language and not _related_across_languages(reading)
 
 
 def shown_sentences(reading: Reading, model: ReaderModel) -> list[int]:
