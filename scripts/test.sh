@@ -9,6 +9,10 @@
 #
 # Other arguments go to pytest (bash scripts/test.sh tests/test_cli_careful.py -x). Ctrl-C stops the run and every
 # server and database it started (tests/conftest.py).
+#
+# Two pytest workers (pytest-xdist, a file each at a time so a module's fixtures are built once): most tests wait on
+# a process, a socket or a deadline rather than a CPU, so two halve the run even on two cores (the quick set: 4 min
+# 52 s -> 2 min 43 s, docs/BENCHMARKS.md). CHAPTERVERSE_TEST_WORKERS=0 runs them in this one process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 selection=(-m "not slow and not browser and not postgres")
@@ -23,4 +27,4 @@ export CHAPTERVERSE_TEST_STARTED="${CHAPTERVERSE_TEST_STARTED:-$(date +%s)}"  # 
 bash scripts/setup.sh
 mkdir -p artifacts
 .venv/bin/python -m mypy
-exec .venv/bin/python -m pytest "${selection[@]}" "$@"  # exec: Ctrl-C and SIGTERM reach pytest itself
+exec .venv/bin/python -m pytest -n "${CHAPTERVERSE_TEST_WORKERS:-2}" --dist loadfile "${selection[@]}" "$@"  # exec: Ctrl-C and SIGTERM reach pytest itself
