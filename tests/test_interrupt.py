@@ -40,17 +40,19 @@ def _marked(marker: str) -> list[str]:
     return found
 
 
-def _interrupt_run(tmp_path: Path, signum: int, *, whole_group: bool, with_: str = "") -> tuple[float, str]:
-    """Start the run, wait until its servers are up, send ``signum``; (seconds until it exited, its output).
-    Asserts that no process of the run is left."""
+def _interrupt_run(tmp_path: Path, signum: int, *, whole_group: bool, with_: str = "",
+                   workers: str = "0") -> tuple[float, str]:
+    """Start the run (on ``workers`` pytest-xdist workers, as ``scripts/test.sh`` does, or in its own process
+    for "0"), wait until its servers are up, send ``signum``; (seconds until it exited, its output). Asserts that
+    no process of the run is left."""
     marker = f"CHAPTERVERSE_TEST_RUN={uuid.uuid4().hex}"
     ready = tmp_path / "ready"
     env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "CHAPTERVERSE_TEST_READY": str(ready),
            "CHAPTERVERSE_TEST_INTERRUPT_WITH": with_}
     if "postgres" in with_:
         env.pop("CHAPTERVERSE_TEST_PG_URL", None)  # the run starts its own cluster, as it does without CI's
-    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp",
-                            str(tmp_path / "run"), str(TESTS / "interrupted_run.py")],
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", workers,
+                            "--basetemp", str(tmp_path / "run"), str(TESTS / "interrupted_run.py")],
                            cwd=TESTS.parent, env=env, start_new_session=True, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT)
     try:
@@ -85,14 +87,16 @@ def _interrupt_run(tmp_path: Path, signum: int, *, whole_group: bool, with_: str
                 pass
 
 
-def test_ctrl_c_stops_the_run_and_every_server_it_started(tmp_path: Path) -> None:
-    took, output = _interrupt_run(tmp_path, signal.SIGINT, whole_group=True)
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_ctrl_c_stops_the_run_and_every_server_it_started(tmp_path: Path, workers: str) -> None:
+    took, output = _interrupt_run(tmp_path, signal.SIGINT, whole_group=True, workers=workers)
     assert took < STOPS_WITHIN_S, f"{took:.1f} s\n{output[-3000:]}"
     assert "KeyboardInterrupt" in output and "failed" not in output, output[-3000:]
 
 
-def test_sigterm_tears_the_run_down_as_ctrl_c_does(tmp_path: Path) -> None:
-    took, output = _interrupt_run(tmp_path, signal.SIGTERM, whole_group=False)
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_sigterm_tears_the_run_down_as_ctrl_c_does(tmp_path: Path, workers: str) -> None:
+    took, output = _interrupt_run(tmp_path, signal.SIGTERM, whole_group=False, workers=workers)
     assert took < STOPS_WITHIN_S, f"{took:.1f} s\n{output[-3000:]}"
     assert "KeyboardInterrupt" in output, output[-3000:]
 
