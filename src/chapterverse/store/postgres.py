@@ -47,6 +47,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
+from ..analysis import index_terms
 from ..errors import StoreError
 from ..positions import without_nul
 from .protocol import IndexFeed, VectorSearch
@@ -680,11 +681,12 @@ class PostgresStore(SharedReads):
                       " title_path, terms, heading_terms, ntokens) FROM STDIN") as copy:
             for cid, chunk in zip(chunk_ids, doc.chunks):
                 text = doc.files[chunk.file_ordinal].text[chunk.start:chunk.end]
-                ntokens = _token_count(chunk.terms) + _token_count(chunk.heading_terms)
+                terms = index_terms(text, doc.language) if chunk.terms is None else chunk.terms
+                ntokens = _token_count(terms) + _token_count(chunk.heading_terms)
                 tokens += ntokens
                 copy.write_row((cid, doc_id, file_ids[chunk.file_ordinal], chunk.start, chunk.end, text,
                                 chunk.source, chunk.chunk_index, json.dumps(chunk.metadata, ensure_ascii=False),
-                                chunk.title_path, chunk.terms, chunk.heading_terms, ntokens))
+                                chunk.title_path, terms, chunk.heading_terms, ntokens))
         self._copy_vectors(tx, ((cid, doc_id, vec) for cid, vec in zip(chunk_ids, doc.vectors)))
         if chunk_ids:
             tx.execute(
