@@ -67,6 +67,7 @@ from .records import (
     NewDocument,
     chunk_record,
     document_record,
+    kept_vector,
     nul_free,
     vector_blob,
 )
@@ -704,7 +705,7 @@ class PostgresStore(SharedReads):
         with tx.cursor().copy("COPY vectors(chunk_id, doc_id, embedding) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "int8", "vector"])
             for cid, doc_id, vec in rows:
-                copy.write_row((cid, doc_id, np.asarray(vec, dtype=np.float32)))
+                copy.write_row((cid, doc_id, kept_vector(vec)))
 
     @staticmethod
     def _delete_documents(tx: psycopg.Connection[Any], doc_ids: Sequence[int]) -> int:
@@ -764,7 +765,7 @@ class PostgresStore(SharedReads):
                            " ON CONFLICT (term) DO UPDATE SET df = lexicon.df + 1", (gained,))
             tx.execute("UPDATE lexical_totals SET tokens = tokens + %s", (ntokens - int(before[1]),))
             tx.execute("UPDATE vectors SET embedding=%s WHERE chunk_id=%s",
-                       (np.asarray(vector, dtype=np.float32), chunk_id))
+                       (kept_vector(vector), chunk_id))
             self._bump(tx)
         return True
 

@@ -47,6 +47,7 @@ __all__ = [
     "message_record",
     "iso",
     "vector_blob",
+    "kept_vector",
 ]
 
 
@@ -253,6 +254,14 @@ def vector_blob(vector: np.ndarray) -> bytes:
     import numpy as np  # here, not at the top: commands that only read rows start without numpy
 
     return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def kept_vector(vector: np.ndarray) -> np.ndarray:
+    """A vector as every store keeps it in a library: float32 values of float16 precision (the SQLite vector file
+    holds float16, :mod:`.vectorfile`), so that both stores score and rank a library alike."""
+    import numpy as np
+
+    return np.asarray(vector, np.float32).astype(np.float16).astype(np.float32)
 
 
 def iso(value: str | datetime) -> str:
