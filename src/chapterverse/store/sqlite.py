@@ -250,23 +250,30 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
     hyphenated word (``analysis.compound_words``: "red-headed" gives "redhead" too), and a library whose terms
     lack it would not find the book's "red-headed" for the question "Redheaded?", while one ingested today would.
     The full-text index is rebuilt from the new terms, and the lexical index beside the file is rebuilt too (its
-    ``FORMAT`` 2 does not read the files of format 1, which hold the old terms)."""
+    ``FORMAT`` 2 does not read the files of format 1, which hold the old terms). A library set back from
+    schema 8, whose terms are derived when read, gets its heading terms analysed again."""
     from ..chunking.context import stored_terms  # what ingest writes for a chunk, not a copy of it
 
+    stored = "terms" in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}
     documents = {row[0]: document_record(row) for row in db.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
     after = 0
     while rows := db.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
                              " WHERE c.id > ? ORDER BY c.id LIMIT ?", (after, _REANALYZED_CHUNKS)).fetchall():
         chunks = [chunk_record(row) for row in rows]
         _read_from_files(db, [c for c in chunks if not c.text and c.end > c.start])  # a library set back from 6
-        db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
-                       ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
+        if stored:
+            db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
+                           ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
+        else:
+            db.executemany("UPDATE chunks SET heading_terms=? WHERE id=?",
+                           ((stored_terms(c, documents[c.doc_id])[1], c.id) for c in chunks))
         after = chunks[-1].id
     if not after:
         return  # a new library: nothing was analysed the old way, and its generation stays 0
-    db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
-    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
-               " (SELECT coalesce(max(id), 0) FROM chunks))")
+    if stored:
+        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
+                   " (SELECT coalesce(max(id), 0) FROM chunks))")
     SQLiteStore._bump(db)
 
 
@@ -323,7 +330,10 @@ def _m008_derived_terms(db: sqlite3.Connection) -> None:
     keeps only those a writer gave that differ from the analyzer's (none that ingest writes), ``terms`` goes, and
     so does the full-text index of every term (FTS5, a quarter of the file), which searches never read: the
     store's own BM25 derives one when it is asked (:meth:`SQLiteStore.lexical_search`). The lexical index beside
-    the file holds the same terms and stays valid."""
+    the file holds the same terms and stays valid. Run again (a library whose version was set back), it finds no
+    ``terms`` and changes nothing."""
+    if "terms" not in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}:
+        return
     for statement in filter(str.strip, _M008_DROPPED.split(";")):
         db.execute(statement)
     after = 0
