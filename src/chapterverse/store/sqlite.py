@@ -585,6 +585,7 @@ class SQLiteStore(SharedReads):
         if conn is not None:
             conn.close()
             self._local.db = None
+            self._local.fts_generation = None  # the derived full-text index went with the connection
 
     # -- locks between processes ------------------------------------------------------------
     def _lock_path(self, name: str) -> Path:
