@@ -1,5 +1,5 @@
-"""Exact dense search: inner products of a query with every row of a float32 matrix, as fast as this machine
-allows, and a first pass over int8 codes that finds the rows worth scoring exactly.
+"""Exact dense search: inner products of a query with every row of a float32 matrix (or a float16 one, upcast), as
+fast as this machine allows, and a first pass over int8 codes that finds the rows worth scoring exactly.
 
 Which kernel is fastest depends on the matrix's size against the CPU's last-level cache and on what ran
 before (see :data:`SMALL_SCAN_BYTES` and :class:`ScanTuning`, measured at first use, not at import);
