@@ -6,7 +6,8 @@ exact scan costs what the memory bus allows (0.1 s here). The store keeps its ve
 float16 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
 them in on demand), keeps which chunk each row holds, follows the store by its generation counter, and only
 appends what changed. It holds no copy of a vector (a second copy would be a third of a library's bytes, and
-writing it most of a build). Every score is float32: rows are upcast exactly (:func:`chapterverse.index.dense.inner_products`).
+writing it most of a build). Every score is float32: rows are upcast exactly
+(:func:`chapterverse.index.dense.inner_products`).
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 

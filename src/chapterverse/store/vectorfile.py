@@ -43,7 +43,8 @@ from ..errors import StoreError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["VectorFile", "VectorRows", "map_rows", "row_dtype", "row_bytes", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory", "missing_file"]
+__all__ = ["VectorFile", "VectorRows", "map_rows", "row_dtype", "row_bytes", "block_rows", "SPARSE_SHARE",
+           "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory", "missing_file"]
 
 SPARSE_SHARE = 0.20
 """Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
