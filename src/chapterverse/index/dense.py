@@ -163,8 +163,7 @@ float32 scores the exact pass and a full scan compute (about 1e-7 for unit vecto
 
 def quantize(matrix: np.ndarray, block: int = 8_192) -> QuantizedRows:
     """The int8 codes of ``matrix`` (float32, or float16 read as float32; read ``block`` rows at a time: a memory
-    map stays on disk, and
-    the temporaries stay in the cache). The norms are float32 (relative error about 1e-7, in SCORE_SLACK)."""
+    map stays on disk, and the temporaries stay in the cache). The norms are float32 (relative error about 1e-7, in SCORE_SLACK)."""
     rows, dim = matrix.shape
     codes = np.empty((rows, dim), np.int8)
     scales = np.empty(rows, np.float32)
