@@ -29,20 +29,12 @@ def _check(library: Path, *flags: str) -> tuple[int, str]:
 def _sql(library: Path, statement: str) -> None:
     db = sqlite3.connect(library / "library.sqlite3")
     with db:
-        row = db.execute("SELECT id, terms, heading_terms FROM chunks ORDER BY id LIMIT 1").fetchone()
-        db.execute(statement, row if statement.count("?") == 3 else row[:1])
+        row = db.execute("SELECT id FROM chunks ORDER BY id LIMIT 1").fetchone()
+        db.execute(statement, row)
     db.close()
 
 
 def test_a_consistent_library_is_ok(library: Path) -> None:
-    assert _check(library) == (0, "ok\n")
-
-
-def test_full_text_index_damage_is_found_and_repaired(library: Path) -> None:
-    _sql(library, "INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms) VALUES ('delete', ?, ?, ?)")
-    code, output = _check(library)
-    assert code == 1 and "full-text index disagrees with chunks" in output
-    assert _check(library, "--repair") == (0, "ok\n")
     assert _check(library) == (0, "ok\n")
 
 

@@ -31,6 +31,11 @@ class CountingEmbedder(HashingEmbedder):
         return super()._embed_batch(texts)
 
 
+def half(vectors: np.ndarray) -> np.ndarray:
+    """What the store reads back of float32 vectors: each value rounded to float16, as float32."""
+    return np.asarray(vectors, np.float32).astype(np.float16).astype(np.float32)
+
+
 def _paragraphs(seed: int, count: int) -> list[str]:
     rng = np.random.default_rng(seed)
     return [" ".join(rng.choice(WORDS, 90)).capitalize() + "." for _ in range(count)]
@@ -61,7 +66,7 @@ def test_a_changed_document_embeds_only_its_new_text_and_the_cache_keeps_no_copy
     ids, _, matrix = library.store.vectors_since(0)
     assert ids.tolist() == new_ids
     expected = HashingEmbedder().embed([c.text for c in library.store.chunks()])
-    assert np.allclose(matrix, expected, atol=1e-6)  # reused vectors are the same text's vectors
+    assert np.array_equal(matrix, half(expected))  # reused vectors are the same text's vectors
     library.close()
 
 
@@ -90,7 +95,7 @@ def test_reembedding_keeps_one_copy_of_each_vector(tmp_path: Path) -> None:
     assert library.writer.reembed_if_model_changed() == library.store.count_chunks() > 256
     assert _sql(tmp_path / "lib", "SELECT count(*) FROM embedding_cache") == [(0,)]
     ids, _, matrix = library.store.vectors_since(0)
-    assert np.allclose(matrix, Other().embed([c.text for c in library.store.chunks()]), atol=1e-6)
+    assert np.array_equal(matrix, half(Other().embed([c.text for c in library.store.chunks()])))
     library.close()
 
 
@@ -122,13 +127,13 @@ def test_an_older_library_file_is_migrated_with_every_vector(tmp_path: Path) -> 
     store = SQLiteStore(path)
     ids, docs, matrix = store.vectors_since(0)
     assert ids.tolist() == [1, 2, 4, 5, 6, 7] and docs.tolist() == [1, 1, 1, 2, 2, 2]
-    assert np.array_equal(matrix, vectors[[0, 1, 3, 4, 5, 6]])
+    assert np.array_equal(matrix, half(vectors[[0, 1, 3, 4, 5, 6]]))
     assert store.integrity_problems() == ["1 chunks have no vector"]
     assert [r[0] for r in store.db.execute("SELECT text_hash FROM embedding_cache")] == ["elsewhere"]
     found = store.cached_vectors("m", [held, "elsewhere"])  # the library's own chunk answers for "lamp"
-    assert np.array_equal(found[held], vectors[1]) and np.array_equal(found["elsewhere"], vectors[0])
+    assert np.array_equal(found[held], half(vectors[1])) and np.array_equal(found["elsewhere"], vectors[0])
     assert store.cached_vectors("other-model", [held]) == {}
-    assert store.lexical_search(["lamp"], k=5)  # the full-text index still answers
+    assert store.lexical_search(["lamp"], k=5)  # the store's own BM25 still answers
     store.close()
 
 
@@ -171,7 +176,7 @@ def test_a_migrated_library_gives_back_the_pages_its_vectors_held(tmp_path: Path
     db.close()
     before = path.stat().st_size
     store = SQLiteStore(path)
-    assert np.array_equal(store.vectors_since(0)[2], vectors)
+    assert np.array_equal(store.vectors_since(0)[2], half(vectors))
     assert before > vectors.nbytes and path.stat().st_size < before - vectors.nbytes
     assert store.integrity_problems() == []
     store.close()
@@ -238,3 +243,83 @@ def test_an_older_library_keeps_every_chunk_text_when_its_rows_become_spans(tmp_
                                                  for a, b in spans[:4]]
     assert store.integrity_problems() == ["1 chunks do not match their file text at their position"]
     store.close()
+
+
+_SCHEMA_6_FULL_TEXT = """
+        CREATE VIRTUAL TABLE chunks_fts USING fts5(
+            terms, heading_terms, content='chunks', content_rowid='id',
+            tokenize='unicode61 remove_diacritics 2');
+        CREATE VIRTUAL TABLE chunks_vocab USING fts5vocab(chunks_fts, 'row');
+        CREATE TRIGGER chunks_ad AFTER DELETE ON chunks
+        WHEN old.id <= (SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'fts_through') BEGIN
+            INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms)
+            VALUES ('delete', old.id, old.terms, old.heading_terms);
+        END;
+        INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');
+        INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through', (SELECT max(id) FROM chunks));
+"""
+
+
+def _as_schema_6(path: Path) -> None:
+    """Rewrite a library file as schema 6 kept it: every chunk's terms in a column and in FTS5, and float32 rows in
+    ``library.vectors-1.f32`` (these rows hold values of float16 precision, as a library's rows become)."""
+    store = SQLiteStore(path)
+    rows = store.lexical_rows()
+    vectors, committed, dim = store.vector_file.current(store.db)
+    assert vectors is not None
+    store.close()
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("ALTER TABLE chunks DROP COLUMN own_terms")
+    db.execute("ALTER TABLE chunks ADD COLUMN terms TEXT NOT NULL DEFAULT ''")
+    db.executemany("UPDATE chunks SET terms=? WHERE id=?", [(r[3], r[0]) for r in rows])
+    db.executescript(_SCHEMA_6_FULL_TEXT)
+    np.fromfile(vectors, "<f2", committed * dim).astype("<f4").tofile(path.with_name("library.vectors-1.f32"))
+    vectors.unlink()
+    db.executemany("UPDATE vector_journal SET vectors=? WHERE row=?",  # journaled rows as float32 too
+                   [(np.frombuffer(blob, "<f2").astype("<f4").tobytes(), row)
+                    for row, blob in db.execute("SELECT row, vectors FROM vector_journal").fetchall()])
+    db.execute("UPDATE meta SET value='library.vectors-1.f32' WHERE key='vector_file'")
+    db.execute("PRAGMA user_version=6")
+    db.close()
+
+
+def test_a_library_of_schema_6_opens_without_its_copies_and_answers_alike(tmp_path: Path) -> None:
+    """A library whose rows kept every chunk's terms (and FTS5 beside them) and whose vector file held float32 opens
+    as the current layout: the terms column, the full-text index and the float32 file are gone, the vectors are
+    the same float16 values, and every search, fused and the store's own BM25, answers exactly as before and as a
+    library ingested today does."""
+    import shutil
+
+    from chapterverse.store.sqlite import SCHEMA_VERSION
+
+    book = tmp_path / "book.md"
+    book.write_text("# One\n\n" + "\n\n".join(_paragraphs(11, 20)) + "\n\n# Two\n\n" +
+                    "\n\n".join(_paragraphs(12, 20)), encoding="utf-8")
+    library = Library(tmp_path / "today", embedder=HashingEmbedder())
+    library.ingest([book])
+    queries = ["keeper of the lamp", "storm over the island", "winter cliff signal", "harbour"]
+    expected = {q: [(h.chunk.id, h.score, h.rank_score) for h in library.search(q, k=5)] for q in queries}
+    vectors = library.store.load_vectors()[2]
+    library.close()
+    shutil.copytree(tmp_path / "today", tmp_path / "old")
+    path = tmp_path / "old" / "library.sqlite3"
+    _as_schema_6(path)
+    bm25 = "SELECT rowid, -bm25(chunks_fts, 1.0, 0.5) FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY 2 DESC, 1"
+    with sqlite3.connect(path) as db:
+        old_bm25 = {t: db.execute(bm25, (f'"{t}"',)).fetchall() for t in ("keeper", "storm", "cliff")}
+    assert all(old_bm25.values())
+
+    reopened = Library(tmp_path / "old", embedder=HashingEmbedder())
+    assert {q: [(h.chunk.id, h.score, h.rank_score) for h in reopened.search(q, k=5)] for q in queries} == expected
+    store = reopened.store
+    for term, found in old_bm25.items():
+        assert sorted(store.lexical_search([term], k=100), key=lambda h: (-h[1], h[0])) == found
+    assert np.array_equal(store.load_vectors()[2], vectors)
+    assert [p.name for p in path.parent.glob("library.vectors-*")] == ["library.vectors-2.f16"]
+    columns = {r[1] for r in store.db.execute("PRAGMA table_info(chunks)")}
+    tables = {r[0] for r in store.db.execute("SELECT name FROM sqlite_schema")}
+    assert "terms" not in columns and not any(t.startswith("chunks_fts") for t in tables)
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert store.db.execute("SELECT count(*) FROM chunks WHERE own_terms IS NOT NULL").fetchone()[0] == 0
+    assert store.integrity_problems() == []
+    reopened.close()

@@ -1,4 +1,4 @@
-"""The SQLite library's vectors live once, as rows of one float32 file beside the database (store/vectorfile.py)."""
+"""The SQLite library's vectors live once, as rows of one float16 file beside the database (store/vectorfile.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from storeutil import passages_document, random_model_store
 DIM = 512
 
 
+def half(vectors: np.ndarray) -> np.ndarray:
+    """What the store reads back of float32 vectors: each value rounded to float16, as float32."""
+    return vectors.astype(np.float16).astype(np.float32)
+
+
 @pytest.fixture()
 def store(tmp_path: Path) -> SQLiteStore:
     s = random_model_store(tmp_path, DIM)
@@ -21,16 +26,17 @@ def store(tmp_path: Path) -> SQLiteStore:
     s.close()
 
 
-def test_each_vector_is_stored_once_as_float32_rows(store: SQLiteStore) -> None:
+def test_each_vector_is_stored_once_as_float16_rows(store: SQLiteStore) -> None:
     vectors = np.random.default_rng(0).standard_normal((2_000, DIM)).astype(np.float32)
     store.add_document(passages_document("a", vectors))
-    files = list(store.path.parent.glob("*.f32"))
-    assert len(files) == 1 and files[0].stat().st_size == vectors.nbytes
-    assert np.array_equal(np.fromfile(files[0], "<f4").reshape(-1, DIM), vectors)
+    files = list(store.path.parent.glob("*.vectors-*"))
+    assert [f.suffix for f in files] == [".f16"] and files[0].stat().st_size == vectors.nbytes // 2
+    assert np.array_equal(np.fromfile(files[0], "<f2").reshape(-1, DIM), vectors.astype(np.float16))
+    assert np.array_equal(store.vectors_since(0)[2], half(vectors)), "read back as float32, exactly"
     store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    assert store.path.stat().st_size < vectors.nbytes / 4, "the SQLite file holds no copy of them"
+    assert store.path.stat().st_size < vectors.nbytes / 8, "the SQLite file holds no copy of them"
     index = VectorIndex.open(store)
-    assert index.stats().bytes_on_disk < vectors.nbytes / 4, "nor does the index"
+    assert index.stats().bytes_on_disk < vectors.nbytes / 8, "nor does the index"
 
 
 def test_rows_of_a_transaction_that_did_not_commit_are_invisible_and_overwritten(store: SQLiteStore) -> None:
@@ -41,12 +47,12 @@ def test_rows_of_a_transaction_that_did_not_commit_are_invisible_and_overwritten
         store.vector_file.append(tx, rng.standard_normal((500, DIM)).astype(np.float32))
         raise RuntimeError("interrupted")
     path = store.vector_file.current(store.db)[0]
-    assert path is not None and path.stat().st_size == 510 * DIM * 4, "written, but not committed"
+    assert path is not None and path.stat().st_size == 510 * DIM * 2, "written, but not committed"
     assert store.integrity_problems() == [] and store.vectors_since(0)[2].shape == (10, DIM)
     second = rng.standard_normal((3, DIM)).astype(np.float32)
     store.add_document(passages_document("b", second))
-    assert path.stat().st_size == 13 * DIM * 4, "the next write takes their place"
-    assert np.array_equal(store.vectors_since(0)[2], np.concatenate([first, second]))
+    assert path.stat().st_size == 13 * DIM * 2, "the next write takes their place"
+    assert np.array_equal(store.vectors_since(0)[2], half(np.concatenate([first, second])))
     assert store.integrity_problems() == []
 
 
@@ -55,7 +61,7 @@ def test_a_vector_file_shorter_than_what_was_committed_is_reported(store: SQLite
     path = store.vector_file.current(store.db)[0]
     assert path is not None
     with open(path, "r+b") as f:
-        f.truncate(5 * DIM * 4)
+        f.truncate(5 * DIM * 2)
     assert f"{path.name} holds 5 vectors, 8 were committed" in store.integrity_problems()
 
 
@@ -88,9 +94,9 @@ def test_small_writes_are_journaled_and_a_power_cut_that_lost_their_rows_is_repa
     path = store.vector_file.current(store.db)[0]
     assert path is not None
     with open(path, "r+b") as f:  # what a power cut can leave: both commits kept, the second's rows never written
-        f.truncate(3 * DIM * 4)
+        f.truncate(3 * DIM * 2)
     reopened = SQLiteStore(store.path)
-    assert np.array_equal(reopened.vectors_since(0)[2], np.concatenate([first, second]))
+    assert np.array_equal(reopened.vectors_since(0)[2], half(np.concatenate([first, second])))
     assert _journaled(reopened) == 0 and reopened.integrity_problems() == []
     reopened.close()
 
@@ -99,11 +105,11 @@ def test_a_megabyte_of_rows_is_fdatasynced_at_once_and_empties_the_journal(store
     rng = np.random.default_rng(4)
     store.add_document(passages_document("a", rng.standard_normal((3, DIM)).astype(np.float32)))
     assert _journaled(store) == 1
-    store.add_document(passages_document("b", rng.standard_normal((600, DIM)).astype(np.float32)))  # 1.2 MB
+    store.add_document(passages_document("b", rng.standard_normal((1200, DIM)).astype(np.float32)))  # 1.2 MB
     assert _journaled(store) == 0
-    for n in range(200):  # 6 KB each: the 171st reaches 1 MB and its fdatasync covers all of them
+    for n in range(400):  # 3 KB each: the 342nd reaches 1 MB and its fdatasync covers all of them
         store.add_document(passages_document(f"c{n}", rng.standard_normal((3, DIM)).astype(np.float32)))
-    assert _journaled(store) == 29
+    assert _journaled(store) == 58
     assert store.integrity_problems() == []
 
 
@@ -148,10 +154,10 @@ def test_processes_writing_at_once_each_find_their_own_vectors(store: SQLiteStor
     assert len(by_source) == 3 * 20  # each writer removed 20 of its 40
     for source, rows in by_source.items():
         expected = np.random.default_rng(sum(map(ord, source))).standard_normal((len(rows), 512))
-        assert np.array_equal(matrix[rows], expected.astype(np.float32)), source
+        assert np.array_equal(matrix[rows], half(expected.astype(np.float32))), source
     assert store.integrity_problems() == []
-    (current,) = store.path.parent.glob("*.f32")
-    assert current.name != "library.vectors-1.f32", "the live rows were copied to a new file at least once"
+    (current,) = store.path.parent.glob("*.f16")
+    assert current.name != "library.vectors-1.f16", "the live rows were copied to a new file at least once"
 
 
 def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tmp_path: Path) -> None:
@@ -168,8 +174,8 @@ def test_a_library_copied_without_its_vector_file_says_so(store: SQLiteStore, tm
         VectorIndex.open(copied)
     with pytest.raises(StoreError, match="vector file is missing"):
         copied.vectors_since(0)
-    assert "library.vectors-1.f32 holds 0 vectors, 3 were committed" in copied.integrity_problems()
-    assert not list((tmp_path / "copy").glob("*.f32")), "no empty file made in its place"
+    assert "library.vectors-1.f16 holds 0 vectors, 3 were committed" in copied.integrity_problems()
+    assert not list((tmp_path / "copy").glob("*.f16")), "no empty file made in its place"
     copied.close()
 
 
@@ -183,4 +189,4 @@ def test_a_batch_of_documents_appends_its_vectors_once(store: SQLiteStore) -> No
     for doc_id, block in zip(ids, blocks):
         chunk_ids = [c.id for c in store.chunks(doc_id=doc_id)]
         found = store.vectors_since(min(chunk_ids) - 1)
-        assert np.array_equal(found[2][:len(block)], block) and set(found[1][:len(block)].tolist()) == {doc_id}
+        assert np.array_equal(found[2][:len(block)], half(block)) and set(found[1][:len(block)].tolist()) == {doc_id}

@@ -240,7 +240,7 @@ class LibraryWriter:
         user's metadata (``metadata[USER_METADATA_KEY]``, a pre-chunked line's fields) beside its headings."""
         import numpy as np
 
-        from .analysis import detect_language, index_terms, language_for_code
+        from .analysis import detect_language, language_for_code
         from .chunking import build_segments, chunk_document
         from .chunking.context import context_line, user_metadata
         from .chunking.context import heading_terms as terms_of_headings
@@ -257,7 +257,6 @@ class LibraryWriter:
         heading_terms: dict[tuple[str, ...], str] = {}  # chunks of one chapter (and context) share their terms
         chunks: list[NewChunk] = []
         for i, spec in enumerate(specs):
-            text = parsed.files[spec.file_index].text[spec.start:spec.end]
             pre = prechunks.get(spec.file_index)
             label_at = spec.start if spec.label_offset is None else spec.label_offset  # past empty sections' headings
             path = toc_index.path_at(spec.file_index, label_at)
@@ -269,7 +268,7 @@ class LibraryWriter:
             chunks.append(NewChunk(
                 file_ordinal=spec.file_index, start=spec.start, end=spec.end,
                 source=pre.source if pre else source, chunk_index=pre.chunk_index if pre else i,
-                terms=index_terms(text, language), heading_terms=heading_terms[key],
+                heading_terms=heading_terms[key],
                 title_path=path, metadata=dict(pre.metadata) if pre else {}, context=context,
             ))
         segments = [

@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import AnalysedQuery, index_terms, query_terms
+from ..analysis import AnalysedQuery, query_terms
 from ..embeddings import Embedder, load_embedder
 from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
@@ -66,7 +66,7 @@ DOC_CHUNKS = 1_000
 PASSAGE_CHARS = 500
 DEFAULT_WORKDIR = Path(tempfile.gettempdir()) / "chapterverse-bench-scale"
 CANDIDATES = 60
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 Echo = Callable[[str], None]
 
@@ -177,7 +177,6 @@ def build_library(directory: Path, n: int, pool: list[str], vectors: np.ndarray 
     store = SQLiteStore(path)
     store.check_embedding_model(model, dim)
     rng = np.random.default_rng(n)
-    terms = {}
     write_s = 0.0
     picks = np.arange(n) % len(pool) if vectors is not None else rng.integers(0, len(pool), n)
     for doc in range(0, n, DOC_CHUNKS):
@@ -189,11 +188,9 @@ def build_library(directory: Path, n: int, pool: list[str], vectors: np.ndarray 
             block = rng.standard_normal((len(chosen), dim), dtype=np.float32)
             block /= np.linalg.norm(block, axis=1, keepdims=True)
         chunks, at = [], 0
-        for j, (i, text) in enumerate(zip(chosen.tolist(), texts)):
-            if i not in terms:
-                terms[i] = index_terms(text, "english")
+        for j, text in enumerate(texts):  # terms None: the analyzer's, as ingest writes them
             chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(text), source=f"synthetic-{doc // DOC_CHUNKS:05d}",
-                                   chunk_index=j, terms=terms[i]))
+                                   chunk_index=j))
             at += len(text) + 2
         body = "\n\n".join(texts)
         new = NewDocument(source=f"synthetic-{doc // DOC_CHUNKS:05d}", title=f"Synthetic {doc // DOC_CHUNKS}",
@@ -363,7 +360,7 @@ def measure_size(task: dict[str, Any]) -> dict[str, Any]:
     out["rss_anon_mb"] = round(_rss_anon_mb(), 1)
     out["rss_growth_mb"] = round(out["rss_mb"] - base_rss, 1)
     sqlite_bytes = sum(p.stat().st_size for p in [*directory.glob("library.sqlite3*"),
-                                                   *directory.glob("library.vectors-*.f32")])
+                                                   *directory.glob("library.vectors-*.f[13][62]")])
     index_bytes = _dir_bytes(index.directory)
     lexical_bytes = _dir_bytes(lexical.directory)
     out["bytes_per_chunk"] = round((sqlite_bytes + index_bytes + lexical_bytes) / n)
@@ -431,7 +428,7 @@ def _after_a_write(store: Store, index: VectorIndex, lexical: LexicalIndex, retr
     chunks, at = [], 0
     for i, record in enumerate(records):
         chunks.append(NewChunk(file_ordinal=0, start=at, end=at + len(record.text), source="bench-write",
-                               chunk_index=i, terms=index_terms(record.text, "english")))
+                               chunk_index=i))
         at += len(record.text) + 2
     body = "\n\n".join(r.text for r in records)
     doc = NewDocument(source="bench-write", title="bench write", format="txt", content_hash="bench-write",

@@ -3,10 +3,11 @@
 Why not the simple way (load every vector into one matrix whenever the store changes): at 1 M chunks of 512
 dimensions that is 2 GB read on every start and after every write (12-34 s here through SQLite BLOBs), and one
 exact scan costs what the memory bus allows (0.1 s here). The store keeps its vectors as rows of one flat
-float32 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
+float16 file (:mod:`chapterverse.store.vectorfile`); this index maps those rows where they are (the OS pages
 them in on demand), keeps which chunk each row holds, follows the store by its generation counter, and only
-appends what changed. It holds no copy of a vector (a second float32 copy would be a third of a library's bytes,
-and writing it most of a build).
+appends what changed. It holds no copy of a vector (a second copy would be a third of a library's bytes, and
+writing it most of a build). Every score is float32: rows are upcast exactly
+(:func:`chapterverse.index.dense.inner_products`).
 
 Layout of the directory (default ``<library>.vectors/`` beside ``<library>.sqlite3``)::
 
@@ -34,7 +35,7 @@ themselves are the store's, durable before the transaction that names them commi
 *Int8 codes* (:mod:`chapterverse.index.int8codes`). Once a process searches a second time, a background thread
 quantizes the matrices into process memory, up to ``resident_bytes``; from then on a search scans the codes and
 scores in float32 only the rows that can still make its top k (:func:`chapterverse.index.dense.top_candidates`:
-the same results as the full scan, a quarter of the bytes read).
+the same results as the full scan, half the bytes read and no conversion).
 
 *Concurrency.* Searches read an immutable snapshot (one attribute read), so any number of threads search
 while one refreshes. Writers in different processes serialize on ``flock`` of ``.lock`` in the directory;

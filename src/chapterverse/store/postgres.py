@@ -47,6 +47,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import numpy as np
 
+from ..analysis import index_terms
 from ..errors import StoreError
 from ..positions import without_nul
 from .protocol import IndexFeed, VectorSearch
@@ -66,6 +67,7 @@ from .records import (
     NewDocument,
     chunk_record,
     document_record,
+    kept_vector,
     nul_free,
     vector_blob,
 )
@@ -680,11 +682,12 @@ class PostgresStore(SharedReads):
                       " title_path, terms, heading_terms, ntokens) FROM STDIN") as copy:
             for cid, chunk in zip(chunk_ids, doc.chunks):
                 text = doc.files[chunk.file_ordinal].text[chunk.start:chunk.end]
-                ntokens = _token_count(chunk.terms) + _token_count(chunk.heading_terms)
+                terms = index_terms(text, doc.language) if chunk.terms is None else chunk.terms
+                ntokens = _token_count(terms) + _token_count(chunk.heading_terms)
                 tokens += ntokens
                 copy.write_row((cid, doc_id, file_ids[chunk.file_ordinal], chunk.start, chunk.end, text,
                                 chunk.source, chunk.chunk_index, json.dumps(chunk.metadata, ensure_ascii=False),
-                                chunk.title_path, chunk.terms, chunk.heading_terms, ntokens))
+                                chunk.title_path, terms, chunk.heading_terms, ntokens))
         self._copy_vectors(tx, ((cid, doc_id, vec) for cid, vec in zip(chunk_ids, doc.vectors)))
         if chunk_ids:
             tx.execute(
@@ -702,7 +705,7 @@ class PostgresStore(SharedReads):
         with tx.cursor().copy("COPY vectors(chunk_id, doc_id, embedding) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(["int8", "int8", "vector"])
             for cid, doc_id, vec in rows:
-                copy.write_row((cid, doc_id, np.asarray(vec, dtype=np.float32)))
+                copy.write_row((cid, doc_id, kept_vector(vec)))
 
     @staticmethod
     def _delete_documents(tx: psycopg.Connection[Any], doc_ids: Sequence[int]) -> int:
@@ -762,7 +765,7 @@ class PostgresStore(SharedReads):
                            " ON CONFLICT (term) DO UPDATE SET df = lexicon.df + 1", (gained,))
             tx.execute("UPDATE lexical_totals SET tokens = tokens + %s", (ntokens - int(before[1]),))
             tx.execute("UPDATE vectors SET embedding=%s WHERE chunk_id=%s",
-                       (np.asarray(vector, dtype=np.float32), chunk_id))
+                       (kept_vector(vector), chunk_id))
             self._bump(tx)
         return True
 

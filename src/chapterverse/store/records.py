@@ -47,6 +47,7 @@ __all__ = [
     "message_record",
     "iso",
     "vector_blob",
+    "kept_vector",
 ]
 
 
@@ -145,7 +146,10 @@ class NewChunk:
     end: int
     source: str
     chunk_index: int
-    terms: str
+    terms: str | None = None
+    """The lexical index's terms of the chunk's text; None (what ingest gives): the analyzer's terms of the text in
+    the document's language (``analysis.index_terms``), which a store derives when they are read instead of
+    keeping a copy."""
     heading_terms: str = ""
     title_path: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -194,7 +198,7 @@ def nul_free(doc: NewDocument) -> NewDocument:
         toc=[(level, without_nul(title), ordinal, offset) for level, title, ordinal, offset in doc.toc],
         segments=[replace(s, title_path=_nul_free_path(s.title_path), content_hash=without_nul(s.content_hash))
                   for s in doc.segments],
-        chunks=[replace(c, source=without_nul(c.source), terms=without_nul(c.terms),
+        chunks=[replace(c, source=without_nul(c.source), terms=None if c.terms is None else without_nul(c.terms),
                         heading_terms=without_nul(c.heading_terms), title_path=_nul_free_path(c.title_path))
                 if _has_nul(c) else c for c in doc.chunks],
     )
@@ -202,7 +206,7 @@ def nul_free(doc: NewDocument) -> NewDocument:
 
 def _has_nul(chunk: NewChunk) -> bool:
     """Whether a text column of ``chunk`` holds NUL (rare: most chunks are passed on as they are, not copied)."""
-    return any("\0" in text for text in (chunk.source, chunk.terms, chunk.heading_terms, *chunk.title_path))
+    return any("\0" in text for text in (chunk.source, chunk.terms or "", chunk.heading_terms, *chunk.title_path))
 
 
 @dataclass(slots=True)
@@ -250,6 +254,14 @@ def vector_blob(vector: np.ndarray) -> bytes:
     import numpy as np  # here, not at the top: commands that only read rows start without numpy
 
     return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def kept_vector(vector: np.ndarray) -> np.ndarray:
+    """A vector as every store keeps it in a library: float32 values of float16 precision (the SQLite vector file
+    holds float16, :mod:`.vectorfile`), so that both stores score and rank a library alike."""
+    import numpy as np
+
+    return np.asarray(vector, np.float32).astype(np.float16).astype(np.float32)
 
 
 def iso(value: str | datetime) -> str:

@@ -4,7 +4,7 @@ Every write is one ``BEGIN IMMEDIATE`` transaction, so a crash or an exception m
 previous state intact; WAL lets searches run while a write is in progress. Connections are per
 thread; writes are serialized by SQLite's own lock (``busy_timeout``), not by Python code.
 
-Vectors are little-endian float32 rows of one flat file beside the database (:mod:`.vectorfile`), written
+Vectors are little-endian float16 rows of one flat file beside the database (:mod:`.vectorfile`), written
 before the transaction that names them commits; ``vector_blocks`` maps each run of consecutive chunk ids of
 one document to its rows (a document's chunks get consecutive ids, so normally one block per document). The
 store records which embedding model and dimension made them and refuses to mix. That row is the library's one
@@ -12,6 +12,15 @@ durable copy of a vector: the embedding cache holds only vectors of text the lib
 ``text_hash`` finds the library's own), and the vector index maps the same file instead of copying it.
 numpy is imported by the methods that build arrays, so commands that only read rows (``chapterverse docs``)
 start without it.
+
+A chunk row holds what the chunk adds to its file's canonical text, not what can be derived from it: its span
+(code points and UTF-8 bytes, migration 6), headings, metadata and the hash of its text. Its terms are the
+analyzer's terms of that span in its document's language, made when an index reads them
+(:meth:`_IndexFeed.lexical_rows_since`); only terms a writer gave that differ from those are kept
+(``own_terms``). The lexical index beside the file holds the postings searches read; this store's own BM25
+(:meth:`SQLiteStore.lexical_search`, for benchmarks and for the retriever while a large library's lexical
+index is built) reads a full-text index it derives on first use, per connection, in SQLite's temporary
+database, so the library file keeps no second copy of every term (migration 8).
 """
 
 from __future__ import annotations
@@ -50,7 +59,7 @@ from .records import (
     nul_free,
     vector_blob,
 )
-from .vectorfile import JOURNAL_SCHEMA, VectorFile, VectorRows, block_rows, map_rows, missing_file
+from .vectorfile import JOURNAL_SCHEMA, VectorFile, VectorRows, block_rows, map_rows, missing_file, row_bytes, row_dtype
 
 if TYPE_CHECKING:
     import numpy as np
@@ -241,23 +250,30 @@ def _m005_hyphenated_words(db: sqlite3.Connection) -> None:
     hyphenated word (``analysis.compound_words``: "red-headed" gives "redhead" too), and a library whose terms
     lack it would not find the book's "red-headed" for the question "Redheaded?", while one ingested today would.
     The full-text index is rebuilt from the new terms, and the lexical index beside the file is rebuilt too (its
-    ``FORMAT`` 2 does not read the files of format 1, which hold the old terms)."""
+    ``FORMAT`` 2 does not read the files of format 1, which hold the old terms). A library set back from
+    schema 8, whose terms are derived when read, gets its heading terms analysed again."""
     from ..chunking.context import stored_terms  # what ingest writes for a chunk, not a copy of it
 
+    stored = "terms" in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}
     documents = {row[0]: document_record(row) for row in db.execute(f"SELECT {DOC_COLUMNS} FROM documents d")}
     after = 0
     while rows := db.execute(f"SELECT {CHUNK_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id"
                              " WHERE c.id > ? ORDER BY c.id LIMIT ?", (after, _REANALYZED_CHUNKS)).fetchall():
         chunks = [chunk_record(row) for row in rows]
         _read_from_files(db, [c for c in chunks if not c.text and c.end > c.start])  # a library set back from 6
-        db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
-                       ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
+        if stored:
+            db.executemany("UPDATE chunks SET terms=?, heading_terms=? WHERE id=?",
+                           ((*stored_terms(c, documents[c.doc_id]), c.id) for c in chunks))
+        else:
+            db.executemany("UPDATE chunks SET heading_terms=? WHERE id=?",
+                           ((stored_terms(c, documents[c.doc_id])[1], c.id) for c in chunks))
         after = chunks[-1].id
     if not after:
         return  # a new library: nothing was analysed the old way, and its generation stays 0
-    db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
-    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
-               " (SELECT coalesce(max(id), 0) FROM chunks))")
+    if stored:
+        db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
+                   " (SELECT coalesce(max(id), 0) FROM chunks))")
     SQLiteStore._bump(db)
 
 
@@ -283,9 +299,57 @@ def _m006_chunk_spans(db: sqlite3.Connection) -> None:
                        ((at[start], at[end], cid) for cid, start, end in spans))
 
 
+def _m007_half_vectors(db: sqlite3.Connection) -> None:
+    """Rewrite a vector file of float32 rows as float16 (:mod:`.vectorfile`), every row where it was (rows of
+    removed documents too, so ``vector_blocks`` stays as it is), journaled rows as journaled: half the bytes of a
+    library's largest part. The old file is deleted once this has committed (:meth:`SQLiteStore._migrate`)."""
+    import numpy as np
+
+    vector_file = VectorFile(Path(db.execute("PRAGMA database_list").fetchone()[2]))
+    path, committed, dim = vector_file.current(db)
+    if path is None or row_dtype(path) != "<f4":
+        return
+    rows = np.array(map_rows(path, 0, committed, dim), np.float32)
+    for row, blob in db.execute("SELECT row, vectors FROM vector_journal"):  # what a power cut may have lost
+        journaled = np.frombuffer(blob, "<f4").reshape(-1, dim)
+        rows[row:row + len(journaled)] = journaled
+    vector_file.replace_all(db, rows)
+
+
+_M008_DROPPED = """
+        DROP TRIGGER IF EXISTS chunks_ad;
+        DROP TABLE IF EXISTS chunks_vocab;
+        DROP TABLE IF EXISTS chunks_fts;
+        DELETE FROM meta WHERE key = 'fts_through';
+        ALTER TABLE chunks ADD COLUMN own_terms TEXT
+"""
+
+
+def _m008_derived_terms(db: sqlite3.Connection) -> None:
+    """A chunk's terms are derived from its text when read (:func:`_lexical_rows`), not stored: ``own_terms``
+    keeps only those a writer gave that differ from the analyzer's (none that ingest writes), ``terms`` goes, and
+    so does the full-text index of every term (FTS5, a quarter of the file), which searches never read: the
+    store's own BM25 derives one when it is asked (:meth:`SQLiteStore.lexical_search`). The lexical index beside
+    the file holds the same terms and stays valid. Run again (a library whose version was set back), it finds no
+    ``terms`` and changes nothing."""
+    if "terms" not in {row[1] for row in db.execute("PRAGMA table_info(chunks)")}:
+        return
+    for statement in filter(str.strip, _M008_DROPPED.split(";")):
+        db.execute(statement)
+    after = 0
+    while rows := db.execute('SELECT c.id, c.doc_id, c.file_id, NULL, c.heading_terms, c.text, c.start, c."end",'
+                             " d.language, c.terms FROM chunks c JOIN documents d ON d.id=c.doc_id WHERE c.id > ?"
+                             " ORDER BY c.id LIMIT ?", (after, _REANALYZED_CHUNKS)).fetchall():
+        derived = _derived(db, [row[:9] for row in rows])
+        db.executemany("UPDATE chunks SET own_terms=? WHERE id=?",
+                       ((row[9], row[0]) for row, made in zip(rows, derived) if made[3] != row[9]))
+        after = rows[-1][0]
+    db.execute("ALTER TABLE chunks DROP COLUMN terms")
+
+
 MIGRATIONS: list[str | Callable[[sqlite3.Connection], None]] = [
     _M001_INITIAL, _m002_vector_blocks, _M003_FTS_FOLLOWS, _m004_vector_file, _m005_hyphenated_words,
-    _m006_chunk_spans]
+    _m006_chunk_spans, _m007_half_vectors, _m008_derived_terms]
 """Each migration is one SQL script or function, applied in one transaction together with its ``user_version``."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -337,6 +401,37 @@ def _read_from_files(db: sqlite3.Connection, records: Sequence[ChunkRecord]) -> 
         if record.file_id not in texts:
             texts[record.file_id] = db.execute("SELECT text FROM files WHERE id=?", (record.file_id,)).fetchone()[0]
         record.text = texts[record.file_id][record.start:record.end]
+
+
+_LEXICAL_COLUMNS = ('c.id, c.doc_id, c.file_id, c.own_terms, c.heading_terms, c.text, c.start, c."end",'
+                    " d.language")
+"""Columns of ``chunks c JOIN documents d`` that :func:`_derived` makes a lexical row of."""
+
+
+def _lexical_rows(db: sqlite3.Connection, where: str, args: Sequence[Any]) -> list[LexicalRow]:
+    """``lexical_rows()`` of the chunks ``where`` selects (``ORDER BY`` and ``LIMIT`` included)."""
+    rows = db.execute(f"SELECT {_LEXICAL_COLUMNS} FROM chunks c JOIN documents d ON d.id=c.doc_id {where}",
+                      args).fetchall()
+    return _derived(db, rows)
+
+
+def _derived(db: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> list[LexicalRow]:
+    """(chunk id, doc id, file id, terms, heading terms) of rows of :data:`_LEXICAL_COLUMNS`: a chunk's own terms
+    where it has them, else the analyzer's terms of its text in its document's language (what ingest indexes),
+    each file's text read once."""
+    from ..analysis import index_terms
+
+    texts: dict[int, str] = {}
+    out: list[LexicalRow] = []
+    for cid, doc, file_id, own, heading, text, start, end, language in rows:
+        if own is None:
+            if not text and end > start:
+                if file_id not in texts:
+                    texts[file_id] = db.execute("SELECT text FROM files WHERE id=?", (file_id,)).fetchone()[0]
+                text = texts[file_id][start:end]
+            own = index_terms(text, language)
+        out.append((cid, doc, file_id, own, heading))
+    return out
 
 
 def _json(value: object, empty: str) -> str:
@@ -395,12 +490,12 @@ class _IndexFeed:
 
     def lexical_rows_since(self, after: int, *, through: int | None = None, limit: int) -> list[LexicalRow]:
         """``lexical_rows()`` of the chunks with ``after`` < id (<= ``through``), ``limit`` at most, in id order."""
-        sql = "SELECT id, doc_id, file_id, terms, heading_terms FROM chunks WHERE id > ?"
+        where = "WHERE c.id > ?"
         args: list[int] = [after]
         if through is not None:
-            sql += " AND id <= ?"
+            where += " AND c.id <= ?"
             args.append(through)
-        return self._store.db.execute(sql + " ORDER BY id LIMIT ?", [*args, limit]).fetchall()
+        return _lexical_rows(self._store.db, where + " ORDER BY c.id LIMIT ?", [*args, limit])
 
     def vector_rows_since(self, chunk_id: int) -> VectorRows:
         return self._store.vector_file.since(self._store.db, chunk_id)
@@ -490,6 +585,7 @@ class SQLiteStore(SharedReads):
         if conn is not None:
             conn.close()
             self._local.db = None
+            self._local.fts_generation = None  # the derived full-text index went with the connection
 
     # -- locks between processes ------------------------------------------------------------
     def _lock_path(self, name: str) -> Path:
@@ -549,7 +645,13 @@ class SQLiteStore(SharedReads):
                     db.execute("ROLLBACK")
                 raise
         if version and version < SCHEMA_VERSION:
+            self._discard_old_vector_files()
             self._give_back_freed_pages()
+
+    def _discard_old_vector_files(self) -> None:
+        """Delete the vector files the current one replaced (migration 7's float32 file), under the write lock."""
+        with self.transaction() as tx:
+            self.vector_file.discard_all_but_current(tx)
 
     def _give_back_freed_pages(self) -> None:
         """VACUUM after migrations that left a quarter of the file free (migration 4 moves every vector out:
@@ -671,8 +773,8 @@ class SQLiteStore(SharedReads):
 
     def _insert_chunks(self, tx: sqlite3.Connection, doc: NewDocument, doc_id: int, file_ids: list[int],
                        row: int) -> None:
-        """The chunks, one batch (the full-text index takes them when it is next read), and the block naming
-        their vectors' rows.
+        """The chunks, one batch, and the block naming their vectors' rows (a chunk's terms are stored only when
+        the writer gave its own: :func:`_derived`).
 
         Chunk ids are given, not left to AUTOINCREMENT row by row: the next ``len(chunks)`` ids (the write
         transaction holds the only write lock, and ``sqlite_sequence`` follows explicit ids), so the vectors
@@ -691,7 +793,7 @@ class SQLiteStore(SharedReads):
         at = {ordinal: _byte_offsets(doc.files[ordinal].text, spots) for ordinal, spots in positions.items()}
         tx.executemany(
             'INSERT INTO chunks(id, doc_id, file_id, start, "end", text, source, chunk_index, metadata, title_path,'
-            " terms, heading_terms, text_hash, utf8_start, utf8_end) VALUES (?,?,?,?,?,'',?,?,?,?,?,?,?,?,?)",
+            " own_terms, heading_terms, text_hash, utf8_start, utf8_end) VALUES (?,?,?,?,?,'',?,?,?,?,?,?,?,?,?)",
             ((first + i, doc_id, file_ids[c.file_ordinal], c.start, c.end, c.source, c.chunk_index,
               _json(c.metadata, "{}"), _json(c.title_path, "[]"), c.terms, c.heading_terms, _text_hash(text),
               at[c.file_ordinal][c.start], at[c.file_ordinal][c.end])
@@ -718,8 +820,7 @@ class SQLiteStore(SharedReads):
                               vector: np.ndarray) -> bool:
         """New metadata, heading terms and vector for one chunk, in place (see the protocol), in one transaction.
 
-        The full-text row is replaced when the index holds it already (``fts_through``), else ``catch_up`` takes
-        the new terms. The vector goes to a new row of the vector file (rows are never rewritten: a reader may
+        The vector goes to a new row of the vector file (rows are never rewritten: a reader may
         map the old one), and the chunk's block is split around it; its old row is dead space, copied away with
         removed documents' (:meth:`VectorFile.compact_if_sparse`). Meta ``last_edit`` records this generation,
         so the indexes beside the file, which follow by appending, rebuild (:meth:`_IndexFeed.last_edit`)."""
@@ -727,18 +828,9 @@ class SQLiteStore(SharedReads):
 
         heading_terms = without_nul(heading_terms)
         with self.transaction() as tx:
-            old = tx.execute("SELECT terms, heading_terms FROM chunks WHERE id=?", (chunk_id,)).fetchone()
-            if old is None:
+            if tx.execute("UPDATE chunks SET metadata=?, heading_terms=? WHERE id=?",
+                          (_json(metadata, "{}"), heading_terms, chunk_id)).rowcount == 0:
                 return False
-            indexed = chunk_id <= self._fts_through(tx)
-            if indexed:
-                tx.execute("INSERT INTO chunks_fts(chunks_fts, rowid, terms, heading_terms) VALUES ('delete',?,?,?)",
-                           (chunk_id, old[0], old[1]))
-            tx.execute("UPDATE chunks SET metadata=?, heading_terms=? WHERE id=?",
-                       (_json(metadata, "{}"), heading_terms, chunk_id))
-            if indexed:
-                tx.execute("INSERT INTO chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
-                           (chunk_id, old[0], heading_terms))
             row = self.vector_file.append(tx, np.asarray(vector, "<f4").reshape(1, -1))
             self._move_vector(tx, chunk_id, row)
             replaced = self.vector_file.compact_if_sparse(tx)
@@ -838,11 +930,11 @@ class SQLiteStore(SharedReads):
         """
         if not terms:
             return []
-        self.catch_up()
+        self._derive_full_text()
         star = "*" if prefix else ""
         match = " OR ".join('"' + t.replace('"', '""') + '"' + star for t in terms)
         sql = (
-            "SELECT rowid, -bm25(chunks_fts, 1.0, ?) AS score FROM chunks_fts WHERE chunks_fts MATCH ?"
+            "SELECT rowid, -bm25(chunks_fts, 1.0, ?) AS score FROM temp.chunks_fts WHERE chunks_fts MATCH ?"
         )
         args: list[Any] = [heading_weight, match]
         if doc_ids is not None:
@@ -861,10 +953,38 @@ class SQLiteStore(SharedReads):
         in-process lexical index is at hand (``chapterverse.search.relevance``)."""
         if not terms:
             return {}
-        self.catch_up()
+        self._derive_full_text()
         marks = ",".join("?" * len(terms))
-        found = dict(self.db.execute(f"SELECT term, doc FROM chunks_vocab WHERE term IN ({marks})", list(terms)))
+        found = dict(self.db.execute(f"SELECT term, doc FROM temp.chunks_vocab WHERE term IN ({marks})",
+                                     list(terms)))
         return {t: int(found.get(t, 0)) for t in terms}
+
+    def lexical_rows(self) -> list[LexicalRow]:
+        """(chunk id, doc id, file id, terms, heading terms) of every chunk in id order, terms derived from the
+        chunks' text where they kept none of their own (:func:`_derived`)."""
+        with read_transaction(self.db) as db:
+            return _lexical_rows(db, "ORDER BY c.id", ())
+
+    def _derive_full_text(self) -> None:
+        """Make this connection's full-text index (FTS5, in the temporary database) of every chunk's terms, unless
+        it holds the library's current generation already: the store's own BM25 is read by benchmarks and by the
+        retriever while a large library's lexical index is built, never by a search otherwise, so the library file
+        keeps no copy of it. Contentless: BM25 reads only the index."""
+        generation = self.generation()
+        if getattr(self._local, "fts_generation", None) == generation:
+            return
+        db = self.db
+        with read_transaction(db):
+            generation = self.generation()
+            rows = _lexical_rows(db, "ORDER BY c.id", ())
+            db.execute("DROP TABLE IF EXISTS temp.chunks_vocab")
+            db.execute("DROP TABLE IF EXISTS temp.chunks_fts")
+            db.execute("CREATE VIRTUAL TABLE temp.chunks_fts USING fts5(terms, heading_terms, content='',"
+                       " tokenize='unicode61 remove_diacritics 2')")
+            db.execute("CREATE VIRTUAL TABLE temp.chunks_vocab USING fts5vocab(temp, chunks_fts, 'row')")
+            db.executemany("INSERT INTO temp.chunks_fts(rowid, terms, heading_terms) VALUES (?,?,?)",
+                           ((cid, terms, heading) for cid, _, _, terms, heading in rows))
+        self._local.fts_generation = generation
 
     def load_vectors(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(chunk ids, doc ids, float32 matrix) of every stored vector, in chunk id order."""
@@ -964,11 +1084,6 @@ class SQLiteStore(SharedReads):
         problems = []
         if db.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
             problems.append("sqlite integrity_check failed")
-        try:
-            self.catch_up()
-            db.execute("INSERT INTO chunks_fts(chunks_fts, rank) VALUES ('integrity-check', 1)")
-        except sqlite3.DatabaseError as exc:
-            problems.append(f"full-text index disagrees with chunks: {exc}")
         missing = db.execute(
             "SELECT count(*) FROM chunks c WHERE NOT EXISTS (SELECT 1 FROM vector_blocks b WHERE b.first_chunk ="
             " (SELECT max(first_chunk) FROM vector_blocks WHERE first_chunk <= c.id) AND c.id < b.first_chunk + b.count)"
@@ -1014,45 +1129,23 @@ class SQLiteStore(SharedReads):
         if any(a[0] + a[1] > b[0] for a, b in zip(blocks, blocks[1:])):
             problems.append("two vector blocks claim the same rows")
         if path is not None:
-            held = path.stat().st_size // (4 * dim) if path.exists() and dim else 0
+            held = path.stat().st_size // row_bytes(path, dim) if path.exists() and dim else 0
             if held < committed:
                 problems.append(f"{path.name} holds {held} vectors, {committed} were committed")
         recorded = int(self.get_meta("embedding_dim") or 0)
         if recorded and dim and recorded != dim:
-            problems.append(f"the vector file holds {dim} float32 per chunk, the embedding model makes {recorded}")
+            problems.append(f"the vector file holds {dim} values per chunk, the embedding model makes {recorded}")
         return problems
 
     def rebuild_lexical_index(self) -> None:
+        """Bump the generation: every index derived from the chunks (the files beside the library, this store's
+        full-text index) is made again from them at its next read."""
         with self.transaction() as tx:
-            tx.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild')")
-            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
-                       " (SELECT coalesce(max(id), 0) FROM chunks))")
             self._bump(tx)
 
     def catch_up(self) -> None:
-        """Bring the full-text index up to the chunks written since it was last brought up, in one batch.
-
-        Writes leave FTS5 alone: searches read the lexical index beside the file (``chapterverse.index.lexical``),
-        so FTS5 is read only by this store's own BM25 (``lexical_search``: benchmarks, and the retriever while a
-        large library's lexical index is built from scratch), ``document_frequencies`` and the integrity check,
-        which call this first. Kept in every write it was a fifth of a small upsert's pages and about 40 % of a
-        bulk load's store time; here it costs one insert of what is new (chunk ids only grow, so that is every id
-        above ``fts_through``): 1.4 s for 100,000 chunks. ``Library.ingest`` calls it once at its end, so the
-        first search of a library it filled does not wait for it.
-        """
-        if int(self.db.execute("SELECT coalesce(max(id), 0) FROM chunks").fetchone()[0]) <= self._fts_through(self.db):
-            return
-        with self.transaction() as tx:
-            through = self._fts_through(tx)  # again: another process may have done it meanwhile
-            tx.execute("INSERT INTO chunks_fts(rowid, terms, heading_terms) SELECT id, terms, heading_terms"
-                       " FROM chunks WHERE id > ? ORDER BY id", (through,))
-            tx.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('fts_through',"
-                       " (SELECT max(?, coalesce(max(id), 0)) FROM chunks))", (through,))
-
-    @staticmethod
-    def _fts_through(db: sqlite3.Connection) -> int:
-        row = db.execute("SELECT value FROM meta WHERE key='fts_through'").fetchone()
-        return int(row[0]) if row else 0
+        """Nothing to bring up: the store keeps no index of its own that follows writes lazily (the full-text
+        index is derived when it is read, :meth:`_derive_full_text`)."""
 
     # -- feed for the persistent vector index (chapterverse.index.vectors) ----------------------
     def vectors_since(self, chunk_id: int, *, limit: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

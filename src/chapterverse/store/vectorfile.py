@@ -1,12 +1,16 @@
-"""A SQLite library's vectors: one flat file of float32 rows beside the database, their only durable copy.
+"""A SQLite library's vectors: one flat file of float16 rows beside the database, their only durable copy.
 
 Why a file and not BLOBs in SQLite: the vector index (:mod:`chapterverse.index.vectors`) scans and rescores
 vectors through a memory map, and pages of a SQLite file cannot be mapped as a matrix, so the index kept a second
 float32 copy of every vector (a third of a library's bytes) and its build would spend most of its time copying
 them out of SQLite. So the store writes each vector once, here, and the index maps the same rows.
 
-Layout: ``<stem>.vectors-<n>.f32`` beside ``<stem>.sqlite3``, little-endian float32 rows of the library's
-dimension, no header. The database says which file is current (meta ``vector_file``), how many of its rows are
+Layout: ``<stem>.vectors-<n>.f16`` beside ``<stem>.sqlite3``, little-endian float16 rows of the library's
+dimension, no header. Half precision halves a library's largest part (1 KB a chunk at 512 dimensions, not 2):
+a unit vector's components keep 11 significant bits, and every reader upcasts them to float32 exactly, so each
+score is the float32 product of one fixed vector with the query, whichever path computes it. Files of
+``.f32`` rows (libraries written before) are read as such; the store's migration 7 rewrites them as float16.
+The database says which file is current (meta ``vector_file``), how many of its rows are
 committed (meta ``vector_rows``) and which chunks each run of rows holds (``vector_blocks``: chunks
 ``first_chunk .. first_chunk + count - 1`` are rows ``row .. row + count - 1``).
 
@@ -39,7 +43,8 @@ from ..errors import StoreError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["VectorFile", "VectorRows", "map_rows", "block_rows", "SPARSE_SHARE", "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory", "missing_file"]
+__all__ = ["VectorFile", "VectorRows", "map_rows", "row_dtype", "row_bytes", "block_rows", "SPARSE_SHARE",
+           "JOURNAL_BYTES", "JOURNAL_SCHEMA", "sync_directory", "missing_file"]
 
 SPARSE_SHARE = 0.20
 """Rows of removed documents above this share of the file make the next removal copy the live rows to a new file
@@ -73,13 +78,25 @@ class VectorRows:
     rows: np.ndarray
 
 
+def row_dtype(path: Path) -> str:
+    """The dtype of a vector file's values, by its suffix: ``<f2`` (``.f16``), ``<f4`` for the older ``.f32``."""
+    return "<f4" if path.suffix == ".f32" else "<f2"
+
+
+def row_bytes(path: Path, dim: int) -> int:
+    """Bytes of one row of ``path``."""
+    return dim * (4 if path.suffix == ".f32" else 2)
+
+
 def map_rows(path: Path, start: int, stop: int, dim: int) -> np.ndarray:
-    """Rows ``start .. stop - 1`` of a vector file, memory-mapped read-only (pages are read when touched)."""
+    """Rows ``start .. stop - 1`` of a vector file, memory-mapped read-only (pages are read when touched), in the
+    file's own dtype (:func:`row_dtype`)."""
     import numpy as np
 
     if stop <= start:
-        return np.zeros((0, dim), np.float32)
-    return np.memmap(path, dtype="<f4", mode="r", offset=start * dim * 4, shape=(stop - start, dim))
+        return np.zeros((0, dim), row_dtype(path))
+    return np.memmap(path, dtype=row_dtype(path), mode="r", offset=start * row_bytes(path, dim),
+                     shape=(stop - start, dim))
 
 
 class VectorFile:
@@ -121,8 +138,8 @@ class VectorFile:
         return VectorRows(path, committed, dim, *(np.concatenate(p) if p else empty for p in (ids, docs, rows)))
 
     def rows_of(self, db: sqlite3.Connection, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The vector of each of ``chunk_ids`` that has one, each row read on its own (a memory map of the file
-        cost 0.1 ms to make, half a small upsert's store write)."""
+        """The vector of each of ``chunk_ids`` that has one (float32), each row read on its own (a memory map of
+        the file cost 0.1 ms to make, half a small upsert's store write)."""
         import numpy as np
 
         path, _, dim = self.current(db)
@@ -136,7 +153,8 @@ class VectorFile:
             return {}
         fd = os.open(path, os.O_RDONLY)
         try:
-            return {cid: np.frombuffer(os.pread(fd, dim * 4, row * dim * 4), "<f4").astype(np.float32)
+            width = row_bytes(path, dim)
+            return {cid: np.frombuffer(os.pread(fd, width, row * width), row_dtype(path)).astype(np.float32)
                     for cid, row in spans.items()}
         finally:
             os.close(fd)
@@ -149,14 +167,14 @@ class VectorFile:
 
         *meta, oldest = tx.execute(f"{_CURRENT}, (SELECT min(row) FROM vector_journal)").fetchone()
         path, committed, dim = self._located(*meta)
-        data = np.ascontiguousarray(vectors, "<f4")
         if path is None or not committed:  # the first rows decide the width
             path = path or self._next_file(tx, None)
-            dim = data.shape[1]
+            dim = vectors.shape[1]
             self._set(tx, vector_dim=dim)
-        elif data.shape[1] != dim:
-            raise ValueError(f"vectors of dimension {data.shape[1]}, the library's are {dim}")
-        unsynced = (committed - (committed if oldest is None else int(oldest))) * dim * 4 + data.nbytes
+        elif vectors.shape[1] != dim:
+            raise ValueError(f"vectors of dimension {vectors.shape[1]}, the library's are {dim}")
+        data = np.ascontiguousarray(vectors, row_dtype(path))
+        unsynced = (committed - (committed if oldest is None else int(oldest))) * row_bytes(path, dim) + data.nbytes
         sync = unsynced >= JOURNAL_BYTES
         self._write_at(path, committed, data, truncate=False, sync=sync)
         if sync:  # this fdatasync made every journaled row durable too
@@ -179,7 +197,7 @@ class VectorFile:
                 fd = os.open(path, os.O_RDWR)  # never made here: a missing file is no power cut (`check` says)
                 try:
                     for row, blob in journal:
-                        os.pwrite(fd, blob, row * dim * 4)
+                        os.pwrite(fd, blob, row * row_bytes(path, dim))
                     _datasync(fd)
                 finally:
                     os.close(fd)
@@ -201,13 +219,13 @@ class VectorFile:
         except FileNotFoundError:
             return True
         try:
-            return all(os.pread(fd, len(blob), row * dim * 4) == blob for row, blob in journal)
+            return all(os.pread(fd, len(blob), row * row_bytes(path, dim)) == blob for row, blob in journal)
         finally:
             os.close(fd)
 
     def replace_all(self, tx: sqlite3.Connection, vectors: np.ndarray) -> Path | None:
-        """Make a new file of exactly ``vectors`` (rows 0 ..) current; return the file it replaces (delete it
-        with :meth:`discard` once ``tx`` has committed)."""
+        """Make a new file of exactly ``vectors`` (rows 0 .., stored as float16) current; return the file it
+        replaces (delete it with :meth:`discard` once ``tx`` has committed)."""
         old, _, _ = self.current(tx)
         path = self._next_file(tx, old)
         self._write_at(path, 0, vectors, truncate=True, sync=True)
@@ -224,7 +242,7 @@ class VectorFile:
             return None
         blocks = tx.execute("SELECT first_chunk, count, row FROM vector_blocks ORDER BY first_chunk").fetchall()
         path = self._next_file(tx, old)
-        width = 4 * dim
+        width = row_bytes(old, dim)
         moves: list[tuple[int, int]] = []
         written = 0
         with open(old, "rb") as source, open(path, "wb") as out:
@@ -238,6 +256,10 @@ class VectorFile:
         tx.execute("DELETE FROM vector_journal")
         self._set(tx, vector_rows=written)
         return old
+
+    def discard_all_but_current(self, tx: sqlite3.Connection) -> None:
+        """Delete every vector file of this database but the current one (call holding the write lock, ``tx``)."""
+        self._discard_all_but(self.current(tx)[0])
 
     def discard(self, path: Path | None) -> None:
         """Delete a file a committed switch left behind."""
@@ -256,7 +278,7 @@ class VectorFile:
         fdatasync makes a file's bytes durable, not its name, and a commit must never name a file that a power
         cut can take back."""
         self._discard_all_but(current)
-        name = f"{self.stem}.vectors-{self._number(current) + 1}.f32"
+        name = f"{self.stem}.vectors-{self._number(current) + 1}.f16"
         path = self.directory / name
         path.write_bytes(b"")
         sync_directory(self.directory)
@@ -264,24 +286,24 @@ class VectorFile:
         return path
 
     def _number(self, path: Path | None) -> int:
-        found = re.fullmatch(re.escape(self.stem) + r"\.vectors-(\d+)\.f32", path.name) if path else None
+        found = re.fullmatch(re.escape(self.stem) + r"\.vectors-(\d+)\.f(?:16|32)", path.name) if path else None
         return int(found.group(1)) if found else 0
 
     def _discard_all_but(self, keep: Path | None) -> None:
         """Delete every vector file of this database but ``keep``: old files whose deletion a crash prevented,
         and files of switches that never committed (called holding the write lock, so no one is writing one)."""
-        for other in self.directory.glob(f"{_glob_escape(self.stem)}.vectors-*.f32"):
+        for other in self.directory.glob(f"{_glob_escape(self.stem)}.vectors-*.f[13][62]"):
             if other != keep and self._number(other):
                 other.unlink(missing_ok=True)
 
     @staticmethod
     def _write_at(path: Path, row: int, vectors: np.ndarray, *, truncate: bool, sync: bool) -> None:
-        """Write ``vectors`` at row ``row`` (cutting whatever an uncommitted write left after them); ``sync``:
-        fdatasync, durable before the transaction that names them commits."""
+        """Write ``vectors`` at row ``row`` in the file's dtype (cutting whatever an uncommitted write left after
+        them); ``sync``: fdatasync, durable before the transaction that names them commits."""
         import numpy as np
 
-        data = np.ascontiguousarray(vectors, "<f4")
-        width = data.shape[1] * 4 if data.ndim == 2 else 0
+        data = np.ascontiguousarray(vectors, row_dtype(path))
+        width = data.shape[1] * data.itemsize if data.ndim == 2 else 0
         fd = os.open(path, os.O_RDWR | os.O_CREAT | (os.O_TRUNC if truncate else 0), 0o644)
         try:
             end = row * width + data.nbytes
