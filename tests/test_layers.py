@@ -20,7 +20,7 @@ BELOW: dict[str, set[str]] = {
     "analysis": GROUND,
     "embeddings": GROUND,
     "chunking": GROUND | {"analysis"},
-    "store": GROUND | {"chunking"},
+    "store": GROUND | {"analysis", "chunking"},
     "index": GROUND | {"store"},
     "support": GROUND | {"analysis"},
     "citations": GROUND | {"analysis", "support"},
