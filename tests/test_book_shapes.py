@@ -111,3 +111,11 @@ def test_an_epub_s_list_of_illustrations_without_links_is_not_chunked(tmp_path: 
     texts = chunk_texts(read(path))
     assert any("Toby Veck" in t for t in texts)
     assert not any("White Whale" in t or "LIST OF ILLUSTRATIONS" in t for t in texts), texts
+
+
+def test_a_text_without_a_title_page_is_titled_by_its_file_name() -> None:
+    """A text that opens with its first sentence (a paragraph a line, as corpus editions are) or with its first
+    chapter's numeral has no title page: neither line is its title."""
+    assert read(SHAPES / "boule-de-suif-fr.txt").title == "boule-de-suif-fr"
+    assert read(SHAPES / "aesop-fables-en.txt").title == "aesop-fables-en"
+    assert read(ODES).title == "Q. HORATI FLACCI CARMINA"

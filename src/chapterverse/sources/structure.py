@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists", "could_be_title"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -55,6 +55,10 @@ _NUMERAL_LINE = re.compile(rf"^(?P<pre>[\[(—–\-_*§=~# ]*)(?P<n>{_ROMAN}|\d{
 """A numeral alone, maybe dressed: "II.", "[ 1 ]", "— III —", "12"."""
 _NUMBERED_LINE = re.compile(rf"^(?P<n>{_ROMAN}|\d{{1,3}})\.\s+(?P<title>\S.{{0,75}})$")
 """A numeral, a full stop and a title: "I. A SCANDAL IN BOHEMIA", "1. Into the Primitive"."""
+_SENTENCE_END = re.compile(r"[.!?…][\"'»”’)]*$")
+_SENTENCE_WORDS = 8
+"""A first line ending as a sentence ends, with this many words at least, is the text's opening sentence (a book
+whose title page was left out: "Jeanne, ayant fini ses malles, s'approcha de la fenêtre, ..."), not its title."""
 _CONTENTS_TITLE = re.compile(
     r"^\s*(?:#+\s*)?(?:table\s+of\s+contents|contents|[íi]ndice(?:\s+general)?|sumario|table\s+des\s+mati[èe]res|"
     r"sommaire|inhalt|inhaltsverzeichnis|indice|contenido|contenidos)"
@@ -135,6 +139,15 @@ class _Candidate:
     rank: int
     number: int | None = None
     title_lines: list[int] = field(default_factory=list)
+
+
+def could_be_title(line: str) -> bool:
+    """Whether a text's first line may be its title: short, and neither a chapter's heading ("I.", "Chapter 1")
+    nor the opening sentence of a text that starts without a title page."""
+    line = line.strip()
+    if not 0 < len(line) <= 100 or _NUMERAL_LINE.match(line) or _KEYWORD_LINE.match(line):
+        return False
+    return not (_SENTENCE_END.search(line) and len(line.split()) >= _SENTENCE_WORDS)
 
 
 def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
