@@ -2,8 +2,8 @@
 
 Every book of ``scripts/structure_set.json`` (EPUB, PDF, plain text, Markdown, a folder of chapters) is read as
 ``chapterverse ingest`` reads it. A row shows the title found (right when it equals the expected one, case and
-spacing folded), the number of top-level contents entries found against the book's own, and whether the first
-and last of them start with the expected names. A book whose file is absent (no shared data folder) is skipped
+spacing folded), the number of top-level contents entries found against the book's own (under a lone top entry
+named as the book, the entries below it), and whether the first and last of them start with the expected names. A book whose file is absent (no shared data folder) is skipped
 and listed as such.
 
 ``--baseline REV`` runs the same measurement on the code of git revision REV (its ``src`` exported to a temporary
@@ -59,8 +59,7 @@ def measure(books: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rows.append({"book": path.name, "skipped": True})
             continue
         document = read_book(path) if path.is_dir() else read_source(path)
-        top = min((entry.level for entry in document.toc), default=0)
-        names = [entry.title for entry in document.toc if entry.level == top]
+        names = top_level(document.title, document.toc)
         ends_right = (not names and book["contents"] == 0) or (
             bool(names) and "first" in book and _fold(names[0]).startswith(_fold(book["first"]))
             and _fold(names[-1]).startswith(_fold(book["last"])))
@@ -69,6 +68,16 @@ def measure(books: list[dict[str, Any]]) -> list[dict[str, Any]]:
                      "expected": book["contents"], "ends_ok": ends_right,
                      "first": names[0] if names else "", "last": names[-1] if names else ""})
     return rows
+
+
+def top_level(title: str, toc: list[Any]) -> list[str]:
+    """The names of the top-level entries; below a lone top entry named as the book (a Markdown ``# Title``),
+    those of the level under it: that entry is the book itself, not a part of its contents."""
+    level = min((entry.level for entry in toc), default=0)
+    names = [entry.title for entry in toc if entry.level == level]
+    if len(names) == 1 and _fold(names[0]) == _fold(title) and len(toc) > 1:
+        names = [entry.title for entry in toc if entry.level == level + 1]
+    return names
 
 
 def baseline(revision: str, expected: Path) -> list[dict[str, Any]]:

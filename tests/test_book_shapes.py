@@ -119,3 +119,12 @@ def test_a_text_without_a_title_page_is_titled_by_its_file_name() -> None:
     assert read(SHAPES / "boule-de-suif-fr.txt").title == "boule-de-suif-fr"
     assert read(SHAPES / "aesop-fables-en.txt").title == "aesop-fables-en"
     assert read(ODES).title == "Q. HORATI FLACCI CARMINA"
+
+
+def test_part_titles_marked_up_as_their_chapters_hold_them() -> None:
+    """"VOLUME I" underlined as "CHAPTER I" is, with no text of its own, is the part its chapters belong to: the
+    contents show three volumes with their chapters under them, not eight entries in a row."""
+    toc = read(SHAPES / "emma-volumes.md").toc
+    top = min(entry.level for entry in toc if entry.title != "EMMA")
+    assert [entry.title for entry in toc if entry.level == top] == ["VOLUME I", "VOLUME II", "VOLUME III"]
+    assert [entry.title for entry in toc if entry.level == top + 1] == ["CHAPTER I", "CHAPTER II"] * 2 + ["CHAPTER I"]

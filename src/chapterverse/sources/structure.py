@@ -225,11 +225,40 @@ def text_structure(text: str, headings: list[Heading] | None = None) -> TextStru
         found = _with_contents(found, lines, contents, hi)
     found = [heading for heading in found if heading.offset >= after and _norm(heading.title) not in _END_MARKS]
     body = _body(text, found, lo, hi, contents, _front_lists(lines, first, hi))
-    found = [heading for heading in found if body[0] <= heading.offset < body[1]]
+    found = _nest_parts([heading for heading in found if body[0] <= heading.offset < body[1]], text)
     top = min((heading.level for heading in found), default=0)
     found = [Heading(heading.level - top, heading.title, heading.offset) for heading in found]
     changed = span is not None or body != (0, len(text))
     return TextStructure(found, body if changed else None, title, author, contents)
+
+
+def _nest_parts(headings: list[Heading], text: str) -> list[Heading]:
+    """Part titles marked up as their chapters are ("INFERNO" and "Canto I", both underlined alike) put one
+    level above them: a heading that is not a chapter's, with no text of its own, right before a chapter's
+    heading of its level. Two such parts at least, so that one empty heading alone changes nothing."""
+    parts = [index for index, (heading, following) in enumerate(zip(headings, headings[1:]))
+             if heading.level == following.level and _is_chapter(following.title) and not _is_chapter(heading.title)
+             and _no_text(text, heading.offset, following.offset)]
+    if len(parts) < 2:
+        return headings
+    nested = list(headings)
+    for start, end in zip(parts, [*parts[1:], len(headings)]):
+        level = headings[start].level
+        for index in range(start + 1, end):
+            if headings[index].level < level or (headings[index].level == level and index in parts):
+                break
+            nested[index] = Heading(headings[index].level + 1, headings[index].title, headings[index].offset)
+    return nested
+
+
+def _is_chapter(title: str) -> bool:
+    keyword = _KEYWORD_LINE.match(title.strip())
+    return keyword is not None and keyword.group("chapter") is not None
+
+
+def _no_text(text: str, start: int, end: int) -> bool:
+    """Whether [start, end) holds a heading's line alone: blank lines and underlines after it."""
+    return all(not line.strip() or _UNDERLINE.match(line) for line in text[start:end].split("\n")[1:])
 
 
 def _lines(text: str) -> list[_Line]:
