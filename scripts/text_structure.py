@@ -1,18 +1,18 @@
-"""Plain-text structure (issue 29): do the headings found in plain-text and Markdown books match the printed chapters?
+"""Book structure: does each book of the structure set get its title and its top-level contents?
 
-Each book of the expected-chapters JSON (a file, or a folder read as one book) is read as ``chapterverse ingest``
-reads it. A book matches when the TOC holds exactly its printed chapters on one level (the entries whose title
-matches the book's ``pattern``), with at most ``others`` more entries on that level and above (a preface, an
-appendix, part titles: what the printed contents list besides chapters). Also shown: the title found, and how
-many chunks hold Project Gutenberg's licence text (they would be searched and cited).
+Every book of ``scripts/structure_set.json`` (EPUB, PDF, plain text, Markdown, a folder of chapters) is read as
+``chapterverse ingest`` reads it. A row shows the title found (right when it equals the expected one, case and
+spacing folded), the number of top-level contents entries found against the book's own (under a lone top entry
+named as the book, the entries below it), and whether the first and last of them start with the expected names. A book whose file is absent (no shared data folder) is skipped
+and listed as such.
 
 ``--baseline REV`` runs the same measurement on the code of git revision REV (its ``src`` exported to a temporary
 folder) and shows both side by side:
 
-    PYTHONPATH=src .venv/bin/python scripts/text_structure.py ../books-cache/text scripts/text_structure_books.json \
-        --baseline 265e553
+    CHAPTERVERSE_SHARED=/work/shared PYTHONPATH=src .venv/bin/python scripts/text_structure.py --baseline main
 
-The books are not in the repository: the JSON names where each one came from.
+A script, not a ``chapterverse bench`` command: it checks the readers' output against hand-written expectations
+about particular books, where the bench commands measure the product on question sets through a library.
 """
 
 from __future__ import annotations
@@ -20,96 +20,130 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-_LICENCE = re.compile(r"project gutenberg|gutenberg\.org", re.IGNORECASE)
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_PREFIX = "shared:"
 
 
-def measure(folder: Path, books: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per book: chapters found, TOC size, whether it matches, the title, chunks with licence text."""
-    from chapterverse.chunking import chunk_document
+def shared_folder() -> Path:
+    """``CHAPTERVERSE_SHARED``, else ``shared`` beside the repository (the rule tests/conftest.py follows)."""
+    configured = os.environ.get("CHAPTERVERSE_SHARED")
+    return Path(configured) if configured else ROOT.parent / "shared"
+
+
+def book_path(name: str) -> Path:
+    """A set entry's path: ``shared:REL`` under the shared folder, else relative to the repository."""
+    if name.startswith(SHARED_PREFIX):
+        return shared_folder() / name[len(SHARED_PREFIX):]
+    return ROOT / name
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def measure(books: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per book present: title found and right, top-level entries found, first and last right."""
     from chapterverse.sources import read_source
     from chapterverse.sources.book import read_book
 
     rows = []
     for book in books:
-        path = folder / book["file"]
+        path = book_path(book["path"])
+        if not path.exists():
+            rows.append({"book": path.name, "skipped": True})
+            continue
         document = read_book(path) if path.is_dir() else read_source(path)
-        hits = [entry for entry in document.toc if re.search(book["pattern"], entry.title)]
-        levels = {entry.level for entry in hits}
-        level = min(levels, default=0)
-        around = [entry for entry in document.toc if entry.level <= level]
-        match = (len(hits) == book["chapters"] and len(levels) == 1
-                 and len(around) <= book["chapters"] + book.get("others", 0))
-        chunks = chunk_document(document)
-        licence = sum(1 for chunk in chunks
-                      if _LICENCE.search(document.files[chunk.file_index].text[chunk.start:chunk.end]))
-        rows.append({"book": book["name"], "chapters": book["chapters"], "found": len(hits),
-                     "levels": len(levels), "toc": len(document.toc), "match": match, "title": document.title,
-                     "title_ok": document.title.casefold() == book["title"].casefold(), "licence_chunks": licence})
+        names = top_level(document.title, document.toc)
+        ends_right = (not names and book["contents"] == 0) or (
+            bool(names) and "first" in book and _fold(names[0]).startswith(_fold(book["first"]))
+            and _fold(names[-1]).startswith(_fold(book["last"])))
+        rows.append({"book": path.name, "skipped": False, "title": document.title,
+                     "title_ok": _fold(document.title) == _fold(book["title"]), "found": len(names),
+                     "expected": book["contents"], "ends_ok": ends_right,
+                     "first": names[0] if names else "", "last": names[-1] if names else ""})
     return rows
 
 
-def baseline(revision: str, folder: Path, expected: Path) -> list[dict[str, Any]]:
+def top_level(title: str, toc: list[Any]) -> list[str]:
+    """The names of the top-level entries; below a lone top entry named as the book (a Markdown ``# Title``),
+    those of the level under it: that entry is the book itself, not a part of its contents."""
+    level = min((entry.level for entry in toc), default=0)
+    names = [entry.title for entry in toc if entry.level == level]
+    if len(names) == 1 and _fold(names[0]) == _fold(title) and len(toc) > 1:
+        names = [entry.title for entry in toc if entry.level == level + 1]
+    return names
+
+
+def baseline(revision: str, expected: Path) -> list[dict[str, Any]]:
     """The rows this script gives on the code of ``revision``, run in a subprocess with that ``src`` first."""
-    root = Path(__file__).resolve().parent.parent
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "-C", str(root), "archive", revision, "src"], check=True,
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src"], check=True,
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
         env = {**os.environ, "PYTHONPATH": str(Path(tmp, "src"))}
-        out = subprocess.run([sys.executable, __file__, str(folder), str(expected), "--json"], env=env,
+        out = subprocess.run([sys.executable, __file__, "--set", str(expected), "--json"], env=env,
                              check=True, capture_output=True, text=True).stdout
     rows: list[dict[str, Any]] = json.loads(out)
     return rows
 
 
+def _right(row: dict[str, Any]) -> bool:
+    return bool(row["title_ok"] and row["found"] == row["expected"] and row["ends_ok"])
+
+
+def _cells(row: dict[str, Any]) -> list[str]:
+    title = row["title"] if len(row["title"]) <= 32 else row["title"][:29] + "..."
+    return [f"{title.replace('|', '/')} {'✓' if row['title_ok'] else '✗'}",
+            f"{row['found']} / {row['expected']} {'✓' if row['found'] == row['expected'] else '✗'}",
+            "✓" if row["ends_ok"] else "✗"]
+
+
 def table(after: list[dict[str, Any]], before: list[dict[str, Any]] | None) -> str:
-    """A Markdown table: chapters found of the printed ones, on one level, TOC size, match, title, licence chunks."""
-    def cell(row: dict[str, Any]) -> str:
-        levels = "" if row["levels"] <= 1 else f" on {row['levels']} levels"
-        return f"{row['found']}{levels} / {row['toc']} {'✓' if row['match'] else '✗'}"
-
-    head = "| Book | Chapters | " + ("Before: found / TOC | " if before else "") + "After: found / TOC | " + \
-        ("Title before | " if before else "") + "Title after | Licence chunks |"
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    """A Markdown table: per book the title found, top-level entries found / expected, first and last right."""
+    heads = ["Title", "Contents found / expected", "First and last"]
+    head = ["Book"] + ([f"Before: {h.lower()}" for h in heads] + [f"After: {h.lower()}" for h in heads]
+                       if before else heads)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    skipped = [row["book"] for row in after if row["skipped"]]
     for n, row in enumerate(after):
-        old = before[n] if before else None
-        licence = f"{old['licence_chunks']} → {row['licence_chunks']}" if old else str(row["licence_chunks"])
-        cells = [row["book"], str(row["chapters"]), *([cell(old)] if old else []), cell(row),
-                 *([_title(old)] if old else []), _title(row), licence]
+        if row["skipped"]:
+            continue
+        cells = [row["book"], *(_cells(before[n]) if before else []), *_cells(row)]
         lines.append("| " + " | ".join(cells) + " |")
-    matched = sum(row["match"] for row in after)
-    summary = f"After: {matched}/{len(after)} books match, titles right {sum(r['title_ok'] for r in after)}/{len(after)}"
+    summary = _summary("After" if before else "Measured", after)
     if before:
-        summary = (f"Before: {sum(r['match'] for r in before)}/{len(before)} books match, titles right "
-                   f"{sum(r['title_ok'] for r in before)}/{len(before)}. " + summary)
-    return "\n".join(lines) + "\n\n" + summary + "."
+        summary = _summary("Before", before) + " " + summary
+    if skipped:
+        summary += f" Skipped (not on this machine): {', '.join(skipped)}."
+    return "\n".join(lines) + "\n\n" + summary
 
 
-def _title(row: dict[str, Any]) -> str:
-    title = row["title"] if len(row["title"]) <= 40 else row["title"][:37] + "..."
-    return f"{title.replace('|', '/')} {'✓' if row['title_ok'] else '✗'}"
+def _summary(label: str, rows: list[dict[str, Any]]) -> str:
+    present = [row for row in rows if not row["skipped"]]
+    contents = sum(row["found"] == row["expected"] and row["ends_ok"] for row in present)
+    return (f"{label}: titles right {sum(row['title_ok'] for row in present)}/{len(present)}, contents right "
+            f"{contents}/{len(present)}, both {sum(_right(row) for row in present)}/{len(present)}.")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="the folder holding the books named in the JSON")
-    parser.add_argument("expected", type=Path, help="the expected-chapters JSON")
+    parser.add_argument("--set", type=Path, default=ROOT / "scripts" / "structure_set.json",
+                        help="the structure set's JSON (default: scripts/structure_set.json)")
     parser.add_argument("--baseline", metavar="REV", help="also measure the code of this git revision")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args()
-    books = json.loads(args.expected.read_text(encoding="utf-8"))["books"]
-    rows = measure(args.folder, books)
+    books = json.loads(args.set.read_text(encoding="utf-8"))["books"]
+    rows = measure(books)
     if args.json:
         print(json.dumps(rows))
         return
-    before = baseline(args.baseline, args.folder.resolve(), args.expected.resolve()) if args.baseline else None
+    before = baseline(args.baseline, args.set.resolve()) if args.baseline else None
     print(table(rows, before))
 
 

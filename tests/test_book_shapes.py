@@ -111,3 +111,20 @@ def test_an_epub_s_list_of_illustrations_without_links_is_not_chunked(tmp_path: 
     texts = chunk_texts(read(path))
     assert any("Toby Veck" in t for t in texts)
     assert not any("White Whale" in t or "LIST OF ILLUSTRATIONS" in t for t in texts), texts
+
+
+def test_a_text_without_a_title_page_is_titled_by_its_file_name() -> None:
+    """A text that opens with its first sentence (a paragraph a line, as corpus editions are) or with its first
+    chapter's numeral has no title page: neither line is its title."""
+    assert read(SHAPES / "boule-de-suif-fr.txt").title == "boule-de-suif-fr"
+    assert read(SHAPES / "aesop-fables-en.txt").title == "aesop-fables-en"
+    assert read(ODES).title == "Q. HORATI FLACCI CARMINA"
+
+
+def test_part_titles_marked_up_as_their_chapters_hold_them() -> None:
+    """"VOLUME I" underlined as "CHAPTER I" is, with no text of its own, is the part its chapters belong to: the
+    contents show three volumes with their chapters under them, not eight entries in a row."""
+    toc = read(SHAPES / "emma-volumes.md").toc
+    top = min(entry.level for entry in toc if entry.title != "EMMA")
+    assert [entry.title for entry in toc if entry.level == top] == ["VOLUME I", "VOLUME II", "VOLUME III"]
+    assert [entry.title for entry in toc if entry.level == top + 1] == ["CHAPTER I", "CHAPTER II"] * 2 + ["CHAPTER I"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists", "could_be_title"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -55,6 +55,10 @@ _NUMERAL_LINE = re.compile(rf"^(?P<pre>[\[(—–\-_*§=~# ]*)(?P<n>{_ROMAN}|\d{
 """A numeral alone, maybe dressed: "II.", "[ 1 ]", "— III —", "12"."""
 _NUMBERED_LINE = re.compile(rf"^(?P<n>{_ROMAN}|\d{{1,3}})\.\s+(?P<title>\S.{{0,75}})$")
 """A numeral, a full stop and a title: "I. A SCANDAL IN BOHEMIA", "1. Into the Primitive"."""
+_SENTENCE_END = re.compile(r"[.!?…][\"'»”’)]*$")
+_SENTENCE_WORDS = 8
+"""A first line ending as a sentence ends, with this many words at least, is the text's opening sentence (a book
+whose title page was left out: "Jeanne, ayant fini ses malles, s'approcha de la fenêtre, ..."), not its title."""
 _CONTENTS_TITLE = re.compile(
     r"^\s*(?:#+\s*)?(?:table\s+of\s+contents|contents|[íi]ndice(?:\s+general)?|sumario|table\s+des\s+mati[èe]res|"
     r"sommaire|inhalt|inhaltsverzeichnis|indice|contenido|contenidos)"
@@ -137,6 +141,15 @@ class _Candidate:
     title_lines: list[int] = field(default_factory=list)
 
 
+def could_be_title(line: str) -> bool:
+    """Whether a text's first line may be its title: short, and neither a chapter's heading ("I.", "Chapter 1")
+    nor the opening sentence of a text that starts without a title page."""
+    line = line.strip()
+    if not 0 < len(line) <= 100 or _NUMERAL_LINE.match(line) or _KEYWORD_LINE.match(line):
+        return False
+    return not (_SENTENCE_END.search(line) and len(line.split()) >= _SENTENCE_WORDS)
+
+
 def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
     """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines
     (:func:`gutenberg_spans` of the text alone)."""
@@ -212,11 +225,40 @@ def text_structure(text: str, headings: list[Heading] | None = None) -> TextStru
         found = _with_contents(found, lines, contents, hi)
     found = [heading for heading in found if heading.offset >= after and _norm(heading.title) not in _END_MARKS]
     body = _body(text, found, lo, hi, contents, _front_lists(lines, first, hi))
-    found = [heading for heading in found if body[0] <= heading.offset < body[1]]
+    found = _nest_parts([heading for heading in found if body[0] <= heading.offset < body[1]], text)
     top = min((heading.level for heading in found), default=0)
     found = [Heading(heading.level - top, heading.title, heading.offset) for heading in found]
     changed = span is not None or body != (0, len(text))
     return TextStructure(found, body if changed else None, title, author, contents)
+
+
+def _nest_parts(headings: list[Heading], text: str) -> list[Heading]:
+    """Part titles marked up as their chapters are ("INFERNO" and "Canto I", both underlined alike) put one
+    level above them: a heading that is not a chapter's, with no text of its own, right before a chapter's
+    heading of its level. Two such parts at least, so that one empty heading alone changes nothing."""
+    parts = [index for index, (heading, following) in enumerate(zip(headings, headings[1:]))
+             if heading.level == following.level and _is_chapter(following.title) and not _is_chapter(heading.title)
+             and _no_text(text, heading.offset, following.offset)]
+    if len(parts) < 2:
+        return headings
+    nested = list(headings)
+    for start, end in zip(parts, [*parts[1:], len(headings)]):
+        level = headings[start].level
+        for index in range(start + 1, end):
+            if headings[index].level < level or (headings[index].level == level and index in parts):
+                break
+            nested[index] = Heading(headings[index].level + 1, headings[index].title, headings[index].offset)
+    return nested
+
+
+def _is_chapter(title: str) -> bool:
+    keyword = _KEYWORD_LINE.match(title.strip())
+    return keyword is not None and keyword.group("chapter") is not None
+
+
+def _no_text(text: str, start: int, end: int) -> bool:
+    """Whether [start, end) holds a heading's line alone: blank lines and underlines after it."""
+    return all(not line.strip() or _UNDERLINE.match(line) for line in text[start:end].split("\n")[1:])
 
 
 def _lines(text: str) -> list[_Line]:
