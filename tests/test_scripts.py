@@ -49,12 +49,18 @@ def test_the_demo_installs_the_package_alone_then_ingests_and_asks(checkout: Pat
 def test_the_tests_install_the_test_extras_then_type_check_then_run_the_quick_set(checkout: Path) -> None:
     calls = _calls(checkout, "test.sh", "-x")
     assert "python -m pip install -q -e .[test,postgres,mcp]" in calls
-    assert calls[-2:] == ["python -m mypy", "python -m pytest -m not slow and not browser and not postgres -x"]
+    assert calls[-2:] == ["python -m mypy", "python -m pytest -n 2 --dist loadfile -m not slow and not browser and "
+                                            "not postgres -x"]
 
 
 def test_all_runs_the_whole_suite(checkout: Path) -> None:
     calls = _calls(checkout, "test.sh", "--all", "-x")
-    assert calls[-2:] == ["python -m mypy", "python -m pytest -x"]
+    assert calls[-2:] == ["python -m mypy", "python -m pytest -n 2 --dist loadfile -x"]
+
+
+def test_the_tests_run_in_one_process_when_asked(checkout: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHAPTERVERSE_TEST_WORKERS", "0")
+    assert _calls(checkout, "test.sh", "-x")[-1].startswith("python -m pytest -n 0 --dist loadfile -m not slow")
 
 
 def test_a_run_says_how_long_the_whole_command_took(monkeypatch: pytest.MonkeyPatch) -> None:
