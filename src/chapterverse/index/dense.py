@@ -248,8 +248,9 @@ def half_candidates(matrix: np.ndarray, vector: np.ndarray, k: int, dead: np.nda
     rows, dim = matrix.shape
     query = np.asarray(vector, np.float32)
     half = query.astype(np.float16)
-    if k <= 0 or matrix.dtype != np.float16 or not np.isfinite(half).all() or not _half_products_exact_in_float32():
-        return None
+    if (k <= 0 or rows < 8 * k or matrix.dtype != np.float16 or not np.isfinite(half).all()
+            or not _half_products_exact_in_float32()):
+        return None  # a small matrix could not be narrowed enough to pay for the two passes
     gamma = _sum_error(dim)
     query_norm = float(np.linalg.norm(query.astype(np.float64)))
     per_norm = (float(np.linalg.norm(query.astype(np.float64) - half.astype(np.float64)))
