@@ -226,8 +226,9 @@ def _sum_error(terms: int) -> float:
 @lru_cache(maxsize=1)
 def _half_products_exact_in_float32() -> bool:
     """Whether SimSIMD's float16 dot products here convert each value to float32 exactly (F16C) and sum in float32,
-    which the bound of :func:`half_candidates` assumes. Kernels that sum in float16 (AVX-512 FP16 on Sapphire
-    Rapids, Arm's half-precision NEON and SVE) or the portable C loop are not used."""
+    which the bound of :func:`half_candidates` assumes: the Haswell and Skylake kernels. Where SimSIMD would pick
+    one that may sum in float16 (AVX-512 FP16 on Sapphire Rapids, Arm's half-precision NEON and SVE) or its portable
+    C loop, the full scan serves."""
     caps = simsimd.get_capabilities()
     if any(caps.get(name) for name in ("sapphire", "neon_f16", "sve_f16", "neon", "sve")):
         return False
