@@ -386,6 +386,34 @@ def test_the_int8_pass_narrows_the_scan_to_a_superset_of_the_exact_top_k() -> No
     assert top_candidates(codes, np.zeros(128, np.float32), 10, None) is None, "a zero query is scanned exactly"
 
 
+def test_the_half_precision_pass_keeps_the_exact_top_k_of_a_float16_matrix() -> None:
+    """Before the int8 codes exist, a float16 matrix is narrowed by SimSIMD's half-precision products; what the
+    rows left score is the full float32 scan's top k, ties, subnormal components and dead rows included."""
+    from chapterverse.index.dense import _half_products_exact_in_float32, half_candidates, inner_products
+    from chapterverse.index.topk import top_k
+
+    if not _half_products_exact_in_float32():
+        pytest.skip("SimSIMD sums float16 products in float16 on this CPU: the full scan serves")
+    rng = np.random.default_rng(17)
+    matrix = unit(rng.standard_normal((20_000, 128))).astype(np.float16)
+    matrix[1::2] = matrix[::2]  # every score tied with its neighbour's,
+    matrix[1::4, 0] = np.nextafter(matrix[1::4, 0], np.float16(2))  # or a float16 step apart
+    matrix[100:200, :40] = np.float16(3e-6)  # subnormal in float16
+    dead = np.zeros(len(matrix), bool)
+    dead[rng.choice(len(matrix), 2_000, replace=False)] = True
+    for trial in range(30):
+        q = unit(matrix[trial * 7].astype(np.float32) + (0.5 if trial % 2 else 1e-3) * rng.standard_normal(128))
+        full = np.where(dead, -np.inf, inner_products(matrix, q))
+        for k in (1, 10, 60):
+            rows = half_candidates(matrix, q, k, dead)
+            assert rows is not None and len(rows) < len(matrix) // 8, "the first pass narrows the scan"
+            assert np.all(np.diff(rows) > 0) and not dead[rows].any()
+            scores = inner_products(matrix[rows], q)
+            best = top_k(scores, k)
+            assert np.array_equal(rows[best], top_k(full, k)) and np.array_equal(scores[best], full[rows[best]])
+    assert half_candidates(matrix.astype(np.float32), q, 10, None) is None, "a float32 matrix is scanned as it is"
+
+
 def test_a_chunk_without_a_vector_leaves_the_others_indexed(store: SQLiteStore) -> None:
     """A damaged library with a chunk whose vector is gone: the rows that have one are still indexed, found as
     brute force finds them, and no file is left behind that the manifest does not name."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,7 +29,7 @@ import simsimd
 from .topk import top_k
 
 __all__ = ["ScanTuning", "scan_tuning", "inner_products", "QuantizedRows", "quantize",
-           "top_candidates", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
+           "top_candidates", "half_candidates", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
 
 
 def _last_level_cache_bytes(default: int = 16 << 20) -> int:
@@ -214,6 +215,86 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
     return rows if len(rows) * 8 <= len(approx) else None
 
 
+def _sum_error(terms: int) -> float:
+    """Relative error bound of a float32 sum of ``terms`` exact products in any order (``n u / (1 - n u)``,
+    u = 2^-24): SimSIMD's and numpy's dot products both differ from the exact one by at most this times
+    ``sum |a_i b_i|``."""
+    unit = 2.0 ** -24
+    return terms * unit / (1 - terms * unit)
+
+
+@lru_cache(maxsize=1)
+def _half_products_exact_in_float32() -> bool:
+    """Whether SimSIMD's float16 dot products here convert each value to float32 exactly (F16C) and sum in float32,
+    which the bound of :func:`half_candidates` assumes: the Haswell and Skylake kernels. Where SimSIMD would pick
+    one that may sum in float16 (AVX-512 FP16 on Sapphire Rapids, Arm's half-precision NEON and SVE) or its portable
+    C loop, the full scan serves."""
+    caps = simsimd.get_capabilities()
+    if any(caps.get(name) for name in ("sapphire", "neon_f16", "sve_f16", "neon", "sve")):
+        return False
+    return bool(caps.get("haswell") or caps.get("skylake"))
+
+
+def half_candidates(matrix: np.ndarray, vector: np.ndarray, k: int, dead: np.ndarray | None) -> np.ndarray | None:
+    """Rows (ascending) among which the exact top ``k`` of ``float32(matrix) @ vector`` lie, for a float16
+    ``matrix`` that has no int8 codes yet; None where this cannot narrow the scan (as for :func:`top_candidates`)
+    or SimSIMD's kernels here do not sum in float32.
+
+    numpy converts float16 to float32 one value at a time (about 2.5 ns a value: 0.1 s for 100 k x 512), SimSIMD
+    converts and multiplies in one vector kernel (a tenth of that). Its products are of the query rounded to
+    float16, ``h``, so row ``m``'s score ``s`` differs from the exact float32 one by at most
+    ``|m| (|q - h| + g (|q| + |h|))`` (Cauchy-Schwarz; ``g`` the error bound of a float32 sum), with
+    ``|m|`` from SimSIMD's own sums of squares. A row whose ``s`` plus that bound is below the k-th largest ``s``
+    minus its bound cannot be in the top k; the rows left are scored exactly as a full scan scores them."""
+    rows, dim = matrix.shape
+    query = np.asarray(vector, np.float32)
+    half = query.astype(np.float16)
+    if (k <= 0 or rows < 8 * k or matrix.dtype != np.float16 or not np.isfinite(half).all()
+            or not _half_products_exact_in_float32()):
+        return None  # a small matrix could not be narrowed enough to pay for the two passes
+    gamma = _sum_error(dim)
+    query_norm = float(np.linalg.norm(query.astype(np.float64)))
+    per_norm = (float(np.linalg.norm(query.astype(np.float64) - half.astype(np.float64)))
+                + gamma * (query_norm + float(np.linalg.norm(half.astype(np.float64))))) * (1 + 1e-6)
+    approx = _code_products(matrix, half)
+    squares = _row_squares(matrix)
+    error = np.sqrt(np.maximum(squares, 0.0) / (1 - gamma), dtype=np.float32)
+    error *= np.float32(per_norm)
+    error += np.float32(SCORE_SLACK * max(1.0, query_norm))
+    if dead is not None:
+        approx[dead] = -np.inf
+    lower = approx - error
+    best = top_k(lower, k)
+    if not len(best):
+        return np.zeros(0, np.int64)
+    approx += error
+    found = np.flatnonzero(approx >= lower[best[-1]])
+    return found if len(found) * 8 <= rows else None
+
+
+def _row_squares(matrix: np.ndarray) -> np.ndarray:
+    """Each row's inner product with itself (SimSIMD's row-wise products, in parts over the cores)."""
+    out = np.empty(len(matrix), np.float64)
+
+    def scan(lo: int, hi: int) -> None:
+        if hi > lo:
+            out[lo:hi] = np.asarray(simsimd.dot(matrix[lo:hi], matrix[lo:hi]))
+
+    _in_parts(matrix, scan)
+    return out
+
+
+def _in_parts(matrix: np.ndarray, scan: Callable[[int, int], None]) -> None:
+    """``scan(lo, hi)`` over the rows of ``matrix``, a large one split over the cores (the last part on this thread)."""
+    tuning = scan_tuning()
+    parts = 1 if matrix.nbytes <= SMALL_SCAN_BYTES else max(1, min(tuning.threads, len(matrix) // MIN_PART_ROWS))
+    bounds = [len(matrix) * i // parts for i in range(parts + 1)]
+    pending = [_helper(tuning.threads).submit(scan, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
+    scan(bounds[-2], bounds[-1])
+    for part in pending:
+        part.result()
+
+
 def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``codes @ query`` as float32 (exact: at most 512 * 127 * 127 in magnitude), split over the cores like a
     float32 scan of the same bytes (SimSIMD releases the GIL).
@@ -224,18 +305,13 @@ def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
     ``none_dealloc`` after about as many scans as ``None`` had references (62 k in a started server; issue
     28). The copy costs 2-10 % of this pass, 1-100 us (``scripts/code_scan_copy.py``)."""
     out = np.empty((1, len(codes)), np.float32)
-    tuning = scan_tuning()
-    parts = 1 if codes.nbytes <= SMALL_SCAN_BYTES else max(1, min(tuning.threads, len(codes) // MIN_PART_ROWS))
-    bounds = [len(codes) * i // parts for i in range(parts + 1)]
     query_row = query[None, :]
 
     def scan(lo: int, hi: int) -> None:
-        out[:, lo:hi] = simsimd.cdist(query_row, codes[lo:hi], metric="dot", out_dtype="float32")
+        if hi > lo:
+            out[:, lo:hi] = simsimd.cdist(query_row, codes[lo:hi], metric="dot", out_dtype="float32")
 
-    pending = [_helper(tuning.threads).submit(scan, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
-    scan(bounds[-2], bounds[-1])
-    for part in pending:
-        part.result()
+    _in_parts(codes, scan)
     products: np.ndarray = out[0]
     return products
 

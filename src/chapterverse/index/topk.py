@@ -54,7 +54,7 @@ def _above_sampled_threshold(scores: np.ndarray, k: int, positive: bool) -> np.n
     sample = scores[::stride]
     if len(sample) < k:
         return np.flatnonzero(scores > 0) if positive else np.arange(len(scores))
-    threshold = np.partition(sample, len(sample) - k)[len(sample) - k]
+    threshold = _kth_largest(sample, k)
     if positive and threshold <= 0:
         return np.flatnonzero(scores > 0)
     return np.flatnonzero(scores >= threshold)
@@ -62,7 +62,15 @@ def _above_sampled_threshold(scores: np.ndarray, k: int, positive: bool) -> np.n
 
 def _best_by_value_then_position(values: np.ndarray, k: int) -> np.ndarray:
     """Indices (ascending) of the ``k`` best ``values``: all above the k-th largest, then its ties in order."""
-    kth = np.partition(values, len(values) - k)[len(values) - k]
+    kth = _kth_largest(values, k)
     above = np.flatnonzero(values > kth)
     tied = np.flatnonzero(values == kth)[: k - len(above)]
     return np.sort(np.concatenate([above, tied]))
+
+
+def _kth_largest(values: np.ndarray, k: int) -> np.floating:
+    """The ``k``-th largest of ``values``, as the ``k``-th smallest of their negations: numpy's partition near
+    the top end of an array that is mostly one value (BM25 scores, nine in ten of them zero) took 200 us for
+    2,500 values here, near the bottom end 10 us."""
+    kth: np.floating = -np.partition(-values, k - 1)[k - 1]
+    return kth
