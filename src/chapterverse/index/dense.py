@@ -123,19 +123,13 @@ def _upcast_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """:func:`inner_products` of a matrix of another float type, converted block by block, the blocks split over
     the cores as a float32 scan is (numpy releases the GIL in both the conversion and the products)."""
     out = np.empty(len(matrix), np.float32)
-    tuning = scan_tuning()
-    parts = 1 if matrix.nbytes <= SMALL_SCAN_BYTES else max(1, min(tuning.threads, len(matrix) // MIN_PART_ROWS))
-    bounds = [len(matrix) * i // parts for i in range(parts + 1)]
 
     def scan(lo: int, hi: int) -> None:
         for at in range(lo, hi, UPCAST_ROWS):
             stop = min(hi, at + UPCAST_ROWS)
             np.vecdot(np.asarray(matrix[at:stop], np.float32), vector, out=out[at:stop])
 
-    pending = [_helper(tuning.threads).submit(scan, lo, hi) for lo, hi in zip(bounds[:-2], bounds[1:-1])]
-    scan(bounds[-2], bounds[-1])
-    for part in pending:
-        part.result()
+    _in_parts(matrix, scan)
     return out
 
 
@@ -206,6 +200,13 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
         approx[dead] = -np.inf
     error = quantized.residuals * np.float32(np.linalg.norm(vector))
     error += np.float32(quantized.code_norm * query_error + SCORE_SLACK)
+    return _within_bounds(approx, error, k)
+
+
+def _within_bounds(approx: np.ndarray, error: np.ndarray, k: int) -> np.ndarray | None:
+    """Rows (ascending) whose approximate score plus its error bound reaches the k-th largest score less its
+    bound: no other row can be in the exact top ``k``. None when they are more than an eighth of the rows (a
+    full scan is then cheaper). ``approx`` is overwritten."""
     lower = approx - error
     best = top_k(lower, k)
     if not len(best):
@@ -263,13 +264,7 @@ def half_candidates(matrix: np.ndarray, vector: np.ndarray, k: int, dead: np.nda
     error += np.float32(SCORE_SLACK * max(1.0, query_norm))
     if dead is not None:
         approx[dead] = -np.inf
-    lower = approx - error
-    best = top_k(lower, k)
-    if not len(best):
-        return np.zeros(0, np.int64)
-    approx += error
-    found = np.flatnonzero(approx >= lower[best[-1]])
-    return found if len(found) * 8 <= rows else None
+    return _within_bounds(approx, error, k)
 
 
 def _row_squares(matrix: np.ndarray) -> np.ndarray:
