@@ -99,12 +99,19 @@ def test_reembedding_keeps_one_copy_of_each_vector(tmp_path: Path) -> None:
     library.close()
 
 
+def _schema_1_library(path: Path, *, dim: int) -> sqlite3.Connection:
+    """A library file as the first release wrote it (schema 1), empty but for its embedding model ``m`` of ``dim``
+    dimensions; autocommit, for the caller to fill."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
+    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', ?)", (str(dim),))
+    return db
+
+
 def test_an_older_library_file_is_migrated_with_every_vector(tmp_path: Path) -> None:
     """A schema-1 file (a vector row per chunk, an insert trigger for FTS5) opens as the current layout."""
     path = tmp_path / "library.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
-    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '4')")
+    db = _schema_1_library(path, dim=4)
     rng = np.random.default_rng(3)
     vectors = rng.standard_normal((7, 4)).astype("<f4")
     for doc in (1, 2):
@@ -160,9 +167,7 @@ def test_a_migrated_library_gives_back_the_pages_its_vectors_held(tmp_path: Path
     """Migration 4 moves every vector out of the SQLite file; the file then shrinks (VACUUM), so an upgraded
     library is not its old size plus the vector file."""
     path = tmp_path / "library.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
-    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '512')")
+    db = _schema_1_library(path, dim=512)
     db.execute("INSERT INTO documents VALUES (1, 'd', 't', 'txt', 'h', 1, 'english', '{}', 0, 0, 'now')")
     db.execute("INSERT INTO files VALUES (1, 1, 0, '', '', 1, ?)", (FILE_TEXT,))
     vectors = np.random.default_rng(5).standard_normal((2_000, 512)).astype("<f4")
@@ -220,9 +225,7 @@ def test_an_older_library_keeps_every_chunk_text_when_its_rows_become_spans(tmp_
     into the span's bytes; a row whose text is not (none is written so, but a damaged file may hold one) keeps its
     text. Either way each chunk reads back the text it had."""
     path = tmp_path / "library.sqlite3"
-    db = sqlite3.connect(path, isolation_level=None)
-    db.executescript(_M001_INITIAL + "\nPRAGMA user_version=1;")
-    db.execute("INSERT INTO meta VALUES ('embedding_model', 'm'), ('embedding_dim', '4')")
+    db = _schema_1_library(path, dim=4)
     db.execute("INSERT INTO documents VALUES (1, 'd', 't', 'txt', 'h', 1, 'spanish', '{}', 0, 0, 'now')")
     db.execute("INSERT INTO files VALUES (1, 1, 0, '', '', 1, ?)", (SPANISH,))
     spans = [(0, 13), (14, 40), (30, 77), (77, 90), (5, 5)]
