@@ -11,7 +11,11 @@ canonical text keeps every character and every position stays exact.
 Conservative on purpose: a wrong heading cuts a chapter in two, so a numeral alone counts only in a run of
 three or more that counts up (restarting at one for each part) with chapters' worth of text between them, a
 keyword needs a number or a separator after it, and a line in capitals is a heading only when the contents list
-names it or it stands right above a chapter heading as the part's title ("INFERNO" before "Canto I").
+names it or it stands right above a chapter heading as the part's title ("INFERNO" before "Canto I"). A book
+with none of these may mark its chapters by their titles alone ("Rotkäppchen", "Hänsel und Gretel"): lines alone
+that read as titles are its headings only when they stand as far apart as chapters do. A corpus edition written a
+paragraph a line has no blank lines: there each line is a block of its own, and a numeral's line may carry the
+chapter's summary ("III Geppetto, tornato a casa, comincia subito a fabbricarsi il burattino ...").
 """
 
 from __future__ import annotations
@@ -374,11 +378,10 @@ def _apart(lines: list[_Line], index: int, flat: bool) -> bool:
     return flat or _blank(lines, index)
 
 
-def _candidate(lines: list[_Line], line: _Line, flat: bool = False) -> _Candidate | None:
+def _candidate(lines: list[_Line], line: _Line, flat: bool) -> _Candidate | None:
     title = line.stripped
-    if not title or len(title) > (_MAX_SUMMARY if flat else 100) or not _apart(lines, line.index - 1, flat):
-        return None
-    if len(title) > 100 and not _NUMBERED_LINE.match(title):
+    limit = _MAX_SUMMARY if flat and _NUMBERED_LINE.match(title) else 100
+    if not title or len(title) > limit or not _apart(lines, line.index - 1, flat):
         return None
     keyword = _KEYWORD_LINE.match(title)
     if keyword:
@@ -456,7 +459,7 @@ def _numbered_title(title: str, stop: bool, flat: bool) -> bool:
     vecchietti" the "I" is an article)."""
     if title.rstrip().endswith((",", ";")) or len(title) > (_MAX_SUMMARY if flat else _MAX_NUMBERED_TITLE):
         return False
-    return stop or title[0].isupper() or (not title[0].isalpha() and title[0] not in "([")
+    return stop or title[0].isupper()
 
 
 def _block(lines: list[_Line], index: int) -> list[int]:
@@ -518,7 +521,7 @@ def _counts_up(group: list[_Candidate], lines: list[_Line], min_gap: int = _MIN_
     return steps >= 0.8 * (len(group) - 1) and gaps[len(gaps) // 5] >= min_gap
 
 
-def _attach_titles(candidates: list[_Candidate], lines: list[_Line], flat: bool = False) -> set[int]:
+def _attach_titles(candidates: list[_Candidate], lines: list[_Line], flat: bool) -> set[int]:
     """A heading without its own title takes the short line below it as one ("CHAPTER I" / "JONATHAN HARKER'S
     JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken. In a flat text a numeral alone among
     numerals with a summary ("I." above "Come andò che maestro Ciliegia ... trovò un pezzo di legno", then "III
@@ -547,8 +550,8 @@ def _bare(text: str) -> bool:
 
 
 def _is_summary(text: str) -> bool:
-    """A chapter's summary line: one sentence, or two short ones, of at most ``_MAX_SUMMARY`` characters, starting
-    with a capital, not a line of dialogue."""
+    """A chapter's summary line: one sentence or two, of at most ``_MAX_SUMMARY`` characters, starting with a
+    capital (a line of dialogue opens with a dash or a quotation mark)."""
     sentences = re.findall(r"[.!?…](?:\s|$)", text)
     return 0 < len(text) <= _MAX_SUMMARY and text[0].isupper() and len(sentences) <= 2
 
@@ -565,7 +568,7 @@ def _looks_like_title(text: str) -> bool:
 
 
 def _part_titles(candidates: list[_Candidate], lines: list[_Line], consumed: set[int], lo: int,
-                 hi: int, flat: bool = False) -> list[_Candidate]:
+                 hi: int, flat: bool) -> list[_Candidate]:
     """Lines in capitals standing right above a chapter heading: the title of the part it opens ("INFERNO").
     Two at least: one alone is the title page's last line ("DRACULA", the author's name) above chapter one."""
     starts = {candidate.line for candidate in candidates if candidate.rank >= 1}
