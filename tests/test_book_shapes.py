@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from chapterverse.chunking import chunk_document
 from chapterverse.cli import app
-from chapterverse import Library
+from chapterverse import Library, Span
 from chapterverse.sources import ParsedDocument, open_source, read_source
 
 SHAPES = Path(__file__).parent / "data" / "shapes"
@@ -128,3 +128,36 @@ def test_part_titles_marked_up_as_their_chapters_hold_them() -> None:
     top = min(entry.level for entry in toc if entry.title != "EMMA")
     assert [entry.title for entry in toc if entry.level == top] == ["VOLUME I", "VOLUME II", "VOLUME III"]
     assert [entry.title for entry in toc if entry.level == top + 1] == ["CHAPTER I", "CHAPTER II"] * 2 + ["CHAPTER I"]
+
+
+def test_a_paragraph_a_line_book_s_numerals_with_their_summaries_are_its_chapters() -> None:
+    """A corpus edition written a paragraph a line, no blank lines: "I." over its summary line, later "III An odd
+    accident..." with the summary on the numeral's line. Each is a chapter, titled numeral and summary, cut to be
+    read at a glance; the chapter's first line "I have told my reader" is prose, its "I" no numeral."""
+    book = read(SHAPES / "fielding-tom-jones-en.txt")
+    assert book.title == "fielding-tom-jones-en"
+    assert [entry.title for entry in book.toc] == [
+        "I. The introduction to the work, or bill of fare to the feast.",
+        "II. A short description of squire Allworthy, and a fuller account of Miss…",
+        "III An odd accident which befel Mr Allworthy at his return home. The decent…",
+        "IV The reader's neck brought into danger by a description; his escape; and the…"]
+    text = book.files[0].text
+    assert [text[entry.offset:].split(None, 1)[0] for entry in book.toc] == ["I.", "II.", "III", "IV"]
+    assert all(len(entry.title) <= 80 for entry in book.toc)
+
+
+def test_chapter_titles_without_numerals_and_an_author_above_the_title(tmp_path: Path) -> None:
+    """A book whose tales are titled by a line alone between blank lines, nothing else, under a title page that
+    names its authors first ("Brüder Grimm", then "Kinder- und Hausmärchen"): the title is the book's, the authors
+    are its creator, the four tales are its contents; its lines of dialogue and verse are not, and a passage is
+    cited in the tale it belongs to."""
+    path = SHAPES / "grimm-maerchen-de.txt"
+    book = read(path)
+    assert (book.title, book.metadata.get("creator")) == ("Kinder- und Hausmärchen", "Brüder Grimm")
+    assert [entry.title for entry in book.toc] == ["Der Froschkönig oder der eiserne Heinrich", "Rotkäppchen",
+                                                   "Hänsel und Gretel", "Die Bremer Stadtmusikanten"]
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    library.ingest([path])
+    [hit] = [hit for hit in library.search("Käppchen von rotem Samt", k=5) if "rotem Samt" in hit.chunk.text][:1]
+    resolved = library.resolve(Span(hit.chunk.file_id, hit.chunk.start, hit.chunk.end))
+    assert (resolved.doc_title, resolved.toc_path) == ("Kinder- und Hausmärchen", ["Rotkäppchen"])

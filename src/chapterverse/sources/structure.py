@@ -11,7 +11,11 @@ canonical text keeps every character and every position stays exact.
 Conservative on purpose: a wrong heading cuts a chapter in two, so a numeral alone counts only in a run of
 three or more that counts up (restarting at one for each part) with chapters' worth of text between them, a
 keyword needs a number or a separator after it, and a line in capitals is a heading only when the contents list
-names it or it stands right above a chapter heading as the part's title ("INFERNO" before "Canto I").
+names it or it stands right above a chapter heading as the part's title ("INFERNO" before "Canto I"). A book
+with none of these may mark its chapters by their titles alone ("Rotkäppchen", "Hänsel und Gretel"): lines alone
+that read as titles are its headings only when they stand as far apart as chapters do. A corpus edition written a
+paragraph a line has no blank lines: there each line is a block of its own, and a numeral's line may carry the
+chapter's summary ("III Geppetto, tornato a casa, comincia subito a fabbricarsi il burattino ...").
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass, field
 
 from .xhtml import Heading
 
-__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists", "could_be_title"]
+__all__ = ["TextStructure", "text_structure", "gutenberg_header", "gutenberg_spans", "front_lists", "could_be_title",
+           "title_page"]
 
 _ROMAN = r"(?=[MDCLXVI])M{0,4}(?:CM|CD|D?C{0,3})(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3})"
 _NUMBER_WORDS = (
@@ -53,8 +58,23 @@ prose (a lower-case word straight after the number)."""
 _ALONE_LINE = re.compile(rf"^(?:{_ALONE})\b\.?(?:\s*(?:[.:—–]|-{{1,2}})\s*\S.*)?$", re.IGNORECASE)
 _NUMERAL_LINE = re.compile(rf"^(?P<pre>[\[(—–\-_*§=~# ]*)(?P<n>{_ROMAN}|\d{{1,3}})(?P<post>[.\])—–\-_*:=~ ]*)$")
 """A numeral alone, maybe dressed: "II.", "[ 1 ]", "— III —", "12"."""
-_NUMBERED_LINE = re.compile(rf"^(?P<n>{_ROMAN}|\d{{1,3}})\.\s+(?P<title>\S.{{0,75}})$")
-"""A numeral, a full stop and a title: "I. A SCANDAL IN BOHEMIA", "1. Into the Primitive"."""
+_NUMBERED_LINE = re.compile(rf"^(?P<n>{_ROMAN}|\d{{1,3}})(?P<stop>\.)?\s+(?P<title>\S.*)$")
+"""A numeral, a full stop and a title: "I. A SCANDAL IN BOHEMIA", "1. Into the Primitive"; or a numeral and a title
+that starts with a capital ("III Geppetto, tornato a casa, comincia subito a fabbricarsi il burattino")."""
+_MAX_NUMBERED_TITLE, _MAX_SUMMARY = 75, 300
+"""A title after a numeral has at most 75 characters; in a text written a paragraph a line, where the chapter's
+summary is the heading's line ("XIII L'osteria del Gambero Rosso.", or a sentence of what happens), 300."""
+_MAX_SHOWN_TITLE = 80
+"""A heading's title longer than this is shown cut at a word, with an ellipsis: the contents list is read at a
+glance (a chapter's summary is a sentence or two)."""
+_ISOLATED_WORDS, _ISOLATED_CHARS, _ISOLATED_GAP = 15, 90, 2_000
+"""A chapter title without numeral or keyword is a line of at most 15 words and 90 characters standing alone; a
+run of them is a book's headings when four in five are 2,000 characters or more apart and none closer than
+``_MIN_GAP``: dialogue, a letter's salutation and signature, or a verse alone come far more often."""
+_QUOTE_MARKS = frozenset("\"«»“”„‟‹›「」『』")
+_FLAT_BLANKS, _FLAT_LONG = 50, 0.3
+"""A text is written a paragraph a line when it has under one blank line in 50 lines and three lines in ten are
+longer than 100 characters (corpus editions: ELTeC, CLiGS): each line is then a block of its own."""
 _SENTENCE_END = re.compile(r"[.!?…][\"'»”’)]*$")
 _SENTENCE_WORDS = 8
 """A first line ending as a sentence ends, with this many words at least, is the text's opening sentence (a book
@@ -150,6 +170,45 @@ def could_be_title(line: str) -> bool:
     return not (_SENTENCE_END.search(line) and len(line.split()) >= _SENTENCE_WORDS)
 
 
+_NAME_PARTICLES = frozenset({"de", "da", "di", "del", "della", "der", "den", "van", "von", "le", "la", "du", "des", "y"})
+_ARTICLES = frozenset({"the", "a", "an", "le", "la", "les", "il", "lo", "gli", "el", "los", "las", "der", "die", "das",
+                       "ein", "eine", "un", "une", "uno", "una"})
+_BYLINE = re.compile(r"^(?:by|von|di|de|par|por|da|door|av|af)\s", re.IGNORECASE)
+_TITLE_PAGE_LINES = 6
+"""The lines of a title page looked at: an author, a title, a subtitle, a byline, a translator, an edition."""
+
+
+def title_page(text: str, before: int) -> tuple[str | None, str | None]:
+    """(title, author) from the first lines of a text without a header, up to ``before`` (its first heading).
+
+    The first line is the title ("The Strange Case Of Dr. Jekyll And Mr. Hyde" / "by Robert Louis Stevenson"),
+    unless it is an author's name in the way corpus editions print one above the title ("Johanna Spyri" /
+    "Heidis Lehr- und Wanderjahre"): two to four capitalised words (and particles: "Honoré de Balzac"), not in
+    capitals, then a longer line that is no name and no byline, with no author named after it. A title that is a
+    name ("Effi Briest") followed by a name or a byline stays the title; one followed by a longer subtitle and
+    nothing else ("Madame Bovary" / "Mœurs de province") is taken for an author: the shape cannot tell them apart.
+    """
+    page = [line.strip() for line in text[:before].split("\n") if line.strip()][:_TITLE_PAGE_LINES]
+    if not page or not could_be_title(page[0]):
+        return None, None
+    first, rest = page[0], page[1:]
+    if (rest and _is_name(first) and could_be_title(rest[0]) and rest[0][0].isupper() and not _is_name(rest[0])
+            and len(rest[0]) > len(first)
+            and not _BYLINE.match(rest[0]) and not any(_is_name(line) or _BYLINE.match(line) for line in rest[1:])):
+        return rest[0], first
+    return first, None
+
+
+def _is_name(line: str) -> bool:
+    """A person's name as a title page prints it: "Johanna Spyri", "R. L. Stevenson", "Honoré de Balzac"; not a
+    title that starts with an article ("The Divine Comedy")."""
+    words = line.split()
+    if not 2 <= len(words) <= 4 or line.isupper() or not all(ch.isalpha() or ch in " .'’-" for ch in line):
+        return False
+    return (all(word[0].isupper() or word in _NAME_PARTICLES for word in words) and words[-1][0].isupper()
+            and words[0].casefold() not in _ARTICLES)
+
+
 def gutenberg_header(text: str) -> tuple[str | None, str | None, tuple[int, int] | None]:
     """(title, author, book span) of a Project Gutenberg text; the span lies between the START and END lines
     (:func:`gutenberg_spans` of the text alone)."""
@@ -223,6 +282,8 @@ def text_structure(text: str, headings: list[Heading] | None = None) -> TextStru
         found = [heading for heading in headings if lo <= heading.offset < hi]
     if contents is not None:
         found = _with_contents(found, lines, contents, hi)
+    elif not found:
+        found = _isolated_titles(lines, after, hi)
     found = [heading for heading in found if heading.offset >= after and _norm(heading.title) not in _END_MARKS]
     body = _body(text, found, lo, hi, contents, _front_lists(lines, first, hi))
     found = _nest_parts([heading for heading in found if body[0] <= heading.offset < body[1]], text)
@@ -288,35 +349,52 @@ def _next_text(lines: list[_Line], index: int, limit: int = 4) -> int | None:
 
 def _plain_headings(lines: list[_Line], lo: int, hi: int) -> list[Heading]:
     """Keyword, numeral and part-title headings in [lo, hi), levelled by kind."""
+    flat = _paragraph_a_line(lines, lo, hi)
     candidates: list[_Candidate] = []
     for line in lines:
         if not lo <= line.offset < hi:
             continue
-        candidate = _candidate(lines, line)
+        candidate = _candidate(lines, line, flat)
         if candidate is not None:
             candidates.append(candidate)
     candidates = _plausible(candidates, lines)
-    consumed = _attach_titles(candidates, lines)
-    candidates += _part_titles(candidates, lines, consumed, lo, hi)
+    consumed = _attach_titles(candidates, lines, flat)
+    candidates += _part_titles(candidates, lines, consumed, lo, hi, flat)
     return _levelled(candidates, lines)
 
 
-def _candidate(lines: list[_Line], line: _Line) -> _Candidate | None:
+def _paragraph_a_line(lines: list[_Line], lo: int, hi: int) -> bool:
+    """Whether the text in [lo, hi) is written a paragraph a line with no blank lines between (``_FLAT_BLANKS``):
+    there a heading is a line of its own, with no blank line around it."""
+    inside = [line for line in lines if lo <= line.offset < hi]
+    written = [line for line in inside if line.stripped]
+    blanks = len(inside) - len(written)
+    long = sum(len(line.stripped) > 100 for line in written)
+    return bool(written) and blanks * _FLAT_BLANKS < len(written) and long >= _FLAT_LONG * len(written)
+
+
+def _apart(lines: list[_Line], index: int, flat: bool) -> bool:
+    """Whether line ``index`` is a block's edge: blank (or beyond the text), or any line of a flat text."""
+    return flat or _blank(lines, index)
+
+
+def _candidate(lines: list[_Line], line: _Line, flat: bool) -> _Candidate | None:
     title = line.stripped
-    if not title or len(title) > 100 or not _blank(lines, line.index - 1):
+    limit = _MAX_SUMMARY if flat and _NUMBERED_LINE.match(title) else 100
+    if not title or len(title) > limit or not _apart(lines, line.index - 1, flat):
         return None
     keyword = _KEYWORD_LINE.match(title)
     if keyword:
-        block = _block(lines, line.index)
+        block = [line.index] if flat else _block(lines, line.index)
         if len(block) > (_MAX_TITLE_LINES if _bare(title) else _MAX_HEADING_LINES):
             return None  # the first line of a paragraph ("BOOK I. (FOLIO), CHAPTER I. (SPERM WHALE).--This whale")
         kind = "major" if keyword.group("major") else "scene" if keyword.group("scene") else "chapter"
         rank = {"major": 0, "chapter": 1, "scene": 2}[kind]
         return _Candidate(line.index, ("keyword", kind, title.split()[0].casefold().rstrip(":")), rank,
                           title_lines=[j for j in block[1:] if not _UNDERLINE.match(lines[j].text)])
-    if _ALONE_LINE.match(title) and _blank(lines, line.index + 1):
+    if _ALONE_LINE.match(title) and _apart(lines, line.index + 1, flat):
         return _Candidate(line.index, ("keyword", "chapter", "alone"), 1)
-    if not _blank(lines, line.index + 1):
+    if not _apart(lines, line.index + 1, flat):
         return None
     numeral = _NUMERAL_LINE.match(title)
     if numeral:
@@ -325,10 +403,63 @@ def _candidate(lines: list[_Line], line: _Line) -> _Candidate | None:
                  numeral.group("post").strip())
         return _Candidate(line.index, ("numeral", *shape), 1, number)
     numbered = _NUMBERED_LINE.match(title)
-    if numbered and not numbered.group("title").rstrip().endswith((",", ";")):
+    if numbered and _numbered_title(numbered.group("title"), bool(numbered.group("stop")), flat):
         kind = "roman" if numbered.group("n").isalpha() else "digit"
         return _Candidate(line.index, ("numbered", kind), 1, _value(numbered.group("n")))
     return None
+
+
+def _isolated_titles(lines: list[_Line], lo: int, hi: int) -> list[Heading]:
+    """The chapter titles of a book that marks its chapters by nothing else (no keyword, no numeral, no contents
+    list): lines that read as titles ("Zum Alm-Öhi hinauf", "Am Sonntag, wenn's läutet"), standing alone between
+    blank lines, spaced as chapters are (``_ISOLATED_GAP``). The title page's lines before the first of them (an
+    author's name, the book's title) are not chapters; a title with little more than a motto before the next is
+    a part's ("FIRST PART" over "THE SON OF THE BRAHMAN"), one level above."""
+    if _paragraph_a_line(lines, lo, hi):
+        return []  # no blank lines: nothing stands alone
+    found = [line for line in lines if lo <= line.offset < hi and _isolated_title(lines, line)]
+    front: list[_Line] = []
+    while len(found) >= 2 and found[1].offset - found[0].offset < _MIN_GAP and found[0].offset - lo <= _FRONT_CHARS:
+        front.append(found.pop(0))
+    ends = [line.offset for line in found[1:]] + [hi]
+    parts = {n for n, (line, end) in enumerate(zip(found, ends)) if end - line.offset < _MIN_GAP}
+    if any(n + 1 in parts for n in parts):
+        return []  # three titles close together: no part over its first chapter
+    if parts and front:  # the title page's last line is the first part's title, as the later parts show
+        found.insert(0, front[-1])
+        ends.insert(0, found[1].offset)
+        parts = {0} | {n + 1 for n in parts}
+    gaps = sorted(end - line.offset for n, (line, end) in enumerate(zip(found, ends)) if n not in parts)
+    if len(gaps) < _MIN_RUN or gaps[0] < _MIN_GAP or gaps[len(gaps) // 5] < _ISOLATED_GAP:
+        return []
+    return [Heading(0 if n in parts else 1, _shown(line.stripped), line.offset + line.text.index(line.stripped[0]))
+            for n, line in enumerate(found)]
+
+
+def _isolated_title(lines: list[_Line], line: _Line) -> bool:
+    """A line alone between blank lines that reads as a title: capitalised, short, no quotation marks and no end
+    punctuation (dialogue, a question, a sentence), not columns (a list's "THE SLEEPING BEAUTY.   Frontispiece"),
+    not after a sentence left open (a letter's "Yours truly," above its signature), and before a text."""
+    text = line.stripped
+    if not text or not _blank(lines, line.index - 1) or not _blank(lines, line.index + 1):
+        return False
+    if len(text) > _ISOLATED_CHARS or len(text.split()) > _ISOLATED_WORDS or not text[0].isupper():
+        return False
+    if text.rstrip("_*")[-1] in ".,;:!?…-–—'’" or _QUOTE_MARKS.intersection(text) or "   " in text:
+        return False
+    before = next((lines[j].stripped for j in range(line.index - 1, -1, -1) if lines[j].stripped), None)
+    if sum(ch.isalpha() for ch in text) < 3 or (before is not None and before.rstrip("_*")[-1:] in tuple(",;:-–—")):
+        return False
+    return _next_text(lines, line.index, 3) is not None
+
+
+def _numbered_title(title: str, stop: bool, flat: bool) -> bool:
+    """Whether what follows a numeral reads as a chapter's title: not a clause going on (",", ";"), no longer than
+    a title (a summary in a flat text), and capitalised when no full stop parts it from the numeral (in "I due
+    vecchietti" the "I" is an article)."""
+    if title.rstrip().endswith((",", ";")) or len(title) > (_MAX_SUMMARY if flat else _MAX_NUMBERED_TITLE):
+        return False
+    return stop or title[0].isupper()
 
 
 def _block(lines: list[_Line], index: int) -> list[int]:
@@ -378,30 +509,35 @@ def _mixed_pairs(by_style: dict[tuple[str, ...], list[_Candidate]],
 
 
 def _counts_up(group: list[_Candidate], lines: list[_Line], min_gap: int = _MIN_GAP) -> bool:
-    """Whether the group counts up from one like chapters. Numerals alone and numerals with a title that
-    count up only together (``_mixed_pairs``) need half the gap: two looks in alternation are no list."""
+    """Whether the group counts up from one like chapters, restarting at one after a part's last chapter (one
+    after one is no count: "I Hear America Singing", "I Sing the Body Electric" are poems' first words). Numerals
+    alone and numerals with a title that count up only together (``_mixed_pairs``) need half the gap: two looks
+    in alternation are no list."""
     numbers = [candidate.number or 0 for candidate in group]
     if len(group) < _MIN_RUN or numbers[0] != 1:
         return False
-    steps = sum(1 for a, b in zip(numbers, numbers[1:]) if b in (a + 1, 1))
+    steps = sum(1 for a, b in zip(numbers, numbers[1:]) if b == a + 1 or b == 1 < a)
     gaps = sorted(lines[b.line].offset - lines[a.line].offset for a, b in zip(group, group[1:]))
     return steps >= 0.8 * (len(group) - 1) and gaps[len(gaps) // 5] >= min_gap
 
 
-def _attach_titles(candidates: list[_Candidate], lines: list[_Line]) -> set[int]:
+def _attach_titles(candidates: list[_Candidate], lines: list[_Line], flat: bool) -> set[int]:
     """A heading without its own title takes the short line below it as one ("CHAPTER I" / "JONATHAN HARKER'S
-    JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken."""
+    JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken. In a flat text a numeral alone among
+    numerals with a summary ("I." above "Come andò che maestro Ciliegia ... trovò un pezzo di legno", then "III
+    Geppetto, tornato a casa, ...") takes the summary line below it, as the others have theirs on their line."""
     heading_lines = {candidate.line for candidate in candidates}
     consumed: set[int] = set()
     for candidate in candidates:
         text = lines[candidate.line].stripped
-        if candidate.title_lines or candidate.style[0] == "numbered" or (
+        summary = flat and candidate.style[0] == "numbered" and _NUMERAL_LINE.match(text) is not None
+        if candidate.title_lines or (candidate.style[0] == "numbered" and not summary) or (
                 candidate.style[0] == "keyword" and not _bare(text)):
             continue
         following = _next_text(lines, candidate.line)
-        if following is None or following in heading_lines or not _blank(lines, following + 1):
+        if following is None or following in heading_lines or not _apart(lines, following + 1, flat):
             continue
-        if _looks_like_title(lines[following].stripped):
+        if _looks_like_title(lines[following].stripped) or (summary and _is_summary(lines[following].stripped)):
             candidate.title_lines.append(following)
             consumed.add(following)
     return consumed
@@ -411,6 +547,13 @@ def _bare(text: str) -> bool:
     """True for a keyword heading that is a keyword and number alone ("CHAPTER I", "Chapter 1.", "STAVE ONE")."""
     keyword = _KEYWORD_LINE.match(text)
     return keyword is None or not (keyword.group("title") or keyword.group("caps"))
+
+
+def _is_summary(text: str) -> bool:
+    """A chapter's summary line: one sentence or two, of at most ``_MAX_SUMMARY`` characters, starting with a
+    capital (a line of dialogue opens with a dash or a quotation mark)."""
+    sentences = re.findall(r"[.!?…](?:\s|$)", text)
+    return 0 < len(text) <= _MAX_SUMMARY and text[0].isupper() and len(sentences) <= 2
 
 
 def _looks_like_title(text: str) -> bool:
@@ -425,16 +568,16 @@ def _looks_like_title(text: str) -> bool:
 
 
 def _part_titles(candidates: list[_Candidate], lines: list[_Line], consumed: set[int], lo: int,
-                 hi: int) -> list[_Candidate]:
+                 hi: int, flat: bool) -> list[_Candidate]:
     """Lines in capitals standing right above a chapter heading: the title of the part it opens ("INFERNO").
     Two at least: one alone is the title page's last line ("DRACULA", the author's name) above chapter one."""
     starts = {candidate.line for candidate in candidates if candidate.rank >= 1}
     taken = {candidate.line for candidate in candidates} | consumed
     parts: list[_Candidate] = []
     for line in lines:
-        if line.index in taken or not lo <= line.offset < hi or not _blank(lines, line.index - 1):
+        if line.index in taken or not lo <= line.offset < hi or not _apart(lines, line.index - 1, flat):
             continue
-        if not _is_caps_title(line.stripped) or not _blank(lines, line.index + 1):
+        if not _is_caps_title(line.stripped) or not _apart(lines, line.index + 1, flat):
             continue
         if _next_text(lines, line.index, 6) in starts:
             parts.append(_Candidate(line.index, ("caps",), 0))
@@ -459,10 +602,20 @@ def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]
     headings = []
     for candidate in sorted(candidates, key=lambda c: c.line):
         line = lines[candidate.line]
-        title = " ".join(" ".join([line.stripped, *(lines[i].stripped for i in candidate.title_lines)]).split())
+        title = _shown(" ".join(" ".join([line.stripped, *(lines[i].stripped for i in candidate.title_lines)]).split()))
         level = ranks.get(candidate.style, candidate.rank)
         headings.append(Heading(level, title, line.offset + line.text.index(line.stripped[0])))
     return headings
+
+
+def _shown(title: str) -> str:
+    """The title as the contents show it: cut at a word with an ellipsis past ``_MAX_SHOWN_TITLE`` characters."""
+    if len(title) <= _MAX_SHOWN_TITLE:
+        return title
+    cut = title[:_MAX_SHOWN_TITLE - 1]
+    if " " in cut:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-–—") + "…"
 
 
 # ----------------------------------------------------------------------------------------------------------

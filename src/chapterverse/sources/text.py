@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import SourceError
 from .base import ParsedDocument, ParsedFile, TocEntry
 from .files import Source, SourceFile, opened
-from .structure import could_be_title, gutenberg_spans, text_structure
+from .structure import gutenberg_spans, text_structure, title_page
 from .xhtml import Heading, html_to_text, xhtml_to_text
 
 __all__ = ["read_markdown", "read_txt", "read_html", "decode_text", "markdown_headings", "txt_headings",
@@ -107,18 +107,18 @@ def _title_line(text: str, headings: list[Heading]) -> str | None:
 def read_txt(source: Source) -> ParsedDocument:
     """A plain-text file as one file; lines that look like headings become the TOC (:mod:`.structure`).
 
-    The title is the Gutenberg header's, else the first line when it is short: a plain-text book opens with its
-    title page, while its first heading-like line is usually a part or chapter ("INFERNO"). A text that opens
-    with a chapter's numeral or its first sentence has no title page, and is titled by its file's name. The
-    licence, title page and contents list lie outside the file's ``body``, so they are never chunked.
+    The title is the Gutenberg header's, else the title page's (:func:`.structure.title_page`): its first line
+    when it is short, or the line under an author's name: a plain-text book opens with its title page, while its
+    first heading-like line is usually a part or chapter ("INFERNO"). A text that opens with a chapter's numeral
+    or its first sentence has no title page, and is titled by its file's name. The licence, title page and
+    contents list lie outside the file's ``body``, so they are never chunked.
     """
     with opened(source, limit=MAX_TEXT_BYTES) as file:
         text, warnings = _read_text(file)
     structure = text_structure(text)
     document = _document(file.path, "text", text, structure.headings, warnings, structure.body)
-    first_line = next((line.strip() for line in text.split("\n", 50) if line.strip()), "")
-    title = structure.title or (first_line if could_be_title(first_line) else stem_title(file.path))
-    _name(document, title, structure.author)
+    page_title, page_author = title_page(text, structure.headings[0].offset if structure.headings else len(text))
+    _name(document, structure.title or page_title or stem_title(file.path), structure.author or page_author)
     return document
 
 
