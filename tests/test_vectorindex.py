@@ -440,3 +440,76 @@ def test_the_index_follows_whatever_store_lends_it_a_feed_not_a_class(store: SQL
     assert index.directory == tmp_path / "library.vectors" and index.stats().last_refresh == "appended"
     with pytest.raises(StoreError, match="NoFeedStore: the memory-mapped vector index serves SQLite libraries"):
         VectorIndex(NoFeedStore(store.path))
+
+
+@pytest.fixture
+def split_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scans of any size split in two parts, as a 100 k-chunk library's are on two cores."""
+    from chapterverse.index import dense
+
+    monkeypatch.setattr(dense, "SMALL_SCAN_BYTES", 0)
+    monkeypatch.setattr(dense, "MIN_PART_ROWS", 100)
+    monkeypatch.setattr(dense, "scan_tuning", lambda: dense.ScanTuning(cached_scan_bytes=0, threads=2))
+
+
+def test_work_beside_a_split_int8_pass_runs_once_on_the_searching_thread_and_changes_no_row(
+        split_scans: None) -> None:
+    """A search's BM25 ranking runs on its own thread while the helper scans the codes (``Beside``): once, there,
+    and the rows the first pass keeps are those of the pass without it, dead rows and ties included."""
+    from chapterverse.index.dense import Beside, quantize, top_candidates
+
+    rng = np.random.default_rng(21)
+    matrix = unit(rng.standard_normal((5_000, 64)))
+    matrix[1::2] = matrix[::2]
+    codes = quantize(matrix)
+    dead = np.zeros(len(matrix), bool)
+    dead[rng.choice(len(matrix), 500, replace=False)] = True
+    ran_on: list[int] = []
+    for trial in range(10):
+        q = unit(matrix[trial * 11] + 0.3 * rng.standard_normal(64))
+        work = Beside(lambda: ran_on.append(threading.get_ident()) or len(ran_on))
+        beside = top_candidates(codes, q, 10, dead, work)
+        alone = top_candidates(codes, q, 10, dead)
+        assert beside is not None and alone is not None and np.array_equal(beside, alone)
+        assert work.done and work.result() == trial + 1, "run once, by the scan, not again by result()"
+    assert set(ran_on) == {threading.get_ident()}
+
+
+def test_work_beside_an_unsplit_scan_runs_when_its_result_is_asked_for() -> None:
+    from chapterverse.index.dense import Beside, quantize, top_candidates
+
+    rng = np.random.default_rng(22)
+    codes = quantize(unit(rng.standard_normal((2_000, 32))))
+    work = Beside(lambda: "ranked")
+    top_candidates(codes, unit(rng.standard_normal(32)), 5, None, work)  # too small to split: nothing ran beside
+    assert not work.done
+    assert work.result() == "ranked" and work.done
+
+
+def test_search_with_work_beside_a_split_scan_finds_what_brute_force_finds(store: SQLiteStore,
+                                                                          split_scans: None) -> None:
+    from chapterverse.index.dense import Beside
+
+    rng = np.random.default_rng(23)
+    base = rng.standard_normal((1500, DIM))
+    docs = [add_doc(store, base[:1000], "a"), add_doc(store, base, "b"), add_doc(store, base[500:], "c")]
+    store.remove_documents([docs[2]])
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=30) and index.stats().resident
+    for trial in range(20):
+        q = unit(rng.standard_normal(DIM) if trial % 2 else base[trial] + 0.3 * rng.standard_normal(DIM))
+        for doc_ids in (None, docs):  # every row, and a filter broad enough to scan as every row
+            work = Beside(lambda: 42)
+            assert_same(index.search(q, 10, doc_ids, beside=work), brute_force(store, q, 10, doc_ids))
+            assert work.done and work.result() == 42
+
+
+def test_float16_converts_to_float32_bit_for_bit_as_numpy_converts() -> None:
+    from chapterverse.index.dense import to_single
+
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)  # normal, subnormal, zeros, infinities, NaNs
+    assert np.array_equal(to_single(every).view(np.uint32), every.astype(np.float32).view(np.uint32))
+    rows = every.reshape(256, 256)[:, ::3]  # two-dimensional, not contiguous
+    assert to_single(rows).shape == rows.shape
+    assert np.array_equal(to_single(rows).view(np.uint32), rows.astype(np.float32).view(np.uint32))
+    assert to_single(np.ones(3)).dtype == np.float32

@@ -29,7 +29,7 @@ import simsimd
 
 from .topk import top_k
 
-__all__ = ["Beside", "ScanTuning", "scan_tuning", "inner_products", "QuantizedRows", "quantize",
+__all__ = ["Beside", "ScanTuning", "scan_tuning", "inner_products", "to_single", "QuantizedRows", "quantize",
            "top_candidates", "half_candidates", "SMALL_SCAN_BYTES", "MIN_PART_ROWS"]
 
 
@@ -154,6 +154,28 @@ def inner_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return out
 
 
+def to_single(half: np.ndarray) -> np.ndarray:
+    """A float16 array as float32, exactly as ``astype(np.float32)`` makes it, in about half the time: numpy converts
+    one value at a time (1.7 ns a value here), this moves the bits of a normal number into place in a few passes
+    over the array (sign, exponent rebiased by 112, mantissa shifted by 13) and leaves the rare others (zero,
+    subnormal, infinite, NaN) to numpy. Integer work only, so a process that flushes subnormal floats to zero
+    converts the same. Other dtypes: ``np.asarray(array, np.float32)``."""
+    if half.dtype != np.float16:
+        return np.asarray(half, np.float32)
+    bits = np.ascontiguousarray(half).view(np.uint16).astype(np.uint32)
+    sign = bits & 0x8000
+    bits ^= sign  # exponent and mantissa
+    sign <<= 16
+    odd = (bits - 0x0400) >= 0x7800  # exponent all zeros (zero, subnormal) or all ones (inf, NaN): wraps below
+    bits <<= 13
+    bits += (127 - 15) << 23
+    bits |= sign
+    single: np.ndarray = bits.view(np.float32)
+    if odd.any():
+        single[odd] = half[odd].astype(np.float32)
+    return single
+
+
 def _upcast_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """:func:`inner_products` of a matrix of another float type, converted block by block, the blocks split over
     the cores as a float32 scan is (numpy releases the GIL in both the conversion and the products)."""
@@ -162,7 +184,7 @@ def _upcast_products(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     def scan(lo: int, hi: int) -> None:
         for at in range(lo, hi, UPCAST_ROWS):
             stop = min(hi, at + UPCAST_ROWS)
-            np.vecdot(np.asarray(matrix[at:stop], np.float32), vector, out=out[at:stop])
+            np.vecdot(to_single(matrix[at:stop]), vector, out=out[at:stop])
 
     _in_parts(matrix, scan)
     return out

@@ -79,6 +79,8 @@ migration 5; files of format 1 hold the terms from before."""
 _STEM, _PREFIX = "s:", "p:"
 _ROW_ARRAYS = {"ids": "<i8", "docs": "<i8", "files": "<i8", "lengths": "<f8"}
 _LOG = logging.getLogger(__name__)
+KEYS_KEPT = 4_096
+"""Keys whose postings' places a :class:`LexicalView` keeps (a few hundred bytes each); past this it starts over."""
 
 Row = tuple[int, int, int, str, str]
 """(chunk id, doc id, file id, terms, heading terms), as ``lexical_rows()`` returns them."""
@@ -356,6 +358,8 @@ class LexicalView:
                                                     (("ids", np.int64), ("docs", np.int64), ("files", np.int64),
                                                      ("lengths", np.float64)))
         self.live = base
+        self._placed: dict[str, list[tuple[int, int, int]]] = {}
+        """Key -> (segment number, start, end) of its postings in each segment that holds it (:meth:`_find`)."""
         average = float(lengths.mean()) if len(lengths) else 1.0
         self._norm = settings.k1 * (1 - settings.b + settings.b * lengths / max(average, 1e-9))
 
@@ -389,27 +393,39 @@ class LexicalView:
         live chunks: a passage's own lexical evidence, whatever else the library holds.
 
         Each chunk is looked up by binary search in each term's postings, so a common term costs a few probes
-        instead of a pass over all its postings. Chunks the snapshot does not hold match nothing."""
+        instead of a pass over all its postings; the probes' hits are read once per segment, for all terms at
+        once. Chunks the snapshot does not hold match nothing."""
         keys = [(_PREFIX if prefix else _STEM) + t for t in terms]
         wanted = np.asarray(chunk_ids, np.int64)
         df = np.zeros(len(keys), np.int64)
         tf = np.zeros((len(wanted), len(keys)))
-        located: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for seg, where, i, lo, hi in self._find(keys):
-            rows = seg.rows[lo:hi]
-            df[i] += hi - lo if isinstance(where, int) else int((where[rows] >= 0).sum())
-            if seg.name not in located:
-                located[seg.name] = _rows_of(seg, where, wanted)
-            which, own = located[seg.name]
-            at = np.minimum(np.searchsorted(rows, own), len(rows) - 1)
-            hit = rows[at] == own
-            tf[which[hit], i] = _decode_tf(seg.tf[lo:hi][at[hit]])
+        by_segment: dict[int, list[tuple[int, int, int]]] = {}
+        for at, i, lo, hi in self._find(keys):
+            where = self._where[at]
+            df[i] += hi - lo if isinstance(where, int) else int((where[self.segments[at].rows[lo:hi]] >= 0).sum())
+            if hi > lo:
+                by_segment.setdefault(at, []).append((i, lo, hi))
+        for at, found in by_segment.items():
+            seg = self.segments[at]
+            which, own = _rows_of(seg, self._where[at], wanted)
+            if not len(own):
+                continue
+            # per term, where each chunk's row would be among the term's postings (the last one where beyond);
+            # the rows in the postings' own type: searchsorted would otherwise convert every posting it searches
+            probe = own.astype(seg.rows.dtype)
+            probes = np.concatenate([np.minimum(np.searchsorted(seg.rows[lo:hi], probe), hi - lo - 1) + lo
+                                     for _, lo, hi in found])
+            rows = np.tile(own, len(found))
+            hit = seg.rows[probes] == rows
+            columns = np.repeat(np.fromiter((i for i, _, _ in found), np.int64, len(found)), len(own))
+            tf[np.tile(which, len(found))[hit], columns[hit]] = _decode_tf(seg.tf[probes[hit]])
         return TermMatches(df, tf)
 
     def _postings(self, keys: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per key, per segment that holds it: (live positions, float64 term frequencies)."""
         parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in keys]
-        for seg, where, i, lo, hi in self._find(keys):
+        for at, i, lo, hi in self._find(keys):
+            seg, where = self.segments[at], self._where[at]
             rows, tf = seg.rows[lo:hi], seg.tf[lo:hi]
             if isinstance(where, int):
                 parts[i].append((rows.astype(np.int64) + where, _decode_tf(tf)))
@@ -419,13 +435,27 @@ class LexicalView:
                 parts[i].append((pos[alive], _decode_tf(tf[alive])))
         return parts
 
-    def _find(self, keys: Sequence[str]) -> Iterator[tuple[_Segment, np.ndarray | int, int, int, int]]:
-        """(segment, its live positions, which key, start, end of the key's postings) wherever a key occurs."""
-        encoded = [k.encode() for k in keys]
-        hashes = np.fromiter(map(_hash, encoded), np.uint64, len(encoded))
-        for seg, where in zip(self.segments, self._where):
-            for i, lo, hi in seg.find(hashes, encoded):
-                yield seg, where, i, lo, hi
+    def _find(self, keys: Sequence[str]) -> Iterator[tuple[int, int, int, int]]:
+        """(segment number, which key, start, end of the key's postings there) wherever a key occurs, segments in
+        order for each key. Where a key's postings lie is kept for the view's life (:data:`KEYS_KEPT` keys): a
+        search asks for its keys up to four times (two rankings, two sets of matches), and the next search
+        asks again for common ones."""
+        found = self._placed
+        missing = [key for key in dict.fromkeys(keys) if key not in found]
+        if missing:
+            placed: dict[str, list[tuple[int, int, int]]] = {key: [] for key in missing}
+            encoded = [k.encode() for k in missing]
+            hashes = np.fromiter(map(_hash, encoded), np.uint64, len(encoded))
+            for at, seg in enumerate(self.segments):
+                for i, lo, hi in seg.find(hashes, encoded):
+                    placed[missing[i]].append((at, lo, hi))
+            if len(found) + len(placed) > KEYS_KEPT:
+                found = self._placed = placed  # a search on another thread keeps the dict it holds
+            else:
+                found.update(placed)
+        for i, key in enumerate(keys):
+            for at, lo, hi in found[key]:
+                yield at, i, lo, hi
 
     def rarity(self, terms: Sequence[str]) -> list[float]:
         """Each stem's BM25 idf over the live chunks, divided by the idf of a stem found nowhere (0..1].

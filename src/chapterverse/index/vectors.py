@@ -62,7 +62,7 @@ import numpy as np
 from ..errors import StoreError
 from ..store import ChunkStore, IndexFeed, MetaStore
 from ..store.vectorfile import VectorRows, map_rows, missing_file
-from .dense import Beside, QuantizedRows, half_candidates, inner_products, top_candidates
+from .dense import Beside, QuantizedRows, half_candidates, inner_products, to_single, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 from .int8codes import ResidentCodes
 from .topk import top_k
@@ -285,7 +285,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         snap = self._current()
         out: dict[int, np.ndarray] = {}
         for seg, rows, ids in self._locate(snap, [int(c) for c in chunk_ids]):
-            block = np.array(seg.matrix[rows], np.float32)
+            block = to_single(seg.matrix[rows])
             out.update(zip(ids.tolist(), block))
         return out
 
@@ -294,11 +294,15 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         of ``chunk_ids`` (repeats allowed); rows of chunks it does not hold are zero."""
         snap = self._current()
         wanted = np.asarray(chunk_ids, np.int64)
+        located = list(self._located(snap, wanted))
+        if len(located) == 1 and len(located[0][2]) == len(wanted):  # one segment holds them all
+            seg, rows, _ = located[0]
+            return to_single(seg.matrix[rows]), np.ones(len(wanted), bool)
         width = snap.dim or next((seg.matrix.shape[1] for seg in snap.segments if seg.rows), 0)
         matrix = np.zeros((len(wanted), width), np.float32)
         held = np.zeros(len(wanted), bool)
-        for seg, rows, at in self._located(snap, wanted):
-            matrix[at] = seg.matrix[rows]
+        for seg, rows, at in located:
+            matrix[at] = to_single(seg.matrix[rows])
             held[at] = True
         return matrix, held
 
