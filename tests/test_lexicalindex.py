@@ -87,6 +87,11 @@ def assert_term_matches(view: Any, rows: list[Any], s: LexicalSettings) -> None:
     index does not hold, and a term nothing holds."""
     ids = [r[0] for r in rows][::-1] + [10**9]
     terms = ["whale", "ship", "w001", "captain", "nothing"]
+    stems, prefixes = view.word_matches(terms, [t[:s.prefix] for t in terms], ids)  # both in one pass
+    for prefix, both in ((False, stems), (True, prefixes)):
+        alone = view.term_matches([t[:s.prefix] for t in terms] if prefix else terms, ids, prefix=prefix)
+        np.testing.assert_array_equal(both.tf, alone.tf)
+        np.testing.assert_array_equal(both.df, alone.df)
     for prefix in (False, True):
         keys = [t[:s.prefix] for t in terms] if prefix else terms
         cut = (lambda t: t[:s.prefix]) if prefix else (lambda t: t)

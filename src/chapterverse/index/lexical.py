@@ -395,7 +395,16 @@ class LexicalView:
         Each chunk is looked up by binary search in each term's postings, so a common term costs a few probes
         instead of a pass over all its postings; the probes' hits are read once per segment, for all terms at
         once. Chunks the snapshot does not hold match nothing."""
-        keys = [(_PREFIX if prefix else _STEM) + t for t in terms]
+        return self._matches([(_PREFIX if prefix else _STEM) + t for t in terms], chunk_ids)
+
+    def word_matches(self, stems: Sequence[str], prefixes: Sequence[str], chunk_ids: Sequence[int]
+                     ) -> tuple[TermMatches, TermMatches]:
+        """:meth:`term_matches` of ``stems`` and of ``prefixes`` in one pass over the segments."""
+        both = self._matches([_STEM + t for t in stems] + [_PREFIX + t for t in prefixes], chunk_ids)
+        cut = len(stems)
+        return (TermMatches(both.df[:cut], both.tf[:, :cut]), TermMatches(both.df[cut:], both.tf[:, cut:]))
+
+    def _matches(self, keys: Sequence[str], chunk_ids: Sequence[int]) -> TermMatches:
         wanted = np.asarray(chunk_ids, np.int64)
         df = np.zeros(len(keys), np.int64)
         tf = np.zeros((len(wanted), len(keys)))
@@ -410,13 +419,12 @@ class LexicalView:
             which, own = _rows_of(seg, self._where[at], wanted)
             if not len(own):
                 continue
-            # per term, where each chunk's row would be among the term's postings (the last one where beyond);
+            # per key, where each chunk's row would be among the key's postings (the last one where beyond);
             # the rows in the postings' own type: searchsorted would otherwise convert every posting it searches
             probe = own.astype(seg.rows.dtype)
             probes = np.concatenate([np.minimum(np.searchsorted(seg.rows[lo:hi], probe), hi - lo - 1) + lo
                                      for _, lo, hi in found])
-            rows = np.tile(own, len(found))
-            hit = seg.rows[probes] == rows
+            hit = seg.rows[probes] == np.tile(own, len(found))
             columns = np.repeat(np.fromiter((i for i, _, _ in found), np.int64, len(found)), len(own))
             tf[np.tile(which, len(found))[hit], columns[hit]] = _decode_tf(seg.tf[probes[hit]])
         return TermMatches(df, tf)

@@ -390,8 +390,7 @@ class Retriever:
             records = self.store.chunks_by_ids(ids)
             texts = [records[c].text if c in records else "" for c in ids]
             return text_matches(words, texts, languages, self.store.document_frequencies, self.weights.prefix)
-        return (index.term_matches(words.stems, ids, prefix=False),
-                index.term_matches(words.prefixes, ids, prefix=True))
+        return index.word_matches(words.stems, words.prefixes, ids)
 
     # -- helpers ------------------------------------------------------------------------------
     @property
