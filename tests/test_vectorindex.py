@@ -442,8 +442,7 @@ def test_the_index_follows_whatever_store_lends_it_a_feed_not_a_class(store: SQL
         VectorIndex(NoFeedStore(store.path))
 
 
-@pytest.fixture
-def split_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+def split_every_scan(monkeypatch: pytest.MonkeyPatch) -> None:
     """Scans of any size split in two parts, as a 100 k-chunk library's are on two cores."""
     from chapterverse.index import dense
 
@@ -452,10 +451,15 @@ def split_scans(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dense, "scan_tuning", lambda: dense.ScanTuning(cached_scan_bytes=0, threads=2))
 
 
-def test_work_beside_a_split_int8_pass_runs_once_on_the_searching_thread_and_changes_no_row(
-        split_scans: None) -> None:
-    """A search's BM25 ranking runs on its own thread while the helper scans the codes (``Beside``): once, there,
-    and the rows the first pass keeps are those of the pass without it, dead rows and ties included."""
+@pytest.fixture
+def split_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    split_every_scan(monkeypatch)
+
+
+def test_a_split_int8_pass_with_work_beside_keeps_the_rows_of_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's BM25 ranking runs on its own thread while the helper scans the codes (``Beside``): once, there;
+    and the rows the split pass keeps are those of one pass over all rows, dead rows and ties included, also
+    where a part has fewer live rows than ``k``."""
     from chapterverse.index.dense import Beside, quantize, top_candidates
 
     rng = np.random.default_rng(21)
@@ -464,15 +468,22 @@ def test_work_beside_a_split_int8_pass_runs_once_on_the_searching_thread_and_cha
     codes = quantize(matrix)
     dead = np.zeros(len(matrix), bool)
     dead[rng.choice(len(matrix), 500, replace=False)] = True
+    mostly_dead = np.ones(len(matrix), bool)
+    mostly_dead[[5, 700, 1_200, 4_000, 4_100, 4_900]] = False  # the first of two parts holds three live rows
+    first_dead = np.ones(len(matrix), bool)
+    first_dead[[4_100, 4_900]] = False  # and none
+    queries = [unit(matrix[trial * 11] + 0.3 * rng.standard_normal(64)) for trial in range(10)]
+    cases = [(q, k, d) for q in queries
+             for k, d in ((10, dead), (1, dead), (4, mostly_dead), (3, first_dead), (10, None))]
+    one_pass = [top_candidates(codes, q, k, d) for q, k, d in cases]
+    split_every_scan(monkeypatch)
     ran_on: list[int] = []
-    for trial in range(10):
-        q = unit(matrix[trial * 11] + 0.3 * rng.standard_normal(64))
+    for (q, k, d), expected in zip(cases, one_pass):
         work = Beside(lambda: ran_on.append(threading.get_ident()) or len(ran_on))
-        beside = top_candidates(codes, q, 10, dead, work)
-        alone = top_candidates(codes, q, 10, dead)
-        assert beside is not None and alone is not None and np.array_equal(beside, alone)
-        assert work.done and work.result() == trial + 1, "run once, by the scan, not again by result()"
-    assert set(ran_on) == {threading.get_ident()}
+        split = top_candidates(codes, q, k, d, work)
+        assert expected is not None and split is not None and np.array_equal(split, expected)
+        assert work.done and work.result() == len(ran_on), "run once, by the scan, not again by result()"
+    assert len(ran_on) == len(cases) and set(ran_on) == {threading.get_ident()}
 
 
 def test_work_beside_an_unsplit_scan_runs_when_its_result_is_asked_for() -> None:

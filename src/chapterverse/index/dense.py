@@ -253,12 +253,10 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
     query_error = float(np.linalg.norm(vector.astype(np.float64) - query_code * np.float64(query_scale)))
     scale = np.float32(np.linalg.norm(vector))
     slack = np.float32(quantized.code_norm * query_error + SCORE_SLACK)
-    rows = len(quantized.codes)
-    lower = np.empty(rows, np.float32)
-    upper = np.empty(rows, np.float32)
     query_row = query_code[None, :]
+    parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
-    def scan(lo: int, hi: int) -> None:  # the bounds of a part's rows while they are in the cache, on its core
+    def scan(lo: int, hi: int) -> None:  # a part's bounds while its rows are in the cache, on its core
         if hi <= lo:
             return
         approx = simsimd.cdist(query_row, quantized.codes[lo:hi], metric="dot", out_dtype="float32")
@@ -269,11 +267,36 @@ def top_candidates(quantized: QuantizedRows, vector: np.ndarray, k: int, dead: n
             approx[dead[lo:hi]] = -np.inf
         error = quantized.residuals[lo:hi] * scale
         error += slack
-        np.subtract(approx, error, out=lower[lo:hi])
-        np.add(approx, error, out=upper[lo:hi])
+        lower = approx - error
+        upper = np.add(approx, error, out=approx)
+        parts[lo] = _part_reaching(lower, upper, k, lo)
 
     _in_parts(quantized.codes, scan, beside)
-    return _reaching(lower, upper, k)
+    return _reaching_of_parts([parts[lo] for lo in sorted(parts)], k, len(quantized.codes))
+
+
+def _part_reaching(lower: np.ndarray, upper: np.ndarray, k: int, first: int
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of one part of the rows (the first numbered ``first``): its ``k`` largest finite lower bounds, and the rows
+    whose upper bound reaches the smallest of them, with those upper bounds. The k-th largest lower bound of all
+    rows is at least that, so these hold every row of the part that :func:`_reaching` would keep."""
+    best = top_k(lower, k)
+    if not len(best):
+        return np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(0, np.float32)
+    rows = np.flatnonzero(upper >= lower[best[-1]])
+    return lower[best], rows + first, upper[rows]
+
+
+def _reaching_of_parts(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]], k: int, total: int
+                       ) -> np.ndarray | None:
+    """:func:`_reaching` of all rows from its parts' :func:`_part_reaching`, in row order."""
+    lowest = np.concatenate([best for best, _, _ in parts])
+    best = top_k(lowest, k)
+    if not len(best):
+        return np.zeros(0, np.int64)
+    floor = lowest[best[-1]]
+    rows = np.concatenate([rows[reach >= floor] for _, rows, reach in parts])
+    return rows if len(rows) * 8 <= total else None
 
 
 def _within_bounds(approx: np.ndarray, error: np.ndarray, k: int) -> np.ndarray | None:
