@@ -69,7 +69,7 @@ import numpy as np
 from ..store import ChunkStore, IndexFeed
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 
-__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
+__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "Postings", "TermMatches", "default_directory",
            "FORMAT"]
 
 FORMAT = 2
@@ -366,67 +366,61 @@ class LexicalView:
     def __len__(self) -> int:
         return self.live
 
-    def scores(self, terms: Sequence[str], *, prefix: bool) -> np.ndarray:
-        """BM25 of every live chunk for ``terms`` (stems, or stem prefixes with ``prefix``), zero where none match."""
+    def scores(self, terms: Sequence[str], *, prefix: bool, read: Postings | None = None) -> np.ndarray:
+        """BM25 of every live chunk for ``terms`` (stems, or stem prefixes with ``prefix``), zero where none match.
+        ``read``: the search's postings read so far (:class:`Postings`), to read none twice."""
         kind = _PREFIX if prefix else _STEM
-        found = [parts for parts in self._postings([kind + t for t in dict.fromkeys(terms)])
-                 if any(len(pos) for pos, _ in parts)]
+        found = [(pos, tf) for pos, tf in (read or Postings(self)).of([kind + t for t in dict.fromkeys(terms)])
+                 if len(pos)]
         out = np.zeros(self.live, np.float32)
         if not found:
             return out
         s = self.settings
-        df = np.array([sum(len(pos) for pos, _ in parts) for parts in found], np.int64)
+        df = np.array([len(pos) for pos, _ in found], np.int64)
         n = max(self.live, 1)
         idf = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene's BM25 idf: never negative
-        for parts, weight in zip(found, idf):
-            for pos, tf in parts:  # segment by segment: the same float64 operations as over all postings at once
-                numerator = tf * weight
-                numerator *= s.k1 + 1
-                denominator = self._norm[pos]
-                denominator += tf
-                numerator /= denominator
-                out[pos] += numerator.astype(np.float32)
+        for (pos, tf), weight in zip(found, idf):
+            numerator = tf * weight
+            numerator *= s.k1 + 1
+            denominator = self._norm[pos]
+            denominator += tf
+            numerator /= denominator
+            out[pos] += numerator.astype(np.float32)
         return out
 
     def term_matches(self, terms: Sequence[str], chunk_ids: Sequence[int], *, prefix: bool) -> TermMatches:
         """How often each of ``terms`` (stems, or stem prefixes) occurs in each of ``chunk_ids``, and in how many
         live chunks: a passage's own lexical evidence, whatever else the library holds.
 
-        Each chunk is looked up by binary search in each term's postings, so a common term costs a few probes
-        instead of a pass over all its postings; the probes' hits are read once per segment, for all terms at
-        once. Chunks the snapshot does not hold match nothing."""
-        return self._matches([(_PREFIX if prefix else _STEM) + t for t in terms], chunk_ids)
+        Each chunk is looked up by binary search in each term's postings (all segments' at once), so a common
+        term costs a few probes instead of a pass over all its postings. Chunks the snapshot does not hold match
+        nothing."""
+        return self._matches([(_PREFIX if prefix else _STEM) + t for t in terms], chunk_ids, Postings(self))
 
-    def word_matches(self, stems: Sequence[str], prefixes: Sequence[str], chunk_ids: Sequence[int]
-                     ) -> tuple[TermMatches, TermMatches]:
-        """:meth:`term_matches` of ``stems`` and of ``prefixes`` in one pass over the segments."""
-        both = self._matches([_STEM + t for t in stems] + [_PREFIX + t for t in prefixes], chunk_ids)
+    def word_matches(self, stems: Sequence[str], prefixes: Sequence[str], chunk_ids: Sequence[int],
+                     read: Postings | None = None) -> tuple[TermMatches, TermMatches]:
+        """:meth:`term_matches` of ``stems`` and of ``prefixes`` (``read``: as for :meth:`scores`)."""
+        both = self._matches([_STEM + t for t in stems] + [_PREFIX + t for t in prefixes], chunk_ids,
+                             read or Postings(self))
         cut = len(stems)
         return (TermMatches(both.df[:cut], both.tf[:, :cut]), TermMatches(both.df[cut:], both.tf[:, cut:]))
 
-    def _matches(self, keys: Sequence[str], chunk_ids: Sequence[int]) -> TermMatches:
+    def _matches(self, keys: Sequence[str], chunk_ids: Sequence[int], read: Postings) -> TermMatches:
         wanted = np.asarray(chunk_ids, np.int64)
         df = np.zeros(len(keys), np.int64)
         tf = np.zeros((len(wanted), len(keys)))
-        by_segment: dict[int, list[tuple[int, int, int]]] = {}
-        for at, i, lo, hi in self._find(keys):
-            where = self._where[at]
-            df[i] += hi - lo if isinstance(where, int) else int((where[self.segments[at].rows[lo:hi]] >= 0).sum())
-            if hi > lo:
-                by_segment.setdefault(at, []).append((i, lo, hi))
-        for at, found in by_segment.items():
-            seg = self.segments[at]
-            which, own = _rows_of(seg, self._where[at], wanted)
-            if not len(own):
-                continue
-            # per key, where each chunk's row would be among the key's postings (the last one where beyond);
-            # the rows in the postings' own type: searchsorted would otherwise convert every posting it searches
-            probe = own.astype(seg.rows.dtype)
-            probes = np.concatenate([np.minimum(np.searchsorted(seg.rows[lo:hi], probe), hi - lo - 1) + lo
-                                     for _, lo, hi in found])
-            hit = seg.rows[probes] == np.tile(own, len(found))
-            columns = np.repeat(np.fromiter((i for i, _, _ in found), np.int64, len(found)), len(own))
-            tf[np.tile(which, len(found))[hit], columns[hit]] = _decode_tf(seg.tf[probes[hit]])
+        if self.live and len(wanted):
+            at = np.minimum(np.searchsorted(self.ids, wanted), self.live - 1)
+            which = np.flatnonzero(self.ids[at] == wanted)  # the chunks the snapshot holds, at positions ``own``
+            own = at[which]
+        else:
+            which = own = np.zeros(0, np.int64)
+        for i, (pos, frequencies) in enumerate(read.of(keys)):
+            df[i] = len(pos)
+            if len(pos) and len(own):
+                probes = np.minimum(np.searchsorted(pos, own), len(pos) - 1)
+                hit = pos[probes] == own
+                tf[which[hit], i] = frequencies[probes[hit]]
         return TermMatches(df, tf)
 
     def _postings(self, keys: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
@@ -445,9 +439,8 @@ class LexicalView:
 
     def _find(self, keys: Sequence[str]) -> Iterator[tuple[int, int, int, int]]:
         """(segment number, which key, start, end of the key's postings there) wherever a key occurs, segments in
-        order for each key. Where a key's postings lie is kept for the view's life (:data:`KEYS_KEPT` keys): a
-        search asks for its keys up to four times (two rankings, two sets of matches), and the next search
-        asks again for common ones."""
+        order for each key. Where a key's postings lie is kept for the view's life (:data:`KEYS_KEPT` keys):
+        finding one costs a hash and a binary search in every segment, and questions share their common words."""
         found = self._placed
         missing = [key for key in dict.fromkeys(keys) if key not in found]
         if missing:
@@ -479,17 +472,6 @@ class LexicalView:
         return out
 
 
-def _rows_of(seg: _Segment, where: np.ndarray | int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which of ``chunk_ids`` are live rows of ``seg``, their row numbers there)."""
-    if not seg.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    rows = np.minimum(np.searchsorted(seg.ids, chunk_ids), seg.size - 1)
-    mine = seg.ids[rows] == chunk_ids
-    if not isinstance(where, int):
-        mine &= where[rows] >= 0
-    return np.flatnonzero(mine), rows[mine]
-
-
 @dataclass(frozen=True, slots=True)
 class TermMatches:
     """:meth:`LexicalView.term_matches`: per term, and per chunk and term."""
@@ -498,6 +480,26 @@ class TermMatches:
     """Live chunks that hold each term."""
     tf: np.ndarray
     """Frequency of each term in each chunk (rows: chunks, columns: terms; heading occurrences weighted)."""
+
+
+class Postings:
+    """The postings one search reads from a :class:`LexicalView`: per key, the live positions that hold it
+    (ascending, all segments) and its term frequencies there, each key read once though the search asks for its
+    keys twice (its BM25 rankings, then its candidates' word matches)."""
+
+    __slots__ = ("_view", "_read")
+
+    def __init__(self, view: LexicalView) -> None:
+        self._view = view
+        self._read: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def of(self, keys: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, float64 term frequencies) of each key (``s:`` stems, ``p:`` prefixes), in order."""
+        missing = [key for key in dict.fromkeys(keys) if key not in self._read]
+        for key, parts in zip(missing, self._view._postings(missing)):
+            self._read[key] = (_joined([pos for pos, _ in parts], np.int64),
+                               _joined([tf for _, tf in parts], np.float64))
+        return [self._read[key] for key in keys]
 
 
 def _joined(parts: Sequence[np.ndarray], dtype: Any) -> np.ndarray:

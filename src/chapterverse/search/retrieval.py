@@ -47,7 +47,7 @@ import numpy as np
 from ..analysis import AnalysedQuery, analyse_query
 from ..embeddings import Embedder
 from ..index.dense import Beside
-from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, Postings, TermMatches
 from ..index.topk import top_k
 from ..index.vectors import VectorIndex
 from ..positions import Span
@@ -327,10 +327,11 @@ class Retriever:
         query = self._analysed(query)
         terms = list(query.terms)
         index = self._memory_index()
+        read = Postings(index) if index is not None else None  # each key's postings read once per search
 
         def ranked_by_bm25() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
             watch.lap("dense")  # the dense search until its scan's helpers took over (all of it if none did)
-            found = self._lexical_rankings(terms, index, n, doc_ids)
+            found = self._lexical_rankings(terms, index, n, doc_ids, read)
             watch.lap("lexical")
             return found
 
@@ -357,7 +358,7 @@ class Retriever:
         doc_best = _best_by(doc_of, cos)
         watch.lap("candidate features")
         words = QueryWords.of(query, self.weights.prefix)
-        stem_matches, prefix_matches = self._word_matches(words, ids, query.languages, index)
+        stem_matches, prefix_matches = self._word_matches(words, ids, query.languages, index, read)
         coverage = word_coverage(words, stem_matches)
         watch.lap("word matches")
         miss = 1.0 / (1 + n)
@@ -372,25 +373,25 @@ class Retriever:
         watch.lap("relevance features")
         return _Candidates(ids, features, lex, cos, pointwise)
 
-    def _lexical_rankings(self, terms: list[str], index: LexicalView | None, n: int, doc_ids: Sequence[int] | None
-                          ) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    def _lexical_rankings(self, terms: list[str], index: LexicalView | None, n: int, doc_ids: Sequence[int] | None,
+                          read: Postings | None = None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
         """The top ``n`` by BM25 over stems and over stem prefixes (none by prefixes where the store keeps BM25
-        to itself)."""
+        to itself); ``read``: the search's postings (:class:`~chapterverse.index.lexical.Postings`)."""
         if index is None:
             return self.store.lexical_search(terms, k=n, doc_ids=doc_ids, heading_weight=self.weights.heading), []
-        stems = index.scores(terms, prefix=False)
-        prefixes = index.scores([t[:self.weights.prefix] for t in terms], prefix=True)
+        stems = index.scores(terms, prefix=False, read=read)
+        prefixes = index.scores([t[:self.weights.prefix] for t in terms], prefix=True, read=read)
         return self._top(index, stems, n, doc_ids), self._top(index, prefixes, n, doc_ids)
 
     def _word_matches(self, words: QueryWords, ids: Sequence[int], languages: Sequence[str],
-                      index: LexicalView | None) -> tuple[TermMatches, TermMatches]:
+                      index: LexicalView | None, read: Postings | None = None) -> tuple[TermMatches, TermMatches]:
         """Which of the query's stems and prefixes each candidate holds, and how many chunks hold each stem:
         the candidate's own lexical evidence, whatever else competes."""
         if index is None:
             records = self.store.chunks_by_ids(ids)
             texts = [records[c].text if c in records else "" for c in ids]
             return text_matches(words, texts, languages, self.store.document_frequencies, self.weights.prefix)
-        return index.word_matches(words.stems, words.prefixes, ids)
+        return index.word_matches(words.stems, words.prefixes, ids, read)
 
     # -- helpers ------------------------------------------------------------------------------
     @property
