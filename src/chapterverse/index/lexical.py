@@ -69,8 +69,8 @@ import numpy as np
 from ..store import ChunkStore, IndexFeed
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 
-__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "Postings", "TermMatches", "default_directory",
-           "FORMAT"]
+__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "Postings", "TermMatches",
+           "default_directory", "FORMAT"]
 
 FORMAT = 2
 """Version of the on-disk layout and of the terms in it; another version is rebuilt, never read. 2: the terms
@@ -423,6 +423,32 @@ class LexicalView:
                 tf[which[hit], i] = frequencies[probes[hit]]
         return TermMatches(df, tf)
 
+    def _joined_postings(self, keys: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per key: (live positions, ascending, and float64 term frequencies) over all segments, written in place
+        where no segment the key occurs in has removed rows."""
+        spans: list[list[tuple[int, int, int]]] = [[] for _ in keys]
+        for at, i, lo, hi in self._find(keys):
+            spans[i].append((at, lo, hi))
+        out = []
+        for key, placed in zip(keys, spans):
+            if not all(isinstance(self._where[at], int) for at, _, _ in placed):
+                parts = self._postings([key])[0]
+                out.append((_joined([pos for pos, _ in parts], np.int64), _joined([tf for _, tf in parts], np.float64)))
+                continue
+            pos = np.empty(sum(hi - lo for _, lo, hi in placed), np.int64)
+            tf = np.empty(len(pos))
+            end = 0
+            for at, lo, hi in placed:
+                seg, start, end = self.segments[at], end, end + hi - lo
+                np.add(seg.rows[lo:hi], self._where[at], out=pos[start:end], dtype=np.int64)
+                stored = seg.tf[lo:hi]
+                if stored.dtype == np.uint16:
+                    np.multiply(stored, 0.5, out=tf[start:end], dtype=np.float64)  # as _decode_tf
+                else:
+                    tf[start:end] = stored
+            out.append((pos, tf))
+        return out
+
     def _postings(self, keys: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per key, per segment that holds it: (live positions, float64 term frequencies)."""
         parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in keys]
@@ -496,9 +522,7 @@ class Postings:
     def of(self, keys: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
         """(positions, float64 term frequencies) of each key (``s:`` stems, ``p:`` prefixes), in order."""
         missing = [key for key in dict.fromkeys(keys) if key not in self._read]
-        for key, parts in zip(missing, self._view._postings(missing)):
-            self._read[key] = (_joined([pos for pos, _ in parts], np.int64),
-                               _joined([tf for _, tf in parts], np.float64))
+        self._read.update(zip(missing, self._view._joined_postings(missing)))
         return [self._read[key] for key in keys]
 
 
