@@ -524,3 +524,27 @@ def test_float16_converts_to_float32_bit_for_bit_as_numpy_converts() -> None:
     assert to_single(rows).shape == rows.shape
     assert np.array_equal(to_single(rows).view(np.uint32), rows.astype(np.float32).view(np.uint32))
     assert to_single(np.ones(3)).dtype == np.float32
+
+
+def test_concurrent_searches_with_work_beside_split_scans_each_find_their_own_top_k(store: SQLiteStore,
+                                                                                   split_scans: None) -> None:
+    """Searches on several threads share the scan's helper: each runs its own work once and gets its own hits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chapterverse.index.dense import Beside
+
+    rng = np.random.default_rng(24)
+    add_doc(store, rng.standard_normal((1500, DIM)), "a")
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=30)
+    queries = unit(rng.standard_normal((40, DIM)))
+
+    def search(i: int) -> tuple[list[tuple[int, float]], int]:
+        work = Beside(lambda: i)
+        return index.search(queries[i], 10, beside=work), work.result()
+
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(search, range(len(queries))))
+    for i, (hits, ran) in enumerate(found):
+        assert ran == i
+        assert_same(hits, brute_force(store, queries[i], 10))

@@ -83,8 +83,8 @@ BESIDE_SHARE = 0.7
 rest): with two cores, 35 % of the rows."""
 
 HELPER_START_WAIT_S = 0.002
-"""How long a scan waits for its helpers to start before it runs its :class:`Beside` work anyway (they may be busy
-with another search's scan)."""
+"""How long a scan waits for its helpers to start before it runs its :class:`Beside` work anyway (a core may be busy
+with other processes); it does not wait while another search's scan holds them."""
 
 T = TypeVar("T")
 
@@ -114,6 +114,8 @@ class Beside(Generic[T]):
 
 _scan_helper: ThreadPoolExecutor | None = None
 _scan_helper_lock = threading.Lock()
+_beside_scans = 0
+"""Scans running beside other work (:func:`_in_parts_beside`) in this process now."""
 
 
 SMALL_SCAN_BYTES = 32 * 1024 * 1024
@@ -415,16 +417,24 @@ def _in_parts_beside(matrix: np.ndarray, scan: Callable[[int, int], None], besid
         begun.set()
         scan(lo, hi)
 
-    pending = [_helper(threads).submit(part, lo, hi, begun)
-               for lo, hi, begun in zip(bounds[:-1], bounds[1:], started)]
+    global _beside_scans
+    with _scan_helper_lock:
+        alone = not _beside_scans  # else the helpers are another search's until its parts end: no waiting
+        _beside_scans += 1
     try:
-        for begun in started:
-            begun.wait(HELPER_START_WAIT_S)
-        beside.run()
+        pending = [_helper(threads).submit(part, lo, hi, begun)
+                   for lo, hi, begun in zip(bounds[:-1], bounds[1:], started)]
+        try:
+            for begun in started if alone else ():
+                begun.wait(HELPER_START_WAIT_S)
+            beside.run()
+        finally:
+            scan(split, len(matrix))
+            for done in pending:
+                done.result()
     finally:
-        scan(split, len(matrix))
-        for done in pending:
-            done.result()
+        with _scan_helper_lock:
+            _beside_scans -= 1
 
 
 def _code_products(codes: np.ndarray, query: np.ndarray) -> np.ndarray:
