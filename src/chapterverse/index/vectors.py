@@ -62,7 +62,7 @@ import numpy as np
 from ..errors import StoreError
 from ..store import ChunkStore, IndexFeed, MetaStore
 from ..store.vectorfile import VectorRows, map_rows, missing_file
-from .dense import QuantizedRows, half_candidates, inner_products, top_candidates
+from .dense import Beside, QuantizedRows, half_candidates, inner_products, to_single, top_candidates
 from .files import CorruptIndex, FollowedIndex, Refresh, load_npy, save_npy
 from .int8codes import ResidentCodes
 from .topk import top_k
@@ -241,9 +241,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return index
 
     # -- reads ------------------------------------------------------------------------------------------
-    def search(self, vector: np.ndarray, k: int, doc_ids: Sequence[int] | None = None) -> list[tuple[int, float]]:
+    def search(self, vector: np.ndarray, k: int, doc_ids: Sequence[int] | None = None,
+               beside: Beside[Any] | None = None) -> list[tuple[int, float]]:
         """The ``k`` chunks most similar to ``vector`` (inner product = cosine of unit vectors), best first; ties
-        by chunk id."""
+        by chunk id. ``beside``: work of the caller's own that a scan split over the cores runs on this thread
+        meanwhile (:class:`~chapterverse.index.dense.Beside`: its ``result()`` runs it then where no scan did)."""
         snap = self._current()
         self._codes.note_search()
         q = self._query(vector, snap)
@@ -257,7 +259,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         found_ids: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
         for seg, dead in zip(snap.segments, snap.dead):
-            rows, scores = self._search_segment(seg, dead, q, k, want)
+            rows, scores = self._search_segment(seg, dead, q, k, want, beside)
             top = top_k(scores, k)
             found_ids.append(seg.ids[top if rows is None else rows[top]])
             found_scores.append(scores[top])
@@ -283,7 +285,7 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         snap = self._current()
         out: dict[int, np.ndarray] = {}
         for seg, rows, ids in self._locate(snap, [int(c) for c in chunk_ids]):
-            block = np.array(seg.matrix[rows], np.float32)
+            block = to_single(seg.matrix[rows])
             out.update(zip(ids.tolist(), block))
         return out
 
@@ -292,11 +294,15 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         of ``chunk_ids`` (repeats allowed); rows of chunks it does not hold are zero."""
         snap = self._current()
         wanted = np.asarray(chunk_ids, np.int64)
+        located = list(self._located(snap, wanted))
+        if len(located) == 1 and len(located[0][2]) == len(wanted):  # one segment holds them all
+            seg, rows, _ = located[0]
+            return to_single(seg.matrix[rows]), np.ones(len(wanted), bool)
         width = snap.dim or next((seg.matrix.shape[1] for seg in snap.segments if seg.rows), 0)
         matrix = np.zeros((len(wanted), width), np.float32)
         held = np.zeros(len(wanted), bool)
-        for seg, rows, at in self._located(snap, wanted):
-            matrix[at] = seg.matrix[rows]
+        for seg, rows, at in located:
+            matrix[at] = to_single(seg.matrix[rows])
             held[at] = True
         return matrix, held
 
@@ -336,7 +342,8 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return q
 
     def _search_segment(self, seg: _Segment, dead: np.ndarray | None, q: np.ndarray, k: int,
-                        want: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray]:
+                        want: np.ndarray | None, beside: Beside[Any] | None = None
+                        ) -> tuple[np.ndarray | None, np.ndarray]:
         """(rows, scores) of the candidates of one segment: those the int8 codes leave, one doc filter's rows, or
         every row (rows None: a million-row ``arange`` per query costs milliseconds)."""
         if want is not None:
@@ -345,11 +352,11 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
                 allowed &= ~dead
             rows = np.flatnonzero(allowed)
             if len(rows) * 8 > seg.rows:  # a broad filter: as a scan of every row
-                narrowed = self._first_pass(seg, q, k, ~allowed)
+                narrowed = self._first_pass(seg, q, k, ~allowed, beside)
                 if narrowed is not None:
                     return narrowed, inner_products(seg.matrix[narrowed], q)
             return rows, inner_products(seg.matrix[rows], q)
-        narrowed = self._first_pass(seg, q, k, dead)
+        narrowed = self._first_pass(seg, q, k, dead, beside)
         if narrowed is not None:
             return narrowed, inner_products(seg.matrix[narrowed], q)
         scores = inner_products(seg.matrix, q)
@@ -358,11 +365,12 @@ class VectorIndex(FollowedIndex[_Snapshot, _StoreState]):
         return None, scores
 
     @staticmethod
-    def _first_pass(seg: _Segment, q: np.ndarray, k: int, dead: np.ndarray | None) -> np.ndarray | None:
+    def _first_pass(seg: _Segment, q: np.ndarray, k: int, dead: np.ndarray | None,
+                    beside: Beside[Any] | None = None) -> np.ndarray | None:
         """The rows that can make the top ``k``, from the int8 codes, or before they exist from SimSIMD's
         half-precision products (a tenth of numpy's conversion of every value); None: scan every row."""
         if seg.codes is not None:
-            return top_candidates(seg.codes, q, k, dead)
+            return top_candidates(seg.codes, q, k, dead, beside)
         return half_candidates(seg.matrix, q, k, dead)
 
     @staticmethod

@@ -40,13 +40,14 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from ..analysis import AnalysedQuery, analyse_query
 from ..embeddings import Embedder
-from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, TermMatches
+from ..index.dense import Beside
+from ..index.lexical import LexicalIndex, LexicalSettings, LexicalView, Postings, TermMatches
 from ..index.topk import top_k
 from ..index.vectors import VectorIndex
 from ..positions import Span
@@ -253,13 +254,14 @@ class Retriever:
         return self._top(index, index.scores(terms, prefix=False), k, doc_ids)
 
     def dense(self, query: str | AnalysedQuery, *, k: int, doc_ids: Sequence[int] | None = None,
-              query_vector: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """Cosine similarity: (chunk id, cosine), best first."""
+              query_vector: np.ndarray | None = None, beside: Beside[Any] | None = None) -> list[tuple[int, float]]:
+        """Cosine similarity: (chunk id, cosine), best first. ``beside``: work of the caller's that a large scan
+        runs on this thread while its helpers stream the vectors (:class:`~chapterverse.index.dense.Beside`)."""
         vector = query_vector if query_vector is not None else self.embed(query)
         in_database = self.store.vector_search
         if in_database is not None:
             return in_database.dense_search(vector, k=k, doc_ids=doc_ids)
-        return self.index.search(vector, k, doc_ids)
+        return self.index.search(vector, k, doc_ids, beside)
 
     # -- fusion -------------------------------------------------------------------------------
     def search(self, query: str | AnalysedQuery, *, k: int = 5, doc_ids: Sequence[int] | None = None,
@@ -325,16 +327,17 @@ class Retriever:
         query = self._analysed(query)
         terms = list(query.terms)
         index = self._memory_index()
-        if index is not None:
-            stems = index.scores(terms, prefix=False)
-            prefixes = index.scores([t[:self.weights.prefix] for t in terms], prefix=True)
-            lexical = self._top(index, stems, n, doc_ids)
-            prefixed = self._top(index, prefixes, n, doc_ids)
-        else:
-            lexical = self.store.lexical_search(terms, k=n, doc_ids=doc_ids, heading_weight=self.weights.heading)
-            prefixed = []
-        watch.lap("lexical")
-        dense = self.dense(query, k=n, doc_ids=doc_ids, query_vector=vector)
+        read = Postings(index) if index is not None else None  # each key's postings read once per search
+
+        def ranked_by_bm25() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+            watch.lap("dense")  # the dense search until its scan's helpers took over (all of it if none did)
+            found = self._lexical_rankings(terms, index, n, doc_ids, read)
+            watch.lap("lexical")
+            return found
+
+        rankings = Beside(ranked_by_bm25)  # on this thread while a large dense scan streams on the others
+        dense = self.dense(query, k=n, doc_ids=doc_ids, query_vector=vector, beside=rankings)
+        lexical, prefixed = rankings.result()
         watch.lap("dense")
         ids = list(dict.fromkeys([cid for cid, _ in (*dense, *lexical, *prefixed)]))
         if not ids:
@@ -355,7 +358,7 @@ class Retriever:
         doc_best = _best_by(doc_of, cos)
         watch.lap("candidate features")
         words = QueryWords.of(query, self.weights.prefix)
-        stem_matches, prefix_matches = self._word_matches(words, ids, query.languages, index)
+        stem_matches, prefix_matches = self._word_matches(words, ids, query.languages, index, read)
         coverage = word_coverage(words, stem_matches)
         watch.lap("word matches")
         miss = 1.0 / (1 + n)
@@ -370,16 +373,25 @@ class Retriever:
         watch.lap("relevance features")
         return _Candidates(ids, features, lex, cos, pointwise)
 
+    def _lexical_rankings(self, terms: list[str], index: LexicalView | None, n: int, doc_ids: Sequence[int] | None,
+                          read: Postings | None = None) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        """The top ``n`` by BM25 over stems and over stem prefixes (none by prefixes where the store keeps BM25
+        to itself); ``read``: the search's postings (:class:`~chapterverse.index.lexical.Postings`)."""
+        if index is None:
+            return self.store.lexical_search(terms, k=n, doc_ids=doc_ids, heading_weight=self.weights.heading), []
+        stems = index.scores(terms, prefix=False, read=read)
+        prefixes = index.scores([t[:self.weights.prefix] for t in terms], prefix=True, read=read)
+        return self._top(index, stems, n, doc_ids), self._top(index, prefixes, n, doc_ids)
+
     def _word_matches(self, words: QueryWords, ids: Sequence[int], languages: Sequence[str],
-                      index: LexicalView | None) -> tuple[TermMatches, TermMatches]:
+                      index: LexicalView | None, read: Postings | None = None) -> tuple[TermMatches, TermMatches]:
         """Which of the query's stems and prefixes each candidate holds, and how many chunks hold each stem:
         the candidate's own lexical evidence, whatever else competes."""
         if index is None:
             records = self.store.chunks_by_ids(ids)
             texts = [records[c].text if c in records else "" for c in ids]
             return text_matches(words, texts, languages, self.store.document_frequencies, self.weights.prefix)
-        return (index.term_matches(words.stems, ids, prefix=False),
-                index.term_matches(words.prefixes, ids, prefix=True))
+        return index.word_matches(words.stems, words.prefixes, ids, read)
 
     # -- helpers ------------------------------------------------------------------------------
     @property
