@@ -22,6 +22,7 @@ from cliutil import cli
 from fakellm import Reply, fake_llm
 
 import chapterverse
+import chapterverse.index.dense
 from chapterverse import analysis
 
 DEMO = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "demo"
@@ -120,6 +121,10 @@ INDEX_HOOKS = "chapterverse.index."
 steps and calls the hooks its subclasses (``index.lexical``, ``index.vectors``) override, and ``index.int8codes``
 calls back for the vector index's current segments, by design."""
 
+BESIDE_RUN = chapterverse.index.dense.Beside.run.__code__
+"""The one call back up across rooms, by design: a large dense scan runs the searching thread's BM25 ranking (handed
+down as a ``Beside``) while its helper threads stream the vectors, so both cores work at once."""
+
 
 def _climbs(command: Callable[[], object]) -> list[str]:
     """Each call, while ``command`` runs, into a chapterverse module that is on the calling thread's stack below
@@ -137,7 +142,8 @@ def _climbs(command: Callable[[], object]) -> list[str]:
             if stack:
                 stack.pop()
             return
-        if stack and module != stack[-1] and module in stack and not (
+        handed_down = frame.f_back is not None and frame.f_back.f_code is BESIDE_RUN
+        if stack and module != stack[-1] and module in stack and not handed_down and not (
                 module.startswith(INDEX_HOOKS) and stack[-1].startswith(INDEX_HOOKS)):
             climbs.append(f"{' > '.join(dict.fromkeys(stack))} >> {module}.{frame.f_code.co_qualname}")
         stack.append(module)
