@@ -327,14 +327,21 @@ def test_int8_codes_are_made_in_the_background_and_follow_writes(store: SQLiteSt
     assert_same(float32_only.search(q, 10), brute_force(store, q, 10))
 
 
-def test_searching_the_codes_first_finds_exactly_what_brute_force_finds(store: SQLiteStore) -> None:
-    """Enough rows that the int8 pass narrows the scan, removed documents, doc filters narrow and broad, ties."""
-    rng = np.random.default_rng(15)
+def _overlapping_documents(store: SQLiteStore, rng: np.random.Generator) -> tuple[np.ndarray, list[int], VectorIndex]:
+    """Three documents sharing rows (so scores tie across them), the third removed, and the index over them with
+    its int8 codes in memory: enough rows that the int8 pass narrows the scan."""
     base = rng.standard_normal((1500, DIM))
     docs = [add_doc(store, base[:1000], "a"), add_doc(store, base, "b"), add_doc(store, base[500:], "c")]
     store.remove_documents([docs[2]])
     index = VectorIndex.open(store)
     assert index.wait_resident(timeout=30) and index.stats().resident
+    return base, docs, index
+
+
+def test_searching_the_codes_first_finds_exactly_what_brute_force_finds(store: SQLiteStore) -> None:
+    """Enough rows that the int8 pass narrows the scan, removed documents, doc filters narrow and broad, ties."""
+    rng = np.random.default_rng(15)
+    base, docs, index = _overlapping_documents(store, rng)
     for trial in range(40):
         q = unit(rng.standard_normal(DIM) if trial % 2 else base[trial] + 0.3 * rng.standard_normal(DIM))
         for k in (1, 10, 60):
@@ -502,11 +509,7 @@ def test_search_with_work_beside_a_split_scan_finds_what_brute_force_finds(store
     from chapterverse.index.dense import Beside
 
     rng = np.random.default_rng(23)
-    base = rng.standard_normal((1500, DIM))
-    docs = [add_doc(store, base[:1000], "a"), add_doc(store, base, "b"), add_doc(store, base[500:], "c")]
-    store.remove_documents([docs[2]])
-    index = VectorIndex.open(store)
-    assert index.wait_resident(timeout=30) and index.stats().resident
+    base, docs, index = _overlapping_documents(store, rng)
     for trial in range(20):
         q = unit(rng.standard_normal(DIM) if trial % 2 else base[trial] + 0.3 * rng.standard_normal(DIM))
         for doc_ids in (None, docs):  # every row, and a filter broad enough to scan as every row
