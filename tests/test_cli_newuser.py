@@ -180,6 +180,11 @@ def test_serve_says_which_library_its_reader_shows(hashed: Path, tmp_path: Path)
     with serving("--rag_enabled", "--rag_kb_path", str(tmp_path / "kb")) as (_, line, _):
         assert (f"knowledge base {tmp_path / 'kb'}, its index written inside it in "
                 f"{tmp_path / 'kb' / '.chapterverse'} (skipped by the folder scan)") in line, line
+    # a folder the server had to make, and a reader library beside the knowledge base: which one the API searches
+    with serving("--rag_enabled", "--rag_kb_path", str(tmp_path / "new-kb"), "--library", str(hashed)) as (_, line, _):
+        assert (f"knowledge base {tmp_path / 'new-kb'} (new and empty: created now), its index written inside it in "
+                f"{tmp_path / 'new-kb' / '.chapterverse'} (skipped by the folder scan); /v1/rag and the chat proxy "
+                f"search the knowledge base, not {hashed}") in line, line
 
 
 def test_the_demo_answer_names_the_book_once_per_footnote(books: Path) -> None:

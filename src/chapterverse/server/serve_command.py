@@ -106,6 +106,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
     from .app import create_app
 
     existed = _library_exists(settings)
+    kb_existed = settings.rag_kb_path.is_dir()
     try:
         app = create_app(settings)
     except ChapterverseError as exc:
@@ -120,9 +121,7 @@ def _serve(settings: ServeSettings, listening: socket.socket) -> int:
         log.info("serving the reader on http://%s:%d/ (%s), the API docs at /docs%s; Ctrl-C stops it",
                  settings.host, listening.getsockname()[1],
                  _library_named(settings) + ("" if existed else ", new and empty: created now"),
-                 f"; knowledge base {settings.rag_kb_path}, its index written inside it in "
-                 f"{settings.kb_library_dir} (skipped by the folder scan)" if settings.rag_enabled
-                 else "; knowledge base disabled (--rag_enabled to turn it on)")
+                 _knowledge_base_named(settings, kb_existed))
         server.run(sockets=[listening])
     return 0
 
@@ -147,6 +146,19 @@ def _library_named(settings: ServeSettings) -> str:
     if settings.rag_enabled and settings.library is None:
         return f"library: the knowledge base's, {settings.reader_library_dir}; --library DIR for another"
     return f"library: {settings.reader_library_dir}"
+
+
+def _knowledge_base_named(settings: ServeSettings, existed: bool) -> str:
+    """The knowledge base's part of the start-up line: its folder (made now, if it was), where its index is written,
+    and, beside a --library of the reader's own, that /v1/rag and the chat proxy search the knowledge base: a user
+    who named a library expects the API to search it."""
+    if not settings.rag_enabled:
+        return "; knowledge base disabled (--rag_enabled to turn it on)"
+    made = "" if existed else " (new and empty: created now)"
+    named = (f"; /v1/rag and the chat proxy search the knowledge base, not {settings.library}"
+             if settings.library is not None else "")
+    return (f"; knowledge base {settings.rag_kb_path}{made}, its index written inside it in "
+            f"{settings.kb_library_dir} (skipped by the folder scan){named}")
 
 
 def serve(ctx: typer.Context) -> None:
