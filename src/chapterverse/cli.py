@@ -1003,12 +1003,21 @@ def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: Sto
 
 
 @command()
-def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List the documents in the library.
+def docs(ctx: typer.Context,
+         doc_id: Annotated[int | None, typer.Argument(
+             metavar="DOC", help="A document id: show its contents (chapters and sections) instead.",
+             show_default=False)] = None,
+         library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """List the documents in the library, or one document's contents (`docs 2`).
 
-    A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts)."""
+    A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts). With a
+    document id: its contents, one entry a line, indented by level, each with where it starts (`f12-3301`: file
+    12, character 3301, as the reader's address `/read/2#f12-3301` opens it)."""
     json_out = _wants_json(ctx, json_out)
     lib = _open(ctx, library, store)
+    if doc_id is not None:
+        _print_contents(lib, doc_id, json_out)
+        return
     records = lib.documents()
     items = [{"id": d.id, "title": d.title, "source": d.source, "format": d.format, "files": d.files,
               "chunks": d.chunks, "segments": d.segments, "size_bytes": d.size_bytes} for d in records]
@@ -1019,6 +1028,27 @@ def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
     else:
         for line in _documents_lines(items):
             print(line)
+
+
+def _print_contents(lib: Library, doc_id: int, json_out: bool) -> None:
+    """A document's contents (its stored TOC, as ``GET /api/documents/{id}`` serves it as ``toc``): the title,
+    then one line an entry, its start first (aligned) and its title indented two spaces a level."""
+    with _errors():
+        title = lib.document(doc_id).title
+    entries = lib.store.toc(doc_id)
+    if json_out:
+        _emit({"doc_id": doc_id, "title": title, "toc": [
+            {"title": t.title, "level": t.level, "file": t.file_id, "offset": t.offset} for t in entries]})
+        return
+    stdout.print(f"{doc_id}  {title}", style="bold", markup=False, highlight=False)
+    if not entries:
+        stderr.print(f"note: document {doc_id} has no contents (no headings were found in it)", markup=False)
+        return
+    starts = [f"f{t.file_id}-{t.offset}" for t in entries]
+    width = max(len(s) for s in starts)
+    top = min(t.level for t in entries)
+    for start, t in zip(starts, entries):
+        stdout.print(f"  {start:<{width}}  {'  ' * (t.level - top)}{t.title}", markup=False, highlight=False)
 
 
 TITLE_COLUMN_MAX = 60
