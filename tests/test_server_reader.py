@@ -142,6 +142,20 @@ def test_listing_and_document_detail(client: httpx.Client, doc_id: int) -> None:
     assert set(only) == {"id", "ordinal", "title", "label", "has_text", "length"} and only["length"] == len(BOOK)
 
 
+def test_search_takes_the_parameters_its_table_row_names(client: httpx.Client, doc_id: int) -> None:
+    """``GET /api/search`` as docs/READER_API.md describes it: ``q``, ``doc_id`` and ``k`` (1 to 20), and the
+    errors of each."""
+    (hit,) = ok(client.get("/api/search", params={"q": "brass key lighthouse stair", "doc_id": doc_id, "k": 1}))[
+        "results"]
+    assert hit["doc_id"] == doc_id and KEY_SENTENCE in hit["text"] and 0 <= hit["score"] <= 1
+    assert hit["toc_path"] == ["The Lighthouse Keeper's Notebook", "Chapter One: Arrival"] and hit["page"] is None
+    for params, status, code in [({"q": "  "}, 400, "BAD_INPUT"), ({"q": "key", "k": 21}, 400, "BAD_INPUT"),
+                                 ({"q": "key", "k": 0}, 400, "BAD_INPUT"), ({"q": "x" * 4001}, 422, "TOO_LONG"),
+                                 ({"q": "key", "doc_id": doc_id + 999}, 404, "NOT_FOUND")]:
+        reply = client.get("/api/search", params=params)
+        assert (reply.status_code, reply.json()["code"]) == (status, code), params
+
+
 def test_file_text_with_paragraph_offsets(client: httpx.Client, doc_id: int) -> None:
     file_id = ok(client.get(f"/api/documents/{doc_id}"))["files"][0]["id"]
     body = ok(client.get(f"/api/files/{file_id}"))
