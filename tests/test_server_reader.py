@@ -149,9 +149,11 @@ def test_search_takes_the_parameters_its_table_row_names(client: httpx.Client, d
         "results"]
     assert hit["doc_id"] == doc_id and KEY_SENTENCE in hit["text"] and 0 <= hit["score"] <= 1
     assert hit["toc_path"] == ["The Lighthouse Keeper's Notebook", "Chapter One: Arrival"] and hit["page"] is None
-    for params, status, code in [({"q": "  "}, 400, "BAD_INPUT"), ({"q": "key", "k": 21}, 400, "BAD_INPUT"),
-                                 ({"q": "key", "k": 0}, 400, "BAD_INPUT"), ({"q": "x" * 4001}, 422, "TOO_LONG"),
-                                 ({"q": "key", "doc_id": doc_id + 999}, 404, "NOT_FOUND")]:
+    refused: list[tuple[dict[str, str | int], int, str]] = [
+        ({"q": "  "}, 400, "BAD_INPUT"), ({"q": "key", "k": 21}, 400, "BAD_INPUT"),
+        ({"q": "key", "k": 0}, 400, "BAD_INPUT"), ({"q": "x" * 4001}, 422, "TOO_LONG"),
+        ({"q": "key", "doc_id": doc_id + 999}, 404, "NOT_FOUND")]
+    for params, status, code in refused:
         reply = client.get("/api/search", params=params)
         assert (reply.status_code, reply.json()["code"]) == (status, code), params
 
