@@ -76,10 +76,10 @@ def tag_of(client: httpx.Client, doc: int, sentence: str) -> str:
 # -------------------------------------------------------------------------------------------- pages
 
 
-def test_pages_carry_the_csp_and_assets_are_served(client: httpx.Client) -> None:
+def test_pages_carry_the_csp_and_assets_are_served(client: httpx.Client, doc_id: int) -> None:
     from chapterverse.web import CONTENT_SECURITY_POLICY, index_html
 
-    for path in ("/", "/read/1"):
+    for path in ("/", f"/read/{doc_id}"):
         page = client.get(path)
         assert page.status_code == 200 and page.text == index_html()
         assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
@@ -103,10 +103,23 @@ def test_a_mistyped_address_shows_a_page_that_leads_back_to_the_library(client: 
         path.replace("<", "&lt;").replace(">", "&gt;"))
 
 
+def test_a_document_the_library_does_not_hold_is_a_404_page_that_says_so(client: httpx.Client,
+                                                                          doc_id: int) -> None:
+    missing = doc_id + 999
+    page = client.get(f"/read/{missing}", headers=BROWSER)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"] and "<h1>Not found</h1>" in page.text
+    assert re.search(rf"The library has no document {missing} to read at <code[^>]*>/read/{missing}</code>",
+                     page.text)
+    assert client.get(f"/read/{doc_id}", headers=BROWSER).status_code == 200
+
+
 @pytest.mark.parametrize(("path", "accept", "status", "code"), [
     ("/nope", "application/json", 404, "NOT_FOUND"),              # an API client
     ("/nope", "*/*", 404, "NOT_FOUND"),                           # curl
     ("/read/abc", "", 400, "BAD_INPUT"),                          # no preference said
+    ("/read/999999", "*/*", 404, "NOT_FOUND"),                    # a document the library does not hold
+    ("/read/999999", "application/json", 404, "NOT_FOUND"),
     ("/api/nope", BROWSER["Accept"], 404, "NOT_FOUND"),           # the APIs' own paths, even from a browser
     ("/v1/nope", BROWSER["Accept"], 404, "NOT_FOUND"),
 ])
