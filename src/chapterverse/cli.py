@@ -667,15 +667,16 @@ def _print_answer(result: AnswerResult) -> None:
     they are in their words), then the footnotes."""
     from rich.text import Text
 
-    from .answering.marks import UNSUPPORTED_MARK, marked_answer
+    from .answering.marks import UNSUPPORTED_MARK, marked_answer, raised_note_numbers
 
     text, marked = marked_answer(result)
-    text = _reflowed(text)
+    text = raised_note_numbers(_reflowed(text))  # the book's "[1]" before the citations become "[1]"
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
     shown = Text(text)
     for phrase in result.answer_spans:
-        shown.highlight_words(list({phrase.text, _SOFT_BREAK.sub(" ", phrase.text)}), style="bold")
+        forms = {raised_note_numbers(form) for form in (phrase.text, _SOFT_BREAK.sub(" ", phrase.text))}
+        shown.highlight_words(list(forms), style="bold")
     shown.highlight_words([UNSUPPORTED_MARK], style="bold yellow")
     stdout.print(shown, highlight=False)
     if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
@@ -708,12 +709,15 @@ def _print_marks(result: AnswerResult, placed: int | None = None) -> None:
 
 def _print_citations(result: AnswerResult) -> None:
     """Each footnote: its number, tag, book and place in the book, then the cited text, indented (not in added
-    quote marks, which would double the book's own: ``ship.””``), its tag-like strings defanged as in the answer."""
+    quote marks, which would double the book's own: ``ship.””``), its tag-like strings defanged and its own
+    footnote numbers raised as in the answer."""
+    from .answering.marks import raised_note_numbers
     from .positions import defang_tags
 
     for c in result.citations:
         stdout.print(f"[{c.n}] [{c.tag}] {_place(c.doc_title, c.toc_path)}", markup=False, highlight=False)
-        stdout.print(textwrap.indent(_reflowed(defang_tags(c.text)), "    "), markup=False, highlight=False)
+        quoted = raised_note_numbers(_reflowed(defang_tags(c.text)))
+        stdout.print(textwrap.indent(quoted, "    "), markup=False, highlight=False)
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None,
