@@ -1012,7 +1012,7 @@ def docs(ctx: typer.Context,
              metavar="DOC", help="A document id: show its contents (chapters and sections) instead.",
              show_default=False)] = None,
          library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List the documents in the library, or one document's contents (`docs 2`).
+    """List the documents, or one document's contents (`docs 2`).
 
     A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts). With a
     document id: its contents, one entry a line, indented by level, each with where it starts (`f12-3301`: file
