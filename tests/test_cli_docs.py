@@ -98,3 +98,54 @@ def test_json_is_unchanged(library: Path) -> None:
         documents = json.loads(output)["documents"]
         assert [d["title"] for d in documents] == ["Short", LONG, "plain text file"]
         assert set(documents[0]) == {"id", "title", "source", "format", "files", "chunks", "segments", "size_bytes"}
+
+
+BOOK = "# The Keeper\n\n## Chapter One\n\nThe lamp.\n\n### The Stair\n\nA key.\n\n## Chapter Two\n\nStorms.\n"
+
+
+@pytest.fixture
+def book(tmp_path: Path) -> tuple[Path, int]:
+    """A library holding one Markdown book with chapters and a section, and the book's id."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "keeper.md").write_text(BOOK)
+    result = Library(tmp_path / "lib", embedder=HashingEmbedder()).ingest([src])
+    return tmp_path / "lib", result[0].document.id
+
+
+def test_a_document_id_shows_its_contents_indented_with_where_each_entry_starts(book: tuple[Path, int]) -> None:
+    library, doc_id = book
+    result = CliRunner().invoke(app, ["docs", str(doc_id), "--library", str(library)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0] == f"{doc_id}  The Keeper"
+    entries = [re.fullmatch(r"  f(\d+)-(\d+) +(\S.*)", line) for line in lines[1:]]
+    assert all(entries), lines
+    titles = [m[3] for m in entries if m]
+    assert titles == ["The Keeper", "Chapter One", "The Stair", "Chapter Two"]
+    column = lines[1].index("The Keeper")  # the starts' column is as wide as the widest, then the indent
+    assert [(line.index(title) - column) // 2 for line, title in zip(lines[1:], titles)] == [0, 1, 2, 1]
+    store = Library(library, embedder=HashingEmbedder()).store
+    for m in entries:  # each start is the start of its heading's line in the stored text ("## Chapter One")
+        heading = store.file_slice(int(m[1]), int(m[2]), int(m[2]) + len(m[3]) + 4) if m else None
+        assert m and heading and heading.split("\n")[0].lstrip("# ") == m[3], heading
+
+
+def test_contents_as_json_are_the_reader_api_s_toc(book: tuple[Path, int]) -> None:
+    library, doc_id = book
+    for args in (["docs", str(doc_id), "--json"], ["--json", "docs", str(doc_id)]):
+        result = CliRunner().invoke(app, [*args, "--library", str(library)])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        assert (data["doc_id"], data["title"]) == (doc_id, "The Keeper")
+        assert [(t["title"], t["level"]) for t in data["toc"]] == [
+            ("The Keeper", 0), ("Chapter One", 1), ("The Stair", 2), ("Chapter Two", 1)]
+        assert all(set(t) == {"title", "level", "file", "offset"} for t in data["toc"])
+
+
+def test_contents_of_an_unknown_document_is_an_input_error_and_help_says_how(book: tuple[Path, int]) -> None:
+    library, doc_id = book
+    result = CliRunner().invoke(app, ["docs", str(doc_id + 7), "--library", str(library)])
+    assert result.exit_code == 2 and f"no document with id {doc_id + 7}" in result.output
+    help_text = CliRunner().invoke(app, ["docs", "--help"]).output
+    assert "DOC" in help_text and "contents" in help_text

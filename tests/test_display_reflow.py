@@ -93,3 +93,37 @@ def test_the_answer_card_names_its_state_and_confidence() -> None:
         "console.log(JSON.stringify([{state: 'unsure', found: false, confidence: 0.3114}, {found: true},"
         " {state: 'not_found', found: false, confidence: 0.01}].map((r) => stateLabel(r).text)));")
     assert labels == ["unsure · confidence 0.31", "answered", "not found · confidence 0.01"]
+
+
+CANDIDE = """# Candide
+
+## Chapitre premier
+
+Il y avait en Westphalie, dans le château de monsieur le baron de Thunder-ten-tronckh, un jeune garçon à qui la \
+nature avait donné les mœurs les plus douces.
+
+Le précepteur Pangloss[1] était l'oracle de la maison, et le petit Candide écoutait ses leçons avec toute la bonne \
+foi de son âge et de son caractère.
+
+[1] Pangloss: celui qui parle de tout.
+"""
+
+
+def test_a_book_s_own_footnote_numbers_are_raised_so_only_citations_read_as_bracketed_numbers(
+        tmp_path: Path) -> None:
+    """``Pangloss[1]`` is the book's note; the answer's citation is ``[1]`` too. The terminal shows the book's as
+    ``Pangloss¹``, in the answer and in the cited passage; ``--json`` and the tag keep the book's characters."""
+    (tmp_path / "candide.md").write_text(CANDIDE, encoding="utf-8")
+    location = str(tmp_path / "lib")
+    assert CliRunner().invoke(app, ["ingest", str(tmp_path / "candide.md"), "--library", location]).exit_code == 0
+    question = "Qui était l'oracle de la maison?"
+    shown = CliRunner().invoke(app, ["ask", question, "--library", location]).output
+    answer, _, footnotes = shown.partition("\n\n")
+    assert "Le précepteur Pangloss¹ était l'oracle de la maison" in answer
+    assert answer.count("[1]") == 1 and answer.splitlines()[0].endswith("caractère.[1]"), shown
+    assert footnotes.startswith("[1] [f") and "    Le précepteur Pangloss¹ était" in footnotes
+    stored = json.loads(CliRunner().invoke(app, ["ask", question, "--json", "--library", location]).output)
+    (citation,) = stored["citations"]
+    assert "Pangloss[1] était" in stored["answer"] and "Pangloss[1] était" in citation["text"]
+    resolved = CliRunner().invoke(app, ["resolve", citation["tag"], "--json", "--library", location]).output
+    assert json.loads(resolved)["text"] == citation["text"]

@@ -45,3 +45,20 @@ def test_the_readme_stays_a_short_guide() -> None:
     assert "bash scripts/demo.sh" in readme and "bash scripts/test.sh" in readme
     for page in re.findall(r"\]\((docs/[\w.]+\.md)", readme):
         assert (ROOT / page).is_file(), page
+
+
+def test_the_reader_api_page_lists_every_reader_route() -> None:
+    """docs/READER_API.md's table names each ``/api`` route of the server as ``METHOD `/api/path```, so a route
+    added without its row fails here."""
+    from fastapi.routing import APIRoute
+
+    from chapterverse.server.reader import router
+
+    table = [line for line in (ROOT / "docs" / "READER_API.md").read_text(encoding="utf-8").splitlines()
+             if line.startswith("| ")]
+    routes = [(method, route.path) for route in router.routes if isinstance(route, APIRoute)
+              for method in sorted((route.methods or set()) - {"HEAD"})]
+    assert len(routes) >= 16
+    missing = [f"{method} {path}" for method, path in routes
+               if not any(re.match(rf"\| {method} `{re.escape(path)}[`?]", line) for line in table)]
+    assert missing == [], "routes missing from docs/READER_API.md's table:\n" + "\n".join(missing)

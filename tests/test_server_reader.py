@@ -76,10 +76,10 @@ def tag_of(client: httpx.Client, doc: int, sentence: str) -> str:
 # -------------------------------------------------------------------------------------------- pages
 
 
-def test_pages_carry_the_csp_and_assets_are_served(client: httpx.Client) -> None:
+def test_pages_carry_the_csp_and_assets_are_served(client: httpx.Client, doc_id: int) -> None:
     from chapterverse.web import CONTENT_SECURITY_POLICY, index_html
 
-    for path in ("/", "/read/1"):
+    for path in ("/", f"/read/{doc_id}"):
         page = client.get(path)
         assert page.status_code == 200 and page.text == index_html()
         assert page.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
@@ -103,10 +103,23 @@ def test_a_mistyped_address_shows_a_page_that_leads_back_to_the_library(client: 
         path.replace("<", "&lt;").replace(">", "&gt;"))
 
 
+def test_a_document_the_library_does_not_hold_is_a_404_page_that_says_so(client: httpx.Client,
+                                                                          doc_id: int) -> None:
+    missing = doc_id + 999
+    page = client.get(f"/read/{missing}", headers=BROWSER)
+    assert page.status_code == 404 and page.headers["content-type"].startswith("text/html")
+    assert page.headers["content-security-policy"] and "<h1>Not found</h1>" in page.text
+    assert re.search(rf"The library has no document {missing} to read at <code[^>]*>/read/{missing}</code>",
+                     page.text)
+    assert client.get(f"/read/{doc_id}", headers=BROWSER).status_code == 200
+
+
 @pytest.mark.parametrize(("path", "accept", "status", "code"), [
     ("/nope", "application/json", 404, "NOT_FOUND"),              # an API client
     ("/nope", "*/*", 404, "NOT_FOUND"),                           # curl
     ("/read/abc", "", 400, "BAD_INPUT"),                          # no preference said
+    ("/read/999999", "*/*", 404, "NOT_FOUND"),                    # a document the library does not hold
+    ("/read/999999", "application/json", 404, "NOT_FOUND"),
     ("/api/nope", BROWSER["Accept"], 404, "NOT_FOUND"),           # the APIs' own paths, even from a browser
     ("/v1/nope", BROWSER["Accept"], 404, "NOT_FOUND"),
 ])
@@ -140,6 +153,22 @@ def test_listing_and_document_detail(client: httpx.Client, doc_id: int) -> None:
     assert set(detail["toc"][0]) == {"title", "level", "file", "offset"}
     (only,) = detail["files"]
     assert set(only) == {"id", "ordinal", "title", "label", "has_text", "length"} and only["length"] == len(BOOK)
+
+
+def test_search_takes_the_parameters_its_table_row_names(client: httpx.Client, doc_id: int) -> None:
+    """``GET /api/search`` as docs/READER_API.md describes it: ``q``, ``doc_id`` and ``k`` (1 to 20), and the
+    errors of each."""
+    (hit,) = ok(client.get("/api/search", params={"q": "brass key lighthouse stair", "doc_id": doc_id, "k": 1}))[
+        "results"]
+    assert hit["doc_id"] == doc_id and KEY_SENTENCE in hit["text"] and 0 <= hit["score"] <= 1
+    assert hit["toc_path"] == ["The Lighthouse Keeper's Notebook", "Chapter One: Arrival"] and hit["page"] is None
+    refused: list[tuple[dict[str, str | int], int, str]] = [
+        ({"q": "  "}, 400, "BAD_INPUT"), ({"q": "key", "k": 21}, 400, "BAD_INPUT"),
+        ({"q": "key", "k": 0}, 400, "BAD_INPUT"), ({"q": "x" * 4001}, 422, "TOO_LONG"),
+        ({"q": "key", "doc_id": doc_id + 999}, 404, "NOT_FOUND")]
+    for params, status, code in refused:
+        reply = client.get("/api/search", params=params)
+        assert (reply.status_code, reply.json()["code"]) == (status, code), params
 
 
 def test_file_text_with_paragraph_offsets(client: httpx.Client, doc_id: int) -> None:

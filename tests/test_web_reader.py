@@ -445,10 +445,11 @@ def test_go_to_passage_highlights_exactly_the_cited_range(
 def test_a_mistyped_address_leads_back_to_the_library(reader_server: Any, browser_page: BrowserPage,
                                                       lighthouse: int) -> None:
     page = browser_page.page
-    for address in ("/read/abc", "/nope"):
+    for address in ("/read/abc", "/nope", f"/read/{lighthouse + 999}"):
         page.goto(f"{reader_server.base_url}{address}")
         expect(page.get_by_role("heading", name="Not found")).to_be_visible()
         expect(page.locator("[data-cv-missing-path]")).to_have_text(address)
+    expect(page.get_by_text(f"The library has no document {lighthouse + 999} to read at")).to_be_visible()
     browser_page.shot(page, "not-found")
     page.get_by_role("link", name="Back to the library").click()
     expect(page.get_by_role("heading", name="Library")).to_be_visible()

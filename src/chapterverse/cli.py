@@ -667,15 +667,16 @@ def _print_answer(result: AnswerResult) -> None:
     they are in their words), then the footnotes."""
     from rich.text import Text
 
-    from .answering.marks import UNSUPPORTED_MARK, marked_answer
+    from .answering.marks import UNSUPPORTED_MARK, marked_answer, raised_note_numbers
 
     text, marked = marked_answer(result)
-    text = _reflowed(text)
+    text = raised_note_numbers(_reflowed(text))  # the book's "[1]" before the citations become "[1]"
     for c in result.citations:
         text = text.replace(f"[{c.tag}]", f"[{c.n}]")
     shown = Text(text)
     for phrase in result.answer_spans:
-        shown.highlight_words(list({phrase.text, _SOFT_BREAK.sub(" ", phrase.text)}), style="bold")
+        forms = {raised_note_numbers(form) for form in (phrase.text, _SOFT_BREAK.sub(" ", phrase.text))}
+        shown.highlight_words(list(forms), style="bold")
     shown.highlight_words([UNSUPPORTED_MARK], style="bold yellow")
     stdout.print(shown, highlight=False)
     if result.mode == "extractive" and result.state == "answered" and result.confidence is not None:
@@ -708,12 +709,15 @@ def _print_marks(result: AnswerResult, placed: int | None = None) -> None:
 
 def _print_citations(result: AnswerResult) -> None:
     """Each footnote: its number, tag, book and place in the book, then the cited text, indented (not in added
-    quote marks, which would double the book's own: ``ship.””``), its tag-like strings defanged as in the answer."""
+    quote marks, which would double the book's own: ``ship.””``), its tag-like strings defanged and its own
+    footnote numbers raised as in the answer."""
+    from .answering.marks import raised_note_numbers
     from .positions import defang_tags
 
     for c in result.citations:
         stdout.print(f"[{c.n}] [{c.tag}] {_place(c.doc_title, c.toc_path)}", markup=False, highlight=False)
-        stdout.print(textwrap.indent(_reflowed(defang_tags(c.text)), "    "), markup=False, highlight=False)
+        quoted = raised_note_numbers(_reflowed(defang_tags(c.text)))
+        stdout.print(textwrap.indent(quoted, "    "), markup=False, highlight=False)
 
 
 def _provider(lib: Library, base_url: str | None, model: str | None, api_key: str | None,
@@ -1003,12 +1007,21 @@ def resolve(ctx: typer.Context, tag: str, library: LibraryOpt = None, store: Sto
 
 
 @command()
-def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
-    """List the documents in the library.
+def docs(ctx: typer.Context,
+         doc_id: Annotated[int | None, typer.Argument(
+             metavar="DOC", help="A document id: show its contents (chapters and sections) instead.",
+             show_default=False)] = None,
+         library: LibraryOpt = None, store: StoreOpt = None, json_out: JsonOpt = False) -> None:
+    """List the documents, or one document's contents (`docs 2`).
 
-    A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts)."""
+    A table on a terminal; piped, one line per document in aligned columns (`--json` for scripts). With a
+    document id: its contents, one entry a line, indented by level, each with where it starts (`f12-3301`: file
+    12, character 3301, as the reader's address `/read/2#f12-3301` opens it)."""
     json_out = _wants_json(ctx, json_out)
     lib = _open(ctx, library, store)
+    if doc_id is not None:
+        _print_contents(lib, doc_id, json_out)
+        return
     records = lib.documents()
     items = [{"id": d.id, "title": d.title, "source": d.source, "format": d.format, "files": d.files,
               "chunks": d.chunks, "segments": d.segments, "size_bytes": d.size_bytes} for d in records]
@@ -1019,6 +1032,27 @@ def docs(ctx: typer.Context, library: LibraryOpt = None, store: StoreOpt = None,
     else:
         for line in _documents_lines(items):
             print(line)
+
+
+def _print_contents(lib: Library, doc_id: int, json_out: bool) -> None:
+    """A document's contents (its stored TOC, as ``GET /api/documents/{id}`` serves it as ``toc``): the title,
+    then one line an entry, its start first (aligned) and its title indented two spaces a level."""
+    with _errors():
+        title = lib.document(doc_id).title
+    entries = lib.store.toc(doc_id)
+    if json_out:
+        _emit({"doc_id": doc_id, "title": title, "toc": [
+            {"title": t.title, "level": t.level, "file": t.file_id, "offset": t.offset} for t in entries]})
+        return
+    stdout.print(f"{doc_id}  {title}", style="bold", markup=False, highlight=False)
+    if not entries:
+        stderr.print(f"note: document {doc_id} has no contents (no headings were found in it)", markup=False)
+        return
+    starts = [f"f{t.file_id}-{t.offset}" for t in entries]
+    width = max(len(s) for s in starts)
+    top = min(t.level for t in entries)
+    for start, t in zip(starts, entries):
+        stdout.print(f"  {start:<{width}}  {'  ' * (t.level - top)}{t.title}", markup=False, highlight=False)
 
 
 TITLE_COLUMN_MAX = 60

@@ -17,8 +17,8 @@ The knowledge-base API (``/v1/rag``) answers every request it refuses with one s
 reading it (a source named twice in a batch, an empty query). Only a body that is not JSON at all is 400,
 as on every route.
 
-A browser that asks for an address the reader does not have (``/nope``, ``/read/abc``) gets a small HTML page
-that says so and links back to the library, with status 404; the APIs' clients (every ``/api`` and ``/v1``
+A browser that asks for an address the reader does not have (``/nope``, ``/read/abc``, ``/read/99`` when the
+library holds no document 99) gets a small HTML page that says so and links back to the library, with status 404; the APIs' clients (every ``/api`` and ``/v1``
 path, and any request that does not ask for HTML before JSON) always get the JSON.
 """
 
@@ -51,7 +51,7 @@ from ..errors import (
     TagError,
 )
 
-__all__ = ["ApiError", "RAG_INVALID", "error_body", "error_response", "install_error_handlers", "unparsable_body", "OPENAI_PATHS"]
+__all__ = ["ApiError", "MissingPage", "RAG_INVALID", "error_body", "error_response", "install_error_handlers", "unparsable_body", "OPENAI_PATHS"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,15 @@ class ApiError(Exception):
         self.code = code
         self.message = message
         self.headers = dict(headers or {})
+
+
+class MissingPage(ApiError):
+    """404 for a page address of the right form that names nothing (``/read/99`` when there is no document 99):
+    a browser gets the not-found page, whose sentence begins with ``lead``; any other client the JSON error."""
+
+    def __init__(self, message: str, lead: str) -> None:
+        super().__init__(404, "NOT_FOUND", message)
+        self.lead = lead
 
 
 RAG_INVALID = 422
@@ -192,10 +201,11 @@ def _accepted(accept: str) -> dict[str, float]:
     return quality
 
 
-def _not_found_page(request: Request) -> HTMLResponse:
-    """404 as a page for people: the address they typed and a link back to the library."""
-    return HTMLResponse(not_found_html(request.url.path), status_code=404,
-                        headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+def _not_found_page(request: Request, lead: str | None = None) -> HTMLResponse:
+    """404 as a page for people: the address they typed (after ``lead``, what is missing, where known) and a
+    link back to the library."""
+    page = not_found_html(request.url.path) if lead is None else not_found_html(request.url.path, lead)
+    return HTMLResponse(page, status_code=404, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
 
 
 def _answer(error: ApiError, request: Request) -> JSONResponse:
@@ -207,7 +217,9 @@ def _answer(error: ApiError, request: Request) -> JSONResponse:
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
-    async def _api(request: Request, exc: ApiError) -> JSONResponse:
+    async def _api(request: Request, exc: ApiError) -> Response:
+        if isinstance(exc, MissingPage) and _is_page_request(request):
+            return _not_found_page(request, exc.lead)
         return _answer(exc, request)
 
     @app.exception_handler(ChapterverseError)

@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.types import Message, Receive
 
 from ..answering import AnswerDelta, AnswerDone, AnswerMeta, AnswerStatus, answer_events
-from ..errors import ChapterverseError, InputError, SourceError, TagError
+from ..errors import ChapterverseError, InputError, NotFoundError, SourceError, TagError
 from ..export import chat_markdown, chat_title
 from ..library import Library
 from ..llm.summaries import EXTRACTIVE_MODEL, document_summaries, summary_status
@@ -38,7 +38,7 @@ from ..positions import paragraph_spans, parse_tag
 from ..redaction import scrub
 from ..sources import SUPPORTED_SUFFIXES, Root, iter_folder
 from ..store import DocumentRecord
-from .errors import ApiError
+from .errors import ApiError, MissingPage
 from .jobs import Job
 from .limits import MAX_ID, check_length
 from .lone_surrogates import require_text_body
@@ -505,5 +505,10 @@ def home() -> HTMLResponse:
 
 
 @pages_router.get("/read/{doc_id}", include_in_schema=False)
-def read(doc_id: Id) -> HTMLResponse:
+def read(request: Request, doc_id: Id) -> HTMLResponse:
+    """The reader's page of a document the library holds; 404 for any other id (a page that says so)."""
+    try:
+        _library(request).document(doc_id)
+    except NotFoundError as exc:
+        raise MissingPage(str(exc), f"The library has no document {doc_id} to read at") from exc
     return _page()

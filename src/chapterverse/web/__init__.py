@@ -41,8 +41,9 @@ def index_html() -> str:
     return (STATIC_DIR / "index.html").read_text(encoding="utf-8")
 
 
-def not_found_html(path: str) -> str:
+def not_found_html(path: str, lead: str = "There is no page at") -> str:
     """The page for a mistyped address (``/nope``, ``/read/abc``): it names the address, escaped, and links
-    back to the library."""
+    back to the library. ``lead`` (plain text) says what is missing where more is known than the address
+    ("The library has no document 99 to read at" ``/read/99``)."""
     page = (STATIC_DIR / "not-found.html").read_text(encoding="utf-8")
-    return page.replace("{path}", escape(path))
+    return page.replace("{lead}", escape(lead)).replace("{path}", escape(path))
