@@ -127,3 +127,23 @@ def test_a_book_s_own_footnote_numbers_are_raised_so_only_citations_read_as_brac
     assert "Pangloss[1] était" in stored["answer"] and "Pangloss[1] était" in citation["text"]
     resolved = CliRunner().invoke(app, ["resolve", citation["tag"], "--json", "--library", location]).output
     assert json.loads(resolved)["text"] == citation["text"]
+
+
+JOINED = ("The keeper climbed the stair to the lamp room and looked out over the\ngrey water, where the gulls were "
+          "gathering on the rocks below\nthe tower.[f1-1-2] ‘It will blow hard tonight,’ said the keeper; and he wound "
+          "the\nclock that turned the great lens.[f1-3-4] In\na minute or two the light swept round again across the\n"
+          "harbour and the fishing boats that rode at anchor there.[f1-5-6]")
+"""An answer of three sentences of a hard-wrapped book, joined on one line after each tag: the second starts
+mid-line after the first's tag, the third ("In") at the end of a line."""
+
+
+def test_each_cited_sentence_of_an_answer_is_reflowed_on_its_own_in_the_terminal_and_the_reader() -> None:
+    from chapterverse.cli import _reflowed
+
+    running = JOINED.replace("\n", " ")
+    assert _reflowed(JOINED) == running
+    shown, verse = _node(f"import {{ reflowed }} from '{(STATIC / 'dom.js').as_uri()}';"
+                         f"console.log(JSON.stringify([reflowed({json.dumps(JOINED)}),"
+                         f" reflowed({json.dumps(VERSE + '[f1-3-4]')})]));")
+    assert shown == running and verse == VERSE + "[f1-3-4]"
+    assert _reflowed(VERSE + "[f1-3-4]") == VERSE + "[f1-3-4]"

@@ -635,30 +635,36 @@ def _require_text(text: str, what: str, limit: int) -> None:
         _fail(InputError(f"the {what} is {len(text):,} characters long; at most {limit:,} are read"))
 
 
-_RUN_BREAK = re.compile(r"(?<=[\]:])\n|\n(?=[ \t]*\n)")
+_RUN_EDGE = re.compile(r"(\[f\d+-\d+-\d+\]|(?<=[\]:])\n|\n(?=[ \t]*\n))")
+"""Where a run of text ends: at a citation tag (each cited sentence of an answer is judged alone), a line break
+after a tag or a colon, a blank line. Captured, so the runs join back to the very text."""
 _SOFT_BREAK = re.compile(r"(?<=\S)\n(?=\S)")
 
 
 def _hard_wrapped(text: str) -> bool:
     """Whether a block's line breaks are a hard wrap of prose (a plain-text book's or a PDF's lines) rather than
-    verse or a list: the reader's rule (``web/static/dom.js`` ``hardWrapped``), so both show a passage alike."""
+    verse or a list: the reader's rule (``web/static/dom.js`` ``hardWrapped``), so both show a passage alike. The
+    first of three lines or more may be of any width: a sentence quoted from inside a paragraph starts mid-line
+    ("In\na minute or two the Caterpillar took the hookah out of its mouth\nand yawned ...")."""
     lines = [line.strip() for line in text.rstrip("\n").split("\n")]
     if len(lines) < 2 or not all(lines):
         return False
-    widths = [len(line) for line in lines]
+    judged = lines[1:] if len(lines) > 2 else lines
+    widths = [len(line) for line in judged]
     widest = max(widths)
     wide = [width >= 0.6 * widest for width in widths]
-    ends_sentence = [line.endswith((".", "!", "?", ";", ":", '"', "”", "’", "»", ")")) for line in lines]
+    ends_sentence = [line.endswith((".", "!", "?", ";", ":", '"', "”", "’", "»", ")")) for line in judged]
     if widest < 50 or not any(wide[:-1]) or not all(w or end for w, end in zip(wide[:-1], ends_sentence[:-1])):
         return False
     return sum(line[0].isupper() for line in lines) < 0.8 * len(lines)
 
 
 def _reflowed(text: str) -> str:
-    """``text`` with its hard-wrapped runs' line breaks as spaces, for the terminal only (the same length; a run
-    ends at a blank line, after a citation tag and after a line ending in a colon). Stored text is never so."""
-    return "\n".join(_SOFT_BREAK.sub(" ", run) if _hard_wrapped(run.lstrip()) else run
-                     for run in _RUN_BREAK.split(text))
+    """``text`` with its hard-wrapped runs' line breaks as spaces, for the terminal only (the same length; runs
+    end where :data:`_RUN_EDGE` says). Stored text is never so."""
+    parts = _RUN_EDGE.split(text)
+    return "".join(part if odd or not _hard_wrapped(part.strip()) else _SOFT_BREAK.sub(" ", part)
+                   for odd, part in zip([False, True] * len(parts), parts))
 
 
 def _print_answer(result: AnswerResult) -> None:

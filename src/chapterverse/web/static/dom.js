@@ -93,11 +93,13 @@ export function markedTerms(text, query) {
 export function hardWrapped(text) {
   const lines = String(text).replace(/\n+$/, "").split("\n").map((line) => line.trim());
   if (lines.length < 2 || lines.some((line) => !line)) return false;
-  const widths = lines.map((line) => [...line].length);
+  // the first of three lines or more may be of any width: a sentence quoted from inside a paragraph starts mid-line
+  const judged = lines.length > 2 ? lines.slice(1) : lines;
+  const widths = judged.map((line) => [...line].length);
   const widest = Math.max(...widths);
   // a short line that ends a sentence ends a paragraph inside the block (a PDF page has no blank lines)
   const short = (line, i) => widths[i] < 0.6 * widest && !/[.!?;:"”’»)]$/.test(line);
-  if (widest < 50 || lines.slice(0, -1).some(short) || !widths.slice(0, -1).some((w) => w >= 0.6 * widest)) {
+  if (widest < 50 || judged.slice(0, -1).some(short) || !widths.slice(0, -1).some((w) => w >= 0.6 * widest)) {
     return false;
   }
   const capitals = lines.filter((line) => /^[\p{Lu}]/u.test(line)).length;
@@ -106,11 +108,11 @@ export function hardWrapped(text) {
 
 /**
  * `text` with the line breaks of its hard-wrapped runs shown as spaces (same length, so offsets into it hold).
- * A run ends at a blank line, after a citation tag ("…sea.[f1-10-20]\n") and after a line ending in a colon.
+ * A run ends at a citation tag (each cited sentence of an answer is judged alone), at a line break after a tag or
+ * a colon, and at a blank line; the edges are captured, so the runs join back to the very text.
  */
 export function reflowed(text) {
-  const source = String(text);
-  const runs = source.split(/(?<=\]|:)\n|\n(?=[ \t]*\n)/);
-  return runs.map((run) => (hardWrapped(run.replace(/^\s+/, "")) ? run.replace(/(?<=\S)\n(?=\S)/g, " ") : run))
-    .join("\n");
+  const parts = String(text).split(/(\[f\d+-\d+-\d+\]|(?<=\]|:)\n|\n(?=[ \t]*\n))/);
+  return parts.map((part, i) => (i % 2 === 0 && hardWrapped(part.trim()) ? part.replace(/(?<=\S)\n(?=\S)/g, " ") : part))
+    .join("");
 }
