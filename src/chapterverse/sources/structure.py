@@ -93,6 +93,7 @@ _FRONT_LIST_TITLE = re.compile(
 book, as its contents do, so it is left out of the body as a contents list is."""
 _UNDERLINE = re.compile(r"^\s*(?:=+|-+)\s*$")
 _NOT_WORD = re.compile(r"[\W_]+")
+_APOSTROPHES = re.compile("[\"'`´‘’‚‛ʹʻʼ′“”„‟«»‹›]")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
 _LIST_ITEM = re.compile(rf"^(?:[-*+•]\s|(?:\d{{1,3}}|{_ROMAN})[.)]?(?:\s|$)|(?:{_CHAPTER}|{_MAJOR})\b)", re.IGNORECASE)
 _PAGE_NUMBER = re.compile(r"(?:\s*\.{2,}\s*|\s{2,})\d+\s*$")
@@ -623,8 +624,11 @@ def _shown(title: str) -> str:
 
 
 def _norm(text: str) -> str:
-    """Casefolded letters and digits, single-spaced: what a contents line and its heading share."""
-    return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+    """Casefolded letters and digits, single-spaced: what a contents line and its heading share, as e-readers
+    match them. Apostrophes and quotation marks, straight or typographic, are dropped rather than spaced, so a
+    list's "THE MERMAID'S LAGOON" finds the heading "THE MERMAIDS' LAGOON"; other punctuation parts words."""
+    folded = _APOSTROPHES.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
 
 
 def _initial(text: str) -> str:
