@@ -583,7 +583,8 @@ def _attach_titles(candidates: list[_Candidate], lines: list[_Line], flat: bool)
 def _subtitle_blocks(candidates: list[_Candidate], lines: list[_Line], heading_lines: set[int],
                      flat: bool) -> dict[int, list[int]]:
     """The subtitle block under each bare keyword heading of a style when four in five of the style's headings
-    (three at least) have one: a chapter's first paragraph is that short far less often."""
+    (three at least) have one, and half of those stand over a longer block: a chapter's first paragraph is that
+    short far less often, and a poem's stanzas are all alike."""
     by_style: dict[tuple[str, ...], list[_Candidate]] = defaultdict(list)
     for candidate in candidates:
         if (not flat and candidate.style[0] == "keyword" and candidate.style[-1] != "alone"
@@ -592,9 +593,20 @@ def _subtitle_blocks(candidates: list[_Candidate], lines: list[_Line], heading_l
     blocks: dict[int, list[int]] = {}
     for group in by_style.values():
         found = {c.line: block for c in group if (block := _subtitle_block(lines, c.line, heading_lines))}
-        if len(group) >= _MIN_RUN and len(found) >= 0.8 * len(group):
+        longer = sum(_block_chars(lines, block[-1]) > _MAX_SUBTITLE for block in found.values())
+        if len(group) >= _MIN_RUN and len(found) >= 0.8 * len(group) and 2 * longer >= len(found):
             blocks.update(found)
     return blocks
+
+
+def _block_chars(lines: list[_Line], end: int) -> int:
+    """The characters of the block of lines after the one that ends at line ``end``: a subtitle is followed by
+    paragraphs longer than it, a canto's first tercet by another tercet."""
+    start = _next_text(lines, end, 6)
+    if start is None:
+        return 0
+    block = _block(lines, start)
+    return sum(len(lines[j].stripped) for j in block) if len(block) <= _MAX_TITLE_LINES else _MAX_SUBTITLE + 1
 
 
 def _subtitle_block(lines: list[_Line], heading: int, heading_lines: set[int]) -> list[int]:
