@@ -53,7 +53,7 @@ _NOTE_MARK = r"\[(?:\d{1,3}|[a-z*†])\]"
 _NUMBER = rf"(?:\d{{1,3}}|{_ROMAN}|(?:the\s+)?(?:{_NUMBER_WORDS}))\b"
 _KEYWORD_LINE = re.compile(
     rf"^(?:[\w’' ]{{1,30}}:\s*)?(?:(?P<major>{_MAJOR})|(?P<scene>{_SCENE})|(?P<chapter>{_CHAPTER}))\s+{_NUMBER}(?:{_NOTE_MARK})?\.?"
-    rf"(?:\s*(?:[.:,;—–]|-{{1,2}})\s*(?P<title>\S.*)?|\s+(?P<caps>[^a-z]+)|\s*)$", re.IGNORECASE)
+    rf"(?:\s*(?:[.:,;—–]|-{{1,2}})\s*(?P<title>\S.*)?|\s+(?P<caps>(?-i:[^a-z]+))|\s*)$", re.IGNORECASE)
 """A keyword and a number, then nothing, a separator and maybe a title, or a title in capitals: "STAVE ONE",
 "Chapter 1. Loomings.", "Book the First--Recalled to Life", "Inferno: Canto I", "CHAPITRE XXII[1]." with a
 footnote's mark. "Chapter 5 of the report" is
