@@ -161,3 +161,44 @@ def test_chapter_titles_without_numerals_and_an_author_above_the_title(tmp_path:
     [hit] = [hit for hit in library.search("Käppchen von rotem Samt", k=5) if "rotem Samt" in hit.chunk.text][:1]
     resolved = library.resolve(Span(hit.chunk.file_id, hit.chunk.start, hit.chunk.end))
     assert (resolved.doc_title, resolved.toc_path) == ("Kinder- und Hausmärchen", ["Rotkäppchen"])
+
+
+def test_a_contents_entry_finds_its_heading_whatever_the_apostrophe_s_place() -> None:
+    """The front contents list says "TOAD'S ADVENTURES", the heading in the text "TOADS' ADVENTURES": the chapter
+    is found, as an e-reader finds it, and its text is not counted in the chapter before; a line of prose that
+    starts with the same words ("Toad's adventures, the Rat said, ...") is no heading."""
+    book = read(SHAPES / "grahame-willows-en.txt")
+    assert [entry.title for entry in book.toc] == ["Chapter 1 THE RIVER BANK", "Chapter 2 THE OPEN ROAD",
+                                                   "Chapter 3 THE WILD WOOD", "Chapter 4 TOADS' ADVENTURES"]
+    text = book.files[0].text
+    assert text[book.toc[-1].offset:].startswith("Chapter 4 TOADS' ADVENTURES\n")
+
+
+def test_a_numeral_alone_over_its_title_line_is_one_chapter_and_the_contents_are_flat() -> None:
+    """" I" alone, then " Introduction" two lines below (as the contents list " I Introduction" shows): one chapter
+    "I Introduction", level with "II Mr. Bedford Meets ..." and the "Epilogue", not a numeral under a section."""
+    book = read(SHAPES / "wells-first-men-en.txt")
+    assert [entry.title for entry in book.toc] == [
+        "I Introduction", "II Mr. Bedford Meets Mr. Cavor at Lympne", "III The First Making of Cavorite",
+        "IV Inside the Sphere", "Epilogue"]
+    assert len({entry.level for entry in book.toc}) == 1
+    text = book.files[0].text
+    assert [text[entry.offset:].split(None, 1)[0] for entry in book.toc] == ["I", "II", "III", "IV", "Epilogue"]
+
+
+def test_a_french_edition_s_chapters_with_footnote_marks_subtitles_and_a_title_page(tmp_path: Path) -> None:
+    """An edition's title page ("TOME XXXIII", then "TOME XXXIII." / "ROMANS. TOME I.") is no part of the book;
+    "CHAPITRE III[1]." with a footnote's mark is a chapter; every bare "CHAPITRE N." takes the subtitle under it,
+    whether in title case or not, so the labels read alike; a passage is cited in its chapter."""
+    path = SHAPES / "voltaire-zadig-fr.txt"
+    book = read(path)
+    assert book.title == "Zadig"
+    assert [entry.title for entry in book.toc] == [
+        "CHAPITRE I. Le borgne.", "CHAPITRE II Le nez.", "CHAPITRE III. Le chien et le cheval.",
+        "CHAPITRE IV. Le Ministre.", "CHAPITRE V. Comment Zadig jugea les procès, et de la manière dont il fut reçu…"]
+    assert len({entry.level for entry in book.toc}) == 1
+    library = Library(tmp_path / "lib", embedder=HashingEmbedder())
+    library.ingest([path])
+    [hit] = [hit for hit in library.search("la lune du miel", k=5) if "lune du miel" in hit.chunk.text][:1]
+    resolved = library.resolve(Span(hit.chunk.file_id, hit.chunk.start, hit.chunk.end))
+    assert resolved.toc_path == ["CHAPITRE III. Le chien et le cheval."]

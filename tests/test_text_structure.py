@@ -106,6 +106,17 @@ def test_prose_lines_do_not_become_headings() -> None:
     assert txt_headings(text) == []
 
 
+def test_a_keyword_heading_with_its_title_in_capitals_needs_no_contents_list() -> None:
+    """"Chapter 8 THE MERMAIDS' LAGOON": a keyword, a number and a title in capitals is a heading on its own;
+    "Chapter 5 of the report" (lower case after the number) stays prose."""
+    prose = "He looked at the letter for a long time before he spoke again to the clerk.\n" * 6
+    text = "\n\n".join([
+        "Chapter 1 PETER BREAKS THROUGH", prose, "Chapter 2 THE SHADOW", prose,
+        "Chapter 5 of the report said nothing of the kind.", prose, "Chapter 3 THE MERMAIDS' LAGOON", prose])
+    assert [heading.title for heading in txt_headings(text)] == [
+        "Chapter 1 PETER BREAKS THROUGH", "Chapter 2 THE SHADOW", "Chapter 3 THE MERMAIDS' LAGOON"]
+
+
 def test_a_file_name_s_underscores_are_spaces_in_the_fallback_title(tmp_path: Path) -> None:
     path = tmp_path / "Christmas_Carol_notes.md"
     path.write_text("Notes on the carol, written while reading it aloud.\n", encoding="utf-8")

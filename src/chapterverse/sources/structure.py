@@ -48,12 +48,15 @@ _CHAPTER = (r"chapter|stave|canto|act|letter|eclogue|ecloga|cap[ií]tulo|chapitr
 _SCENE = r"scene|sc[èe]ne|escena|szene|scena"
 _ALONE = (r"prologue|epilogue|preface|introduction|appendix|foreword|afterword|conclusion|pr[óo]logo|"
           r"ep[íi]logo|introducci[óo]n|ap[ée]ndice|pr[ée]face|[ée]pilogue|vorwort|einleitung|nachwort|prolog|epilog")
+_NOTE_MARK = r"\[(?:\d{1,3}|[a-z*†])\]"
+"""A footnote's mark printed after a heading's numeral or title: "CHAPITRE XXII[1].", "...d'Eldorado[1]."."""
 _NUMBER = rf"(?:\d{{1,3}}|{_ROMAN}|(?:the\s+)?(?:{_NUMBER_WORDS}))\b"
 _KEYWORD_LINE = re.compile(
-    rf"^(?:[\w’' ]{{1,30}}:\s*)?(?:(?P<major>{_MAJOR})|(?P<scene>{_SCENE})|(?P<chapter>{_CHAPTER}))\s+{_NUMBER}\.?"
-    rf"(?:\s*(?:[.:,;—–]|-{{1,2}})\s*(?P<title>\S.*)?|\s+(?P<caps>[^a-z]+)|\s*)$", re.IGNORECASE)
+    rf"^(?:[\w’' ]{{1,30}}:\s*)?(?:(?P<major>{_MAJOR})|(?P<scene>{_SCENE})|(?P<chapter>{_CHAPTER}))\s+{_NUMBER}(?:{_NOTE_MARK})?\.?"
+    rf"(?:\s*(?:[.:,;—–]|-{{1,2}})\s*(?P<title>\S.*)?|\s+(?P<caps>(?-i:[^a-z]+))|\s*)$", re.IGNORECASE)
 """A keyword and a number, then nothing, a separator and maybe a title, or a title in capitals: "STAVE ONE",
-"Chapter 1. Loomings.", "Book the First--Recalled to Life", "Inferno: Canto I". "Chapter 5 of the report" is
+"Chapter 1. Loomings.", "Book the First--Recalled to Life", "Inferno: Canto I", "CHAPITRE XXII[1]." with a
+footnote's mark. "Chapter 5 of the report" is
 prose (a lower-case word straight after the number)."""
 _ALONE_LINE = re.compile(rf"^(?:{_ALONE})\b\.?(?:\s*(?:[.:—–]|-{{1,2}})\s*\S.*)?$", re.IGNORECASE)
 _NUMERAL_LINE = re.compile(rf"^(?P<pre>[\[(—–\-_*§=~# ]*)(?P<n>{_ROMAN}|\d{{1,3}})(?P<post>[.\])—–\-_*:=~ ]*)$")
@@ -64,6 +67,8 @@ that starts with a capital ("III Geppetto, tornato a casa, comincia subito a fab
 _MAX_NUMBERED_TITLE, _MAX_SUMMARY = 75, 300
 """A title after a numeral has at most 75 characters; in a text written a paragraph a line, where the chapter's
 summary is the heading's line ("XIII L'osteria del Gambero Rosso.", or a sentence of what happens), 300."""
+_MAX_SUBTITLE = 200
+"""A subtitle block under a bare chapter heading has at most 200 characters (three lines of a hard-wrapped text)."""
 _MAX_SHOWN_TITLE = 80
 """A heading's title longer than this is shown cut at a word, with an ellipsis: the contents list is read at a
 glance (a chapter's summary is a sentence or two)."""
@@ -93,6 +98,8 @@ _FRONT_LIST_TITLE = re.compile(
 book, as its contents do, so it is left out of the body as a contents list is."""
 _UNDERLINE = re.compile(r"^\s*(?:=+|-+)\s*$")
 _NOT_WORD = re.compile(r"[\W_]+")
+_NOTE_MARKS = re.compile(rf"(?<=\w)\s?{_NOTE_MARK}", re.IGNORECASE)
+_APOSTROPHES = re.compile("[\"'`´‘’‚‛ʹʻʼ′“”„‟«»‹›]")
 _BULLET = re.compile(r"^\s*(?:[-*+•]\s+)?")
 _LIST_ITEM = re.compile(rf"^(?:[-*+•]\s|(?:\d{{1,3}}|{_ROMAN})[.)]?(?:\s|$)|(?:{_CHAPTER}|{_MAJOR})\b)", re.IGNORECASE)
 _PAGE_NUMBER = re.compile(r"(?:\s*\.{2,}\s*|\s{2,})\d+\s*$")
@@ -357,8 +364,9 @@ def _plain_headings(lines: list[_Line], lo: int, hi: int) -> list[Heading]:
         candidate = _candidate(lines, line, flat)
         if candidate is not None:
             candidates.append(candidate)
-    candidates = _plausible(candidates, lines)
+    candidates = _without_title_page_parts(_plausible(candidates, lines))
     consumed = _attach_titles(candidates, lines, flat)
+    candidates = [candidate for candidate in candidates if candidate.line not in consumed]
     candidates += _part_titles(candidates, lines, consumed, lo, hi, flat)
     return _levelled(candidates, lines)
 
@@ -498,6 +506,21 @@ def _plausible(candidates: list[_Candidate], lines: list[_Line]) -> list[_Candid
     return [candidate for candidate in candidates if candidate.style in kept]
 
 
+def _without_title_page_parts(candidates: list[_Candidate]) -> list[_Candidate]:
+    """Candidates less the part headings of a style that all stand before the first chapter, two or more: lines of
+    a title page ("TOME XXXIII", then "TOME XXXIII." over "ROMANS. TOME I."), where a book's parts each open
+    with chapters after them."""
+    first_chapter = min((c.line for c in candidates if c.rank >= 1), default=None)
+    if first_chapter is None:
+        return candidates
+    parts: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for candidate in candidates:
+        if candidate.style[:2] == ("keyword", "major"):
+            parts[candidate.style].append(candidate.line)
+    front = {style for style, at in parts.items() if len(at) >= 2 and max(at) < first_chapter}
+    return [candidate for candidate in candidates if candidate.style not in front]
+
+
 def _mixed_pairs(by_style: dict[tuple[str, ...], list[_Candidate]],
                  kept: set[tuple[str, ...]]) -> list[tuple[tuple[str, ...], tuple[str, ...]]]:
     """(numerals alone, numerals with a title) styles of one kind of numeral, neither kept on its own: the
@@ -523,24 +546,84 @@ def _counts_up(group: list[_Candidate], lines: list[_Line], min_gap: int = _MIN_
 
 def _attach_titles(candidates: list[_Candidate], lines: list[_Line], flat: bool) -> set[int]:
     """A heading without its own title takes the short line below it as one ("CHAPTER I" / "JONATHAN HARKER'S
-    JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken. In a flat text a numeral alone among
-    numerals with a summary ("I." above "Come andò che maestro Ciliegia ... trovò un pezzo di legno", then "III
-    Geppetto, tornato a casa, ...") takes the summary line below it, as the others have theirs on their line."""
+    JOURNAL", "I." / "THE EVE OF THE WAR."); returns the lines so taken. A word that heads a section alone
+    ("Introduction", "Conclusion.") right below a chapter's numeral or bare keyword is that chapter's title, not a heading
+    of its own ("I" / "Introduction"). Where most bare headings of a style stand over a short block of a line to
+    three (a subtitle: "CHAPITRE II." / "Ce que devint Candide parmi les Bulgares."), each takes its block, title
+    case or not, so the contents read alike. In a flat text a numeral alone among numerals with a summary ("I."
+    above "Come andò che maestro Ciliegia ... trovò un pezzo di legno", then "III Geppetto, tornato a casa, ...")
+    takes the summary line below it, as the others have theirs on their line."""
     heading_lines = {candidate.line for candidate in candidates}
+    alone_lines = {candidate.line for candidate in candidates if candidate.style[-1] == "alone"}
     consumed: set[int] = set()
+    subtitles = _subtitle_blocks(candidates, lines, heading_lines, flat)
     for candidate in candidates:
         text = lines[candidate.line].stripped
         summary = flat and candidate.style[0] == "numbered" and _NUMERAL_LINE.match(text) is not None
-        if candidate.title_lines or (candidate.style[0] == "numbered" and not summary) or (
+        if candidate.line in consumed or candidate.title_lines or (candidate.style[0] == "numbered" and not summary) or (
                 candidate.style[0] == "keyword" and not _bare(text)):
             continue
-        following = _next_text(lines, candidate.line)
-        if following is None or following in heading_lines or not _apart(lines, following + 1, flat):
+        if candidate.line in subtitles:
+            candidate.title_lines.extend(subtitles[candidate.line])
+            consumed.update(subtitles[candidate.line])
             continue
-        if _looks_like_title(lines[following].stripped) or (summary and _is_summary(lines[following].stripped)):
+        following = _next_text(lines, candidate.line)
+        if following is None or not _apart(lines, following + 1, flat):
+            continue
+        if following in alone_lines and candidate.rank == 1 and candidate.style[-1] != "alone":
+            candidate.title_lines.append(following)
+            consumed.add(following)
+        elif following not in heading_lines and (_looks_like_title(lines[following].stripped)
+                                                 or (summary and _is_summary(lines[following].stripped))):
             candidate.title_lines.append(following)
             consumed.add(following)
     return consumed
+
+
+def _subtitle_blocks(candidates: list[_Candidate], lines: list[_Line], heading_lines: set[int],
+                     flat: bool) -> dict[int, list[int]]:
+    """The subtitle block under each bare keyword heading of a style when four in five of the style's headings
+    (three at least) have one, and half of those stand over a longer block: a chapter's first paragraph is that
+    short far less often, and a poem's stanzas are all alike."""
+    by_style: dict[tuple[str, ...], list[_Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        if (not flat and candidate.style[0] == "keyword" and candidate.style[-1] != "alone"
+                and not candidate.title_lines and _bare(lines[candidate.line].stripped)):
+            by_style[candidate.style].append(candidate)
+    blocks: dict[int, list[int]] = {}
+    for group in by_style.values():
+        found = {c.line: block for c in group if (block := _subtitle_block(lines, c.line, heading_lines))}
+        longer = sum(_block_chars(lines, block[-1]) > _MAX_SUBTITLE for block in found.values())
+        if len(group) >= _MIN_RUN and len(found) >= 0.8 * len(group) and 2 * longer >= len(found):
+            blocks.update(found)
+    return blocks
+
+
+def _block_chars(lines: list[_Line], end: int) -> int:
+    """The characters of the block of lines after the one that ends at line ``end``: a subtitle is followed by
+    paragraphs longer than it, a canto's first tercet by another tercet."""
+    start = _next_text(lines, end, 6)
+    if start is None:
+        return 0
+    block = _block(lines, start)
+    return sum(len(lines[j].stripped) for j in block) if len(block) <= _MAX_TITLE_LINES else _MAX_SUBTITLE + 1
+
+
+def _subtitle_block(lines: list[_Line], heading: int, heading_lines: set[int]) -> list[int]:
+    """The block of one to three lines under a heading, between blank lines, that reads as a subtitle: starting
+    with a capital, at most two sentences and ``_MAX_SUBTITLE`` characters; else nothing."""
+    first = _next_text(lines, heading, 3)
+    if first is None or first in heading_lines or not _blank(lines, first - 1):
+        return []
+    block = [first]
+    while not _blank(lines, block[-1] + 1):
+        if len(block) == _MAX_HEADING_LINES or block[-1] + 1 in heading_lines:
+            return []
+        block.append(block[-1] + 1)
+    text = " ".join(lines[j].stripped for j in block)
+    if len(text) > _MAX_SUBTITLE or not _is_summary(text) or _QUOTE_MARKS.intersection(text[:1]):
+        return []
+    return block
 
 
 def _bare(text: str) -> bool:
@@ -596,7 +679,7 @@ def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]
     for candidate in sorted(candidates, key=lambda c: c.line):
         if candidate.style[0] in ("numeral", "numbered"):
             firsts.setdefault(candidate.style, candidate.line)
-    has_chapters = any(c.style[0] == "keyword" and c.rank == 1 for c in candidates)
+    has_chapters = any(c.style[0] == "keyword" and c.rank == 1 and c.style[-1] != "alone" for c in candidates)
     base = 2 if has_chapters else 1
     ranks = {style: base + n for n, style in enumerate(sorted(firsts, key=firsts.__getitem__))}
     headings = []
@@ -609,7 +692,9 @@ def _levelled(candidates: list[_Candidate], lines: list[_Line]) -> list[Heading]
 
 
 def _shown(title: str) -> str:
-    """The title as the contents show it: cut at a word with an ellipsis past ``_MAX_SHOWN_TITLE`` characters."""
+    """The title as the contents show it: without footnote marks ("d'Eldorado[1]."), cut at a word with an
+    ellipsis past ``_MAX_SHOWN_TITLE`` characters."""
+    title = _NOTE_MARKS.sub("", title)
     if len(title) <= _MAX_SHOWN_TITLE:
         return title
     cut = title[:_MAX_SHOWN_TITLE - 1]
@@ -623,8 +708,11 @@ def _shown(title: str) -> str:
 
 
 def _norm(text: str) -> str:
-    """Casefolded letters and digits, single-spaced: what a contents line and its heading share."""
-    return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).casefold()).split())
+    """Casefolded letters and digits, single-spaced: what a contents line and its heading share, as e-readers
+    match them. Apostrophes and quotation marks, straight or typographic, are dropped rather than spaced, so a
+    list's "THE MERMAID'S LAGOON" finds the heading "THE MERMAIDS' LAGOON"; other punctuation parts words."""
+    folded = _APOSTROPHES.sub("", unicodedata.normalize("NFKC", text).casefold())
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
 
 
 def _initial(text: str) -> str:
