@@ -197,3 +197,19 @@ def test_a_contents_section_of_prose_stays_content(tmp_path: Path) -> None:
     document = read_source(listed)
     assert document.title == "Product FAQ" and [e.title for e in document.toc] == ["Shipping", "Returns"]
     assert not any("- Returns" in chunk for chunk in _chunk_texts(document))
+
+
+def test_a_gutenberg_text_s_production_credits_are_not_chunked(tmp_path: Path) -> None:
+    """A short story with no headings opens, after its START line, with the edition's credits ("Produced by ...",
+    thanks for the scans): they are not the story's words, so no passage cites them; the story is chunked whole."""
+    prose = " ".join(["The lamp on the pier was lit at dusk, as it had been every evening since the war, and the "
+                      "fishermen who came in late steered by it past the shoals."] * 30)
+    path = tmp_path / "pier-lamp.txt"
+    path.write_text("The Project Gutenberg EBook of The Pier Lamp, by A. Writer\n\nTitle: The Pier Lamp\n\n"
+                    "*** START OF THIS PROJECT GUTENBERG EBOOK THE PIER LAMP ***\n\n\n\n\n"
+                    "Produced by a volunteer of the Distributed Proofreading Team\nfrom scans a library made "
+                    "available\n\n\n\n\nTHE PIER LAMP\n\nBy A. Writer\n\n\n" + prose + "\n\n"
+                    "*** END OF THIS PROJECT GUTENBERG EBOOK THE PIER LAMP ***\n", encoding="utf-8")
+    chunks = _chunk_texts(read_source(path))
+    assert chunks and not [chunk for chunk in chunks if "Produced by" in chunk or "scans" in chunk]
+    assert "".join(chunks).count("The lamp on the pier was lit at dusk") == 30

@@ -117,6 +117,12 @@ _TRANSCRIBER = re.compile(
     r"^\W{0,3}(?:transcriber['’]?s?\s+notes?|nota\s+del\s+transcriptor|note\s+du\s+transcripteur|"
     r"anmerkung(?:en)?\s+des\s+transkribenten)\b", re.IGNORECASE | re.MULTILINE)
 
+_PRODUCED = re.compile(
+    r"^[^\w\n]{0,3}(?:produced\s+by|(?:e-?text|e-?book)\s+(?:was\s+)?(?:prepared|produced)\s+by|"
+    r"the\s+project\s+gutenberg\s+e-?(?:text|book)\s+of)\b", re.IGNORECASE | re.MULTILINE)
+"""The production credits a Gutenberg text may open with after its START line ("Produced by Carlo Traverso",
+with thanks to a library for its scans): the edition's, not the book's."""
+
 _FRONT_CHARS = 1_500
 """Text before the contents list or the first heading of at most this many characters is a title page (with an
 edition note or a dedication), not the book; an author's preface is longer and is kept."""
@@ -877,6 +883,11 @@ def _body(text: str, headings: list[Heading], lo: int, hi: int, contents: tuple[
         head_end = _title_heading_end(text, headings, lo)
         if _short(text, head_end, first_heading if head_end == lo else headings[1].offset):
             start = first_heading if head_end == lo else headings[1].offset
+    if lo > 0:  # a Gutenberg text: its production credits, when they open the book, are not the book
+        credits = [match for match in _PRODUCED.finditer(text, start, min(hi, start + _FRONT_CHARS))
+                   if _short(text, start, match.start())]
+        if credits:
+            start = max(start, _paragraph_end(text, credits[-1].start(), hi))
     for list_start, list_end in front_lists:  # a list of illustrations right after the title page or contents
         if list_start >= start and _short(text, start, list_start):
             start = _next_line(text, list_end)
