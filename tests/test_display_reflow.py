@@ -18,7 +18,10 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from chapterverse import open_library
+from chapterverse.answering.extractive import extractive_answer
 from chapterverse.cli import app
+from chapterverse.export import chat_markdown
 
 SHAPES = Path(__file__).parent / "data" / "shapes"
 STATIC = Path(__file__).resolve().parents[1] / "src" / "chapterverse" / "web" / "static"
@@ -127,6 +130,15 @@ def test_a_book_s_own_footnote_numbers_are_raised_so_only_citations_read_as_brac
     assert "Pangloss[1] était" in stored["answer"] and "Pangloss[1] était" in citation["text"]
     resolved = CliRunner().invoke(app, ["resolve", citation["tag"], "--json", "--library", location]).output
     assert json.loads(resolved)["text"] == citation["text"]
+    # in a Markdown export "[1]" is a reference link to the first citation's definition: the book's note is raised
+    library = open_library(location)
+    result = extractive_answer(library, question)
+    chat = library.store.create_chat(result.citations[0].doc_id, question)
+    library.store.add_message(chat, "user", question)
+    library.store.add_message(chat, "assistant", result.answer, result.to_json())
+    markdown = chat_markdown(library.store, chat, "http://reader")
+    assert "Pangloss¹ était" in markdown and "Pangloss[1]" not in markdown
+    assert "caractère.[[1]](http://reader/read/" in markdown and "\n[1]: [" in markdown
 
 
 JOINED = ("The keeper climbed the stair to the lamp room and looked out over the\ngrey water, where the gulls were "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .answering.marks import UNSUPPORTED_MARK, marked_answer, marks_legend
+from .answering.marks import UNSUPPORTED_MARK, marked_answer, marks_legend, raised_note_numbers
 from .answering.result import AnswerResult
 from .positions import defang_tags
 from .store import ChatStore
@@ -25,7 +25,8 @@ def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
 
     Only the answer's ``citations`` become links; every other tag-like string, in the answer or the quoted text,
     is defanged (``positions.defang_tags``): a chat stored before answers were defanged may hold a tag its book
-    planted, and Markdown is read by people and tools that would take it for a citation."""
+    planted, and Markdown is read by people and tools that would take it for a citation. A book's own footnote
+    numbers ("Pangloss[1]") are raised (``Pangloss¹``): Markdown would make ``[1]`` a link to citation 1."""
     chat = store.chat(chat_id)
     lines = [f"# {chat.title}", ""]
     base = base_url.rstrip("/")
@@ -40,6 +41,7 @@ def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
         if result.notice:
             lines += [f"*Note: {defang_tags(result.notice)}*", ""]
         answer, marked = marked_answer(result)
+        answer = raised_note_numbers(answer)  # the book's "[1]": Markdown would link it to citation 1's definition
         for c in result.citations:
             answer = answer.replace(f"[{c.tag}]", f"[[{c.n}]]({base}/read/{c.doc_id}#{c.tag})")
         lines += [defang_tags(answer), ""]
@@ -50,6 +52,6 @@ def chat_markdown(store: ChatStore, chat_id: int, base_url: str) -> str:
         lines += [""] if result.unverified_quotes else []
         for c in result.citations:
             where = " › ".join(c.toc_path) or c.doc_title
-            quoted = "\n".join(f"> {line}" for line in defang_tags(c.text).splitlines() or [""])
+            quoted = "\n".join(f"> {line}" for line in raised_note_numbers(defang_tags(c.text)).splitlines() or [""])
             lines += [f"[{c.n}]: [{c.doc_title} — {where}]({base}/read/{c.doc_id}#{c.tag})", quoted, ""]
     return "\n".join(lines).rstrip() + "\n"
