@@ -82,6 +82,20 @@ def test_the_answered_and_not_found_states(demo: Library) -> None:
     assert refused.answer == "Not found in The Keeper of Gull Rock."
 
 
+def test_a_question_about_someone_the_book_names_is_unsure_however_low_its_confidence(demo: Library) -> None:
+    """Below the unsure threshold a question is "Not found", unless it names someone the passages mention: "Not
+    found in" a book about Marta would say the book knows nothing of her. A name the book never mentions is still
+    not found."""
+    about_marta = extractive_answer(demo, "What was Marta's favourite colour?", scope_title="The Keeper of Gull Rock")
+    assert about_marta.confidence is not None and about_marta.confidence < load_reader_model().unsure_threshold
+    assert_unsure(about_marta.to_json(), lambda tag: demo.resolve(tag).text)
+    assert any("Marta" in citation.text for citation in about_marta.citations)
+    stranger = extractive_answer(demo, "What was Queequeg's favourite colour?", scope_title="The Keeper of Gull Rock")
+    assert stranger.state == "not_found" and stranger.citations == []
+    opening = extractive_answer(demo, "¿Cómo se reinicia la contraseña del router?", scope_title="The Keeper of Gull Rock")
+    assert opening.state == "not_found", "a Spanish question's first word after its ¿ is no name"
+
+
 def test_each_threshold_decides_its_state(demo: Library) -> None:
     """The same reading is answered, unsure or not found as the confidence stands to the two thresholds."""
     confidence = extractive_answer(demo, ANSWERED_QUESTION).confidence

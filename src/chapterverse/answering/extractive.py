@@ -15,6 +15,7 @@ cannot be looked for in the book's, so the reader shows the passages that may he
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from ..embeddings import Embedder
 from ..positions import Span, defang_tags
 from ..search.relevance import ANCHORS
 from ..search.retrieval import Hit
-from .features import (FEATURES, evidence_words, missing_names, missing_words, question_coverage,
+from .features import (FEATURES, absent_names, evidence_words, missing_names, missing_words, question_coverage, question_names,
                        sentence_features)
 from .model import ReaderModel, load_reader_model, meaning_inputs
 from .phrases import answer_phrase
@@ -260,7 +261,7 @@ def extractive_answer(library: ReaderLibrary, question: str | Question, *, doc_i
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=0.0, state="not_found")
     scores = model.sentence_scores(reading.features)
     confidence = round(model.confidence(confidence_features(reading, scores)), 4)
-    if confidence < model.unsure_threshold and not _related_across_languages(reading):
+    if confidence < model.unsure_threshold and not _related_across_languages(reading) and not _names_met(reading):
         return AnswerResult(answer=not_found, found=False, mode="extractive", confidence=confidence,
                             state="not_found")
     if confidence < model.answer_threshold or _unjudged_across_languages(reading):
@@ -273,6 +274,18 @@ def extractive_answer(library: ReaderLibrary, question: str | Question, *, doc_i
     spans = _answer_spans(reading, best, shown.index(best) + 1, reading.languages)
     return AnswerResult(answer=answer, found=True, mode="extractive", citations=citations, confidence=confidence,
                         answer_spans=spans, state="answered")
+
+
+_POSSESSIVE = re.compile(r"['’]s$")
+
+
+def _names_met(reading: Reading) -> bool:
+    """Whether the question names someone or something ("What was Mr. Utterson's profession?") and the evidence
+    mentions every name it uses: passages about the one the question asks of are passages that may help, never
+    "Not found", however unsure the reader is of its sentence."""
+    opening = reading.question.text.lstrip("¿¡\"“«( \t")  # "¿Cómo ...": its first word opens it, as without "¿"
+    named = [_POSSESSIVE.sub("", name) for name in question_names(reading.question) if not opening.startswith(name)]
+    return bool(named) and not absent_names(named, reading.candidates, reading.languages)
 
 
 def _related_across_languages(reading: Reading) -> bool:

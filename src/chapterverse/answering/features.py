@@ -22,7 +22,7 @@ from ..analysis import content_words, joined_form, word_tokens
 from .question import Question, reader_terms
 from .sentences import Candidate, definition_pattern
 
-__all__ = ["FEATURES", "NUMBER_WORDS", "TIME_WORDS", "text_stems", "sentence_features", "question_coverage",
+__all__ = ["FEATURES", "NUMBER_WORDS", "TIME_WORDS", "text_stems", "question_names", "absent_names", "sentence_features", "question_coverage",
            "missing_words", "missing_names", "evidence_words"]
 
 SIMILAR_SENTENCES = 5
@@ -229,13 +229,22 @@ def missing_words(question: Question, candidates: Sequence[Candidate], languages
             if text_stems(w, langs) & asked and not text_stems(w, langs) <= found]
 
 
+def question_names(question: Question) -> list[str]:
+    """The names the question uses: its capitalised words but the first of each sentence ("Utterson")."""
+    return [m.group(0) for m in _NAME_IN_QUESTION.finditer(question.text.strip())]
+
+
 def missing_names(question: Question, candidates: Sequence[Candidate], languages: Sequence[str]) -> list[str]:
     """The names the question uses ("Tephany", "Stoorworm") that occur nowhere in the evidence: a question
     about a character the document never mentions is about another document, however generic its other
     words ("What did the king do?") are."""
+    return absent_names(question_names(question), candidates, languages)
+
+
+def absent_names(names: Sequence[str], candidates: Sequence[Candidate], languages: Sequence[str]) -> list[str]:
+    """Those of ``names`` none of whose stems occurs in the evidence."""
     langs = tuple(languages)
     found = _evidence_stems(candidates, langs)
-    names = (m.group(0) for m in _NAME_IN_QUESTION.finditer(question.text.strip()))
     return [n for n in names if text_stems(n, langs) and not text_stems(n, langs) & found]
 
 
