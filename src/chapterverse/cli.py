@@ -662,9 +662,9 @@ def _hard_wrapped(text: str) -> bool:
 def _reflowed(text: str) -> str:
     """``text`` with its hard-wrapped runs' line breaks as spaces, for the terminal only (the same length; runs
     end where :data:`_RUN_EDGE` says). Stored text is never so."""
-    parts = _RUN_EDGE.split(text)
-    return "".join(part if odd or not _hard_wrapped(part.strip()) else _SOFT_BREAK.sub(" ", part)
-                   for odd, part in zip([False, True] * len(parts), parts))
+    parts = _RUN_EDGE.split(text)  # runs at even places, the edges between them at odd ones
+    return "".join(_SOFT_BREAK.sub(" ", part) if i % 2 == 0 and _hard_wrapped(part.strip()) else part
+                   for i, part in enumerate(parts))
 
 
 def _print_answer(result: AnswerResult) -> None:
